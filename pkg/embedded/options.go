@@ -1,0 +1,115 @@
+package embedded
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Option configures Start.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	members    int
+	dir        string
+	logger     *zap.Logger
+	tick       time.Duration
+	election   time.Duration
+	noFsync    bool
+	clientAddr string
+	tweak      []func(*embed.Config)
+}
+
+func defaultConfig() config {
+	return config{members: 1, logger: zap.NewNop()}
+}
+
+// WithMembers sets the number of members (default 1). n must be at least 1.
+func WithMembers(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("embedded: member count %d: must be at least 1", n)
+		}
+		c.members = n
+		return nil
+	})
+}
+
+// WithDir keeps the members' data under dir (member i in dir/m<i>), which
+// Close leaves in place. Without it, Start uses a new temporary directory
+// that Close removes.
+func WithDir(dir string) Option {
+	return optionFunc(func(c *config) error {
+		if dir == "" {
+			return fmt.Errorf("embedded: empty data directory")
+		}
+		c.dir = dir
+		return nil
+	})
+}
+
+// WithLogger sends the servers' logs to lg. The default discards them.
+func WithLogger(lg *zap.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if lg == nil {
+			return fmt.Errorf("embedded: nil logger")
+		}
+		c.logger = lg
+		return nil
+	})
+}
+
+// WithRaftTiming sets the heartbeat interval and election timeout (etcd's
+// defaults are 100ms and 1s). Faster settings make failover tests quicker;
+// note that etcd's minimum lease TTL is ceil(1.5 × election) seconds.
+func WithRaftTiming(heartbeat, election time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if heartbeat <= 0 || election < 5*heartbeat {
+			return fmt.Errorf("embedded: raft timing %v/%v: need heartbeat > 0 and election >= 5×heartbeat", heartbeat, election)
+		}
+		c.tick, c.election = heartbeat, election
+		return nil
+	})
+}
+
+// WithUnsafeNoFsync disables fsync, trading durability across machine
+// crashes for speed. Process restarts keep their data either way.
+func WithUnsafeNoFsync() Option {
+	return optionFunc(func(c *config) error { c.noFsync = true; return nil })
+}
+
+// WithClientAddr serves clients on addr (host:port, host must be a loopback
+// IP) instead of a free port. Only valid with a single member.
+func WithClientAddr(addr string) Option {
+	return optionFunc(func(c *config) error {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("embedded: client address %q: %w", addr, err)
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("embedded: client address %q: host must be a loopback IP", addr)
+		}
+		c.clientAddr = addr
+		return nil
+	})
+}
+
+// WithConfig lets the caller adjust each member's embed.Config before it
+// starts (TLS, authentication, quotas). fn must not change names, URLs or
+// directories.
+func WithConfig(fn func(*embed.Config)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("embedded: nil config function")
+		}
+		c.tweak = append(c.tweak, fn)
+		return nil
+	})
+}
