@@ -1,0 +1,101 @@
+// Package etcdtest holds test helpers shared by etcdlock's packages: a real
+// embedded etcd, clients bound to a test's lifetime, and a TCP proxy for
+// injecting network faults between a client and etcd.
+package etcdtest
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+)
+
+// Start starts an embedded cluster for a whole test binary (from TestMain),
+// failing hard if it cannot. The caller closes it.
+func Start(opts ...embedded.Option) *embedded.Cluster {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := embedded.Start(ctx, opts...)
+	if err != nil {
+		panic("etcdtest: cannot start embedded etcd: " + err.Error())
+	}
+	return c
+}
+
+// Cluster starts an embedded cluster closed when t ends.
+func Cluster(t testing.TB, opts ...embedded.Option) *embedded.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := embedded.Start(ctx, opts...)
+	if err != nil {
+		t.Fatalf("start embedded etcd: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Client returns a client of endpoints closed when t ends.
+func Client(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Proxy starts a TCP proxy on a free loopback port forwarding to target (an
+// http://127.0.0.1:PORT URL) and returns it with its own URL. It is closed
+// when t ends.
+func Proxy(t testing.TB, target string) (proxy.Server, string) {
+	t.Helper()
+	to, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := proxy.NewServer(proxy.ServerConfig{
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)).Named("proxy"),
+		From:   url.URL{Scheme: "tcp", Host: addr},
+		To:     url.URL{Scheme: "tcp", Host: to.Host},
+	})
+	select {
+	case <-p.Ready():
+	case err := <-p.Error():
+		t.Fatalf("proxy: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, "http://" + addr
+}
+
+// Eventually polls cond every 10ms until it holds or timeout passes, then
+// fails t with msg.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	end := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v: %s", timeout, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

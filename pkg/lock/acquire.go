@@ -1,0 +1,242 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Acquire blocks until the session owns name, ctx ends, or the session is
+// lost. Contenders are served in FIFO order of their keys' creation; each
+// waiter watches only its immediate predecessor, so a release wakes exactly
+// one waiter. Ownership is re-checked in one read after every wait.
+//
+// An uncontended Acquire costs one round trip. If a previous Acquire of
+// name on this session wrote its key but its reply was lost, Acquire adopts
+// that key (and its token) instead of queueing behind itself.
+//
+// On failure — ctx ended, the waiter's key deleted, the session lost — the
+// waiter's key is removed on a fresh context bounded by the cleanup timeout,
+// and the error says why (ctx.Err(), ErrKeyDeleted, the session's error).
+//
+// A session holds at most one claim per name: while a Lock for name is
+// active, or another Acquire/TryAcquire of name is in progress, Acquire
+// returns ErrAlreadyClaimed at once. After the Lock is released or lost, the
+// name can be acquired again.
+func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
+	l, err := s.claim(name)
+	if err != nil {
+		return nil, err
+	}
+	pfx := namePrefix(s.cfg.prefix, name)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
+		Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease)),
+			clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Else(clientv3.OpGet(l.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		return nil, s.abandon(l, err)
+	}
+	token := resp.Header.Revision
+	if !resp.Succeeded {
+		token = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+	}
+	s.startMonitor(l, fencing.Token(token), resp.Header.Revision+1)
+	owner := resp.Responses[1].GetResponseRange().Kvs
+	if len(owner) == 0 || owner[0].CreateRevision != token {
+		if err := s.waitTurn(ctx, l, pfx); err != nil {
+			return nil, s.abandon(l, err)
+		}
+	}
+	if err := l.activate(); err != nil {
+		return nil, s.abandon(l, err)
+	}
+	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
+	return l, nil
+}
+
+// TryAcquire acquires name if no one holds it or waits for it, in one round
+// trip, and otherwise returns a *LockedError (wrapping ErrLocked) naming the
+// current holder, leaving no key behind. Like Acquire it adopts a key that
+// this session's earlier, reply-lost attempt wrote, and returns
+// ErrAlreadyClaimed while the session already claims name.
+func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	l, err := s.claim(name)
+	if err != nil {
+		return nil, err
+	}
+	pfx := namePrefix(s.cfg.prefix, name)
+	// The put happens only if no key exists under the name: a range
+	// comparison is true for an empty range.
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
+		Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
+		Commit()
+	if err != nil {
+		return nil, s.abandon(l, err)
+	}
+	var token int64
+	if resp.Succeeded {
+		token = resp.Header.Revision
+	} else {
+		holder := resp.Responses[0].GetResponseRange().Kvs[0]
+		if string(holder.Key) != l.key {
+			if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
+				// A waiting key left by an earlier, failed attempt.
+				l.token = fencing.Token(mine[0].CreateRevision)
+				return nil, errors.Join(lockedError(name, holder), s.abandon(l, nil))
+			}
+			s.unclaim(l)
+			l.finish(StateReleased, ErrReleased)
+			return nil, lockedError(name, holder)
+		}
+		token = holder.CreateRevision
+	}
+	s.startMonitor(l, fencing.Token(token), resp.Header.Revision+1)
+	if err := l.activate(); err != nil {
+		return nil, s.abandon(l, err)
+	}
+	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
+	return l, nil
+}
+
+// waitTurn waits until no key under pfx is older than l's key, checking in
+// the same read that l's key still exists.
+func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx string) error {
+	for {
+		resp, err := s.client.Txn(ctx).Then(
+			clientv3.OpGet(l.key),
+			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
+		).Commit()
+		if err != nil {
+			return err
+		}
+		if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+			return ErrKeyDeleted
+		}
+		preds := resp.Responses[1].GetResponseRange().Kvs
+		if len(preds) == 0 {
+			return nil
+		}
+		pred := string(preds[0].Key)
+		s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.client.Watch(wctx, pred, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+		evc := make(chan struct{})
+		// waitEvent returns when wctx is canceled, so this goroutine
+		// ends before waitTurn returns.
+		go func() {
+			defer close(evc)
+			_, _, _ = waitEvent(wch, mvccpb.DELETE)
+		}()
+		select {
+		case <-evc:
+			// Deleted, or the watch broke: either way re-read.
+		case <-l.ctx.Done():
+		case <-ctx.Done():
+		}
+		cancel()
+		<-evc
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if l.ctx.Err() != nil {
+			return context.Cause(l.ctx)
+		}
+	}
+}
+
+// claim registers a new claim on name, or explains why there can be none.
+func (s *Session) claim(name string) (*Lock, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	if _, ok := s.claims[name]; ok {
+		return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, name)
+	}
+	l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancelCause(s.alive)
+	s.claims[name] = l
+	return l, nil
+}
+
+// unclaim drops l's claim on its name, if l still has it.
+func (s *Session) unclaim(l *Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claims[l.name] == l {
+		delete(s.claims, l.name)
+	}
+}
+
+// startMonitor records l's token and watches its key from rev on.
+func (s *Session) startMonitor(l *Lock, token fencing.Token, rev int64) {
+	l.token = token
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return // l was finished by the session's end; nothing to watch
+	}
+	s.wg.Add(1)
+	l.mon.Add(1)
+	go l.monitor(rev)
+}
+
+// activate moves l from acquiring to active, unless it was lost meanwhile.
+func (l *Lock) activate() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateAcquiring {
+		return l.err
+	}
+	l.state = StateActive
+	return nil
+}
+
+// abandon ends a failed acquisition: it stops l, removes its key (on a
+// fresh, bounded context), and returns err annotated, or the session's or
+// lock's error when that explains the failure better.
+func (s *Session) abandon(l *Lock, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.lose(ErrLeaseExpired, err)
+	}
+	if cause := context.Cause(l.ctx); cause != nil && (err == nil || errors.Is(err, context.Canceled) && cause != context.Canceled) {
+		err = cause
+	}
+	l.finish(StateReleased, ErrReleased)
+	s.unclaim(l)
+	l.mon.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
+	defer cancel()
+	var cerr error
+	if l.token != 0 {
+		_, cerr = compareAndDelete(ctx, s.client, l.key, int64(l.token))
+	} else {
+		// The reply was lost: the key may or may not exist. It carries
+		// this session's lease in its name, so only this session writes it.
+		_, cerr = s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(l.key), "=", s.lease)).
+			Then(clientv3.OpDelete(l.key)).Commit()
+	}
+	if cerr != nil {
+		s.log.Warn("could not remove abandoned key; it goes away with the lease", zap.String("key", l.key), zap.Error(cerr))
+	}
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("lock: acquire %q: %w", l.name, err)
+}

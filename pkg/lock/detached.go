@@ -1,0 +1,190 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Detached performs single lock operations whose lease nobody renews in the
+// background: the caller (a shell script, a cron job) renews explicitly, and
+// identifies itself on every call by owner and token. It keeps no state
+// between calls; its methods are safe for concurrent use.
+//
+// Owner strings must be unique per actor: Acquire treats a lock already held
+// under the same owner as the caller's own earlier attempt.
+type Detached struct {
+	client *clientv3.Client
+	cfg    config
+}
+
+// Grant describes a lock acquired or renewed by Detached.
+type Grant struct {
+	Name     string
+	Key      string
+	Owner    string
+	Token    fencing.Token
+	LeaseID  clientv3.LeaseID
+	TTL      time.Duration // granted by etcd
+	Deadline time.Time     // conservative: renewal send time + TTL − margin
+}
+
+// NewDetached returns a Detached using client. It accepts WithPrefix,
+// WithSafetyMargin, WithClock, WithCleanupTimeout and WithLogger.
+func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
+	if client == nil {
+		return nil, invalid("nil client")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Detached{client: client, cfg: cfg}, nil
+}
+
+// Acquire grants a fresh lease of ttl and takes name with it if nobody holds
+// or waits for it (one lease grant and one transaction). If name is held by
+// someone else it revokes the new lease and returns a *LockedError. If name
+// is already held under owner — the caller's earlier attempt whose reply was
+// lost — it renews that lease and returns its grant.
+func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
+	if err := ValidateName(name); err != nil {
+		return Grant{}, err
+	}
+	if owner == "" {
+		return Grant{}, invalid("empty owner")
+	}
+	if ttl < time.Second {
+		return Grant{}, invalid("TTL %v is below one second", ttl)
+	}
+	send := d.cfg.clock.Now()
+	lease, err := d.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+	if err != nil {
+		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
+	}
+	pfx := namePrefix(d.cfg.prefix, name)
+	key := contenderKey(d.cfg.prefix, name, lease.ID)
+	resp, err := d.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+		Then(clientv3.OpPut(key, newRecord(owner, send), clientv3.WithLease(lease.ID))).
+		Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		// The put may have happened; a retry adopts it by owner. Until
+		// then the lease holds it for at most ttl.
+		return Grant{}, fmt.Errorf("lock: acquire %q: %w", name, err)
+	}
+	g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: lease.ID, TTL: time.Duration(lease.TTL) * time.Second}
+	if resp.Succeeded {
+		g.Deadline = send.Add(g.TTL - d.margin(g.TTL))
+		return g, nil
+	}
+	d.revoke(lease.ID)
+	holder := resp.Responses[0].GetResponseRange().Kvs[0]
+	if parseRecord(holder.Value).Owner == owner {
+		return d.renewKV(ctx, name, owner, holder)
+	}
+	return Grant{}, lockedError(name, holder)
+}
+
+// Renew refreshes the lease of the lock that owner holds on name with token
+// and returns the new deadline. It fails with ErrNotHeld if that lock no
+// longer exists (it expired or was released: renewing after expiry never
+// revives it), and with ErrNotOwner if token belongs to another owner or to
+// a key that is not the current holder.
+func (d *Detached) Renew(ctx context.Context, name, owner string, token fencing.Token) (Grant, error) {
+	kv, err := d.find(ctx, name, owner, token, true)
+	if err != nil {
+		return Grant{}, err
+	}
+	return d.renewKV(ctx, name, owner, kv)
+}
+
+// Release deletes the lock that owner holds on name with token, with a
+// compare-and-delete, and revokes its lease. Releasing a lock that no longer
+// exists returns nil, so retrying is always safe; a token that belongs to
+// another owner returns ErrNotOwner and changes nothing. A newer owner's
+// lock is never touched: its key has a different token.
+func (d *Detached) Release(ctx context.Context, name, owner string, token fencing.Token) error {
+	kv, err := d.find(ctx, name, owner, token, false)
+	if errors.Is(err, ErrNotHeld) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := compareAndDelete(ctx, d.client, string(kv.Key), int64(token)); err != nil {
+		return fmt.Errorf("lock: release %q: %w", name, err)
+	}
+	d.revoke(clientv3.LeaseID(kv.Lease))
+	return nil
+}
+
+// find returns the key under name created at token, checking its owner and,
+// with mustHold, that it is the current holder.
+func (d *Detached) find(ctx context.Context, name, owner string, token fencing.Token, mustHold bool) (*mvccpb.KeyValue, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if !token.IsValid() {
+		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
+	}
+	pfx := namePrefix(d.cfg.prefix, name)
+	resp, err := d.client.Txn(ctx).Then(
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
+		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("lock: read %q: %w", name, err)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return nil, fmt.Errorf("%w: %q with token %s", ErrNotHeld, name, token)
+	}
+	kv := kvs[0]
+	if got := parseRecord(kv.Value).Owner; got != owner {
+		return nil, fmt.Errorf("%w: token %s of %q belongs to %q, not %q", ErrNotOwner, token, name, got, owner)
+	}
+	if holder := resp.Responses[1].GetResponseRange().Kvs; mustHold && (len(holder) == 0 || holder[0].CreateRevision != int64(token)) {
+		return nil, fmt.Errorf("%w: token %s is not the holder of %q", ErrNotOwner, token, name)
+	}
+	return kv, nil
+}
+
+func (d *Detached) renewKV(ctx context.Context, name, owner string, kv *mvccpb.KeyValue) (Grant, error) {
+	send := d.cfg.clock.Now()
+	resp, err := d.client.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return Grant{}, fmt.Errorf("%w: %q with token %d: lease expired", ErrNotHeld, name, kv.CreateRevision)
+	}
+	if err != nil {
+		return Grant{}, fmt.Errorf("lock: renew %q: %w", name, err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	return Grant{
+		Name: name, Key: string(kv.Key), Owner: owner, Token: fencing.Token(kv.CreateRevision),
+		LeaseID: clientv3.LeaseID(kv.Lease), TTL: ttl, Deadline: send.Add(ttl - d.margin(ttl)),
+	}, nil
+}
+
+func (d *Detached) margin(ttl time.Duration) time.Duration {
+	if d.cfg.margin > 0 {
+		return d.cfg.margin
+	}
+	return defaultMargin(ttl)
+}
+
+// revoke removes a lease on a fresh bounded context; failure only means the
+// lease expires on its own.
+func (d *Detached) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.cleanupTimeout)
+	defer cancel()
+	_, _ = d.client.Revoke(ctx, id)
+}

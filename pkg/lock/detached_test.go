@@ -1,0 +1,127 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+func newDetached(t *testing.T) *lock.Detached {
+	t.Helper()
+	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestDetachedAcquireRenewRelease(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	d := newDetached(t)
+	before := time.Now()
+	g, err := d.Acquire(ctx, "cron", "alice", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Owner != "alice" || g.Name != "cron" || !g.Token.IsValid() || g.TTL != 5*time.Second {
+		t.Errorf("grant = %+v", g)
+	}
+	if g.Deadline.Before(before.Add(4*time.Second)) || g.Deadline.After(time.Now().Add(4500*time.Millisecond)) {
+		t.Errorf("deadline %v not send time + 5s - 500ms", g.Deadline)
+	}
+	ttl, err := cli.TimeToLive(ctx, g.LeaseID)
+	if err != nil || ttl.TTL <= 0 {
+		t.Fatalf("lease %x not alive: %v %v", g.LeaseID, ttl, err)
+	}
+
+	_, err = d.Acquire(ctx, "cron", "bob", 5*time.Second)
+	var locked *lock.LockedError
+	if !errors.As(err, &locked) || locked.Owner != "alice" || locked.Token != g.Token {
+		t.Fatalf("bob's Acquire = %v, want LockedError naming alice", err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+		t.Errorf("keys after bob's failed acquire: %v", keys)
+	}
+
+	r, err := d.Renew(ctx, "cron", "alice", g.Token)
+	if err != nil || r.Token != g.Token || r.LeaseID != g.LeaseID || r.Deadline.Before(g.Deadline) {
+		t.Errorf("Renew = %+v, %v", r, err)
+	}
+	if _, err := d.Renew(ctx, "cron", "bob", g.Token); !errors.Is(err, lock.ErrNotOwner) {
+		t.Errorf("Renew by bob = %v, want ErrNotOwner", err)
+	}
+	if err := d.Release(ctx, "cron", "bob", g.Token); !errors.Is(err, lock.ErrNotOwner) {
+		t.Errorf("Release by bob = %v, want ErrNotOwner", err)
+	}
+	if err := d.Release(ctx, "cron", "alice", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("keys after release: %v", keys)
+	}
+	if ttl, err := cli.TimeToLive(ctx, g.LeaseID); err != nil || ttl.TTL != -1 {
+		t.Errorf("lease after release: %+v %v, want revoked", ttl, err)
+	}
+	if err := d.Release(ctx, "cron", "alice", g.Token); err != nil {
+		t.Errorf("repeated Release = %v, want nil", err)
+	}
+	if _, err := d.Renew(ctx, "cron", "alice", g.Token); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Renew after release = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestDetachedRetryAdoptsOwnLock(t *testing.T) {
+	ctx := testCtx(t)
+	d := newDetached(t)
+	g, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reply to the first Acquire was lost; alice retries.
+	again, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
+	if err != nil || again.Token != g.Token || again.Key != g.Key {
+		t.Fatalf("retry = %+v, %v; want the first grant %+v", again, err, g)
+	}
+}
+
+func TestDetachedRenewAfterExpiryFails(t *testing.T) {
+	ctx := testCtx(t)
+	d := newDetached(t)
+	g, err := d.Acquire(ctx, "e", "alice", time.Second) // raised to 2s by etcd
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(g.TTL + 1500*time.Millisecond) // etcd checks expiry every 500ms
+	if _, err := d.Renew(ctx, "e", "alice", g.Token); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Renew after expiry = %v, want ErrNotHeld", err)
+	}
+	if err := d.Release(ctx, "e", "alice", g.Token); err != nil {
+		t.Errorf("Release after expiry = %v, want nil", err)
+	}
+}
+
+func TestDetachedRejectsBadInput(t *testing.T) {
+	ctx := testCtx(t)
+	d := newDetached(t)
+	if _, err := d.Acquire(ctx, "a/b", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidName) {
+		t.Errorf("bad name: %v", err)
+	}
+	if _, err := d.Acquire(ctx, "a", "", 5*time.Second); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("empty owner: %v", err)
+	}
+	if _, err := d.Acquire(ctx, "a", "o", 0); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("zero ttl: %v", err)
+	}
+	if _, err := d.Renew(ctx, "a", "o", 0); !errors.Is(err, fencing.ErrInvalidToken) {
+		t.Errorf("zero token: %v", err)
+	}
+	if err := d.Release(ctx, "a", "o", -3); !errors.Is(err, fencing.ErrInvalidToken) {
+		t.Errorf("negative token: %v", err)
+	}
+	if _, err := lock.NewDetached(nil); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("nil client: %v", err)
+	}
+}

@@ -1,0 +1,96 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Sentinel errors. Errors returned by this package wrap them; test with
+// errors.Is.
+var (
+	// ErrLocked: TryAcquire found the name held by someone else. The error
+	// is a *LockedError naming the holder.
+	ErrLocked = errors.New("lock: held by another owner")
+	// ErrAlreadyClaimed: the session already holds, or is acquiring, this
+	// name. A session holds at most one claim per name.
+	ErrAlreadyClaimed = errors.New("lock: session already holds or is acquiring this name")
+	// ErrInvalidName: a lock name is empty or contains '/'.
+	ErrInvalidName = errors.New("lock: invalid name")
+	// ErrInvalidOption: an option's value is out of range.
+	ErrInvalidOption = errors.New("lock: invalid option")
+
+	// ErrSessionLost: the session can no longer prove that its lease is
+	// alive. Returned (as a *LostError) by Session.Err and by calls on a
+	// lost session.
+	ErrSessionLost = errors.New("lock: session lost")
+	// ErrSessionClosed: Session.Close was called.
+	ErrSessionClosed = errors.New("lock: session closed")
+	// ErrLost: a held lock was lost. Returned (as a *LostError) by Lock.Err.
+	ErrLost = errors.New("lock: lost")
+	// ErrReleased: the lock was released by Release or Session.Close.
+	ErrReleased = errors.New("lock: released")
+
+	// Causes of loss, found with errors.Is on a *LostError.
+
+	// ErrDeadlinePassed: the conservative lease deadline passed without a
+	// successful renewal.
+	ErrDeadlinePassed = errors.New("lock: lease deadline passed without renewal")
+	// ErrLeaseExpired: etcd reported the lease gone (expired or revoked).
+	ErrLeaseExpired = errors.New("lock: lease expired or revoked")
+	// ErrKeyDeleted: the lock's key was deleted by someone else (the lock
+	// was broken, or etcd expired the lease).
+	ErrKeyDeleted = errors.New("lock: key deleted")
+
+	// ErrNotHeld: Detached.Renew found no lock with that token: it expired,
+	// was released, or never existed.
+	ErrNotHeld = errors.New("lock: not held")
+	// ErrNotOwner: the token belongs to a lock whose owner differs from the
+	// owner given, or the token's key is not the current holder.
+	ErrNotOwner = errors.New("lock: not the owner")
+)
+
+// LockedError reports the current holder of a name. It wraps ErrLocked.
+type LockedError struct {
+	Name  string        // lock name
+	Owner string        // holder's owner identity ("" if its value is unreadable)
+	Token fencing.Token // holder's fencing token
+	Key   string        // holder's key
+	Since time.Time     // when the holder says it acquired the lock (its clock)
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("lock: %q held by %q (token %s)", e.Name, e.Owner, e.Token)
+}
+
+// Unwrap returns ErrLocked.
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// LostError says why a session or lock stopped being valid. It wraps Kind
+// (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseExpired,
+// ErrKeyDeleted, or a session's LostError for a lock) and Detail (the last
+// etcd error seen, if any).
+type LostError struct {
+	Kind   error
+	Cause  error
+	Detail error
+	At     time.Time // when the loss was detected, on the session's clock
+}
+
+func (e *LostError) Error() string {
+	s := e.Kind.Error() + ": " + e.Cause.Error()
+	if e.Detail != nil {
+		s += " (last error: " + e.Detail.Error() + ")"
+	}
+	return s
+}
+
+// Unwrap returns Kind, Cause and Detail for errors.Is and errors.As.
+func (e *LostError) Unwrap() []error {
+	if e.Detail == nil {
+		return []error{e.Kind, e.Cause}
+	}
+	return []error{e.Kind, e.Cause, e.Detail}
+}

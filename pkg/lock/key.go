@@ -1,0 +1,61 @@
+package lock
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Record is the JSON value stored in every contender's key.
+type Record struct {
+	Owner    string    `json:"owner"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Acquired time.Time `json:"acquired"` // when the key was written, on the writer's clock
+}
+
+func newRecord(owner string, now time.Time) string {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC()})
+	return string(b)
+}
+
+func parseRecord(v []byte) Record {
+	var r Record
+	_ = json.Unmarshal(v, &r) // a foreign or corrupt value reads as an unknown owner
+	return r
+}
+
+// ValidateName reports whether name can be used as a lock name: it must be
+// non-empty and must not contain '/', so that one name's keys can never fall
+// under another name's prefix.
+func ValidateName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	}
+	if strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("%w: %q contains '/' or NUL", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// namePrefix is the prefix under which all contenders for name keep their keys.
+func namePrefix(prefix, name string) string { return prefix + name + "/" }
+
+// contenderKey is the deterministic key of lease's claim on name, so that a
+// retry after a lost reply finds the key its first attempt wrote.
+func contenderKey(prefix, name string, lease clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%x", namePrefix(prefix, name), int64(lease))
+}
+
+func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
+	r := parseRecord(kv.Value)
+	return &LockedError{Name: name, Owner: r.Owner, Token: fencing.Token(kv.CreateRevision), Key: string(kv.Key), Since: r.Acquired}
+}

@@ -1,0 +1,218 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// State is a lock's state as its holder sees it.
+type State int
+
+// Lock states. Only StateActive permits work; StateLost and StateReleased
+// are final.
+const (
+	stateAcquiring State = iota // internal: the handle is not yet returned
+	// StateActive: the lock is held and the session's deadline has not
+	// passed.
+	StateActive
+	// StateLost: ownership can no longer be proven (deadline passed,
+	// renewal refused, key deleted, session lost). Another owner may exist.
+	StateLost
+	// StateReleased: Release or Session.Close gave the lock up.
+	StateReleased
+)
+
+func (s State) String() string {
+	switch s {
+	case stateAcquiring:
+		return "acquiring"
+	case StateActive:
+		return "active"
+	case StateLost:
+		return "lost"
+	case StateReleased:
+		return "released"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Lock is a held lock. It is safe for concurrent use.
+//
+// Holding a Lock is not proof of ownership: a paused process may resume
+// after its lock was lost. What is guaranteed is that Context is canceled,
+// and State leaves StateActive, no later than the session's conservative
+// deadline — before etcd could expire the lease and grant the name to
+// someone else — provided the process is running. Pass Token with every
+// write to a fenced resource: that is what rejects a stale holder's writes.
+type Lock struct {
+	s     *Session
+	name  string
+	key   string
+	token fencing.Token // 0 until the key exists
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+	mon    sync.WaitGroup // the key monitor
+
+	mu    sync.Mutex
+	state State
+	err   error
+}
+
+// Name returns the lock name.
+func (l *Lock) Name() string { return l.name }
+
+// Key returns the etcd key that represents this claim.
+func (l *Lock) Key() string { return l.key }
+
+// Owner returns the owner identity of the session holding the lock.
+func (l *Lock) Owner() string { return l.s.cfg.owner }
+
+// Token returns the fencing token: the create revision of Key.
+func (l *Lock) Token() fencing.Token { return l.token }
+
+// Deadline returns the session's conservative deadline; the lock is valid
+// only before it (and only while State is StateActive).
+func (l *Lock) Deadline() time.Time { return l.s.Deadline() }
+
+// Context returns a context canceled when the lock is lost or released.
+// context.Cause reports why.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Lost returns a channel closed when the lock is lost (not when released).
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// State returns the lock's current state.
+func (l *Lock) State() State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+// Err returns nil while the lock is active, ErrReleased after release, and
+// a *LostError wrapping ErrLost and the cause after a loss.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Release gives the lock up: the state becomes StateReleased at once (unless
+// it was already lost), then the key is deleted with a compare-and-delete
+// (If CreateRevision(Key)==Token Then Delete(Key)).
+//
+// Release is idempotent: calling it again after an error (or a lost reply)
+// is safe, and releasing a lock whose key is already gone returns nil. It
+// never deletes another owner's key. A non-nil error means the delete may
+// not have happened; the key then goes away when the lease expires or the
+// session closes.
+func (l *Lock) Release(ctx context.Context) error {
+	l.finish(StateReleased, ErrReleased)
+	l.s.unclaim(l)
+	if _, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token)); err != nil {
+		return fmt.Errorf("lock: release %q: %w", l.name, err)
+	}
+	l.s.log.Debug("released", zap.String("name", l.name), zap.Stringer("token", l.token))
+	return nil
+}
+
+// finish moves the lock to a final state unless it is in one already.
+func (l *Lock) finish(state State, err error) bool {
+	l.mu.Lock()
+	if l.state == StateLost || l.state == StateReleased {
+		l.mu.Unlock()
+		return false
+	}
+	l.state, l.err = state, err
+	if state == StateLost {
+		close(l.lost)
+	}
+	l.mu.Unlock()
+	l.cancel(err)
+	return true
+}
+
+// lose marks the lock lost and drops the session's claim on its name.
+func (l *Lock) lose(cause, detail error) {
+	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
+	if l.finish(StateLost, err) {
+		l.s.unclaim(l)
+		l.s.log.Warn("lock lost", zap.String("name", l.name), zap.Stringer("token", l.token), zap.Error(err))
+	}
+}
+
+// monitor watches the lock's own key from rev on and loses the lock when
+// the key is deleted. It runs from the first write of the key until the
+// lock is lost or released.
+func (l *Lock) monitor(rev int64) {
+	defer l.mon.Done()
+	defer l.s.wg.Done()
+	for l.ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(l.ctx)
+		wch := l.s.client.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+		deleted, next, err := waitEvent(wch, mvccpb.DELETE)
+		cancel()
+		switch {
+		case deleted:
+			l.lose(ErrKeyDeleted, nil)
+			return
+		case l.ctx.Err() != nil:
+			return
+		}
+		// The watch ended (compaction, closed client, canceled stream):
+		// re-read the key; never treat a broken watch as "still held".
+		l.s.log.Debug("key watch ended; re-reading", zap.String("key", l.key), zap.Error(err))
+		resp, gerr := l.s.client.Get(l.ctx, l.key)
+		if gerr != nil {
+			// The session deadline bounds how long this can go on.
+			select {
+			case <-l.ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token) {
+			l.lose(ErrKeyDeleted, nil)
+			return
+		}
+		rev = max(next, resp.Header.Revision+1)
+	}
+}
+
+// waitEvent reads wch until an event of type typ arrives (true), or the
+// channel closes or reports an error (false). next is the revision to
+// resume watching from.
+func waitEvent(wch clientv3.WatchChan, typ mvccpb.Event_EventType) (found bool, next int64, err error) {
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			return false, next, err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == typ {
+				return true, 0, nil
+			}
+		}
+		next = wr.Header.Revision + 1
+	}
+	return false, next, nil
+}
+
+func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {
+	resp, err := c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}

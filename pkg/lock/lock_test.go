@@ -1,0 +1,437 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+func TestAcquireReleaseLifecycle(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	l, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, l.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("key %s not in etcd: %v %v", l.Key(), resp, err)
+	}
+	if got, want := l.Token(), fencing.Token(resp.Kvs[0].CreateRevision); got != want {
+		t.Errorf("Token() = %v, want key create revision %v", got, want)
+	}
+	if resp.Kvs[0].Lease != int64(s.Lease()) {
+		t.Errorf("key lease = %x, want session lease %x", resp.Kvs[0].Lease, s.Lease())
+	}
+	if l.State() != lock.StateActive || l.Err() != nil || l.Context().Err() != nil {
+		t.Fatalf("fresh lock: state %v err %v ctx %v", l.State(), l.Err(), l.Context().Err())
+	}
+	if l.Name() != "job" || l.Owner() != s.Owner() || !l.Deadline().Equal(s.Deadline()) {
+		t.Errorf("accessors: name %q owner %q/%q deadline %v/%v", l.Name(), l.Owner(), s.Owner(), l.Deadline(), s.Deadline())
+	}
+
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.State() != lock.StateReleased || !errors.Is(l.Err(), lock.ErrReleased) {
+		t.Errorf("after release: state %v err %v", l.State(), l.Err())
+	}
+	if !errors.Is(context.Cause(l.Context()), lock.ErrReleased) {
+		t.Errorf("context cause = %v, want ErrReleased", context.Cause(l.Context()))
+	}
+	if closed(l.Lost()) {
+		t.Error("Lost() closed by a release")
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("keys left after release: %v", keys)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("second Release = %v, want nil", err)
+	}
+	// The name can be taken again; the new token is larger.
+	l2, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Errorf("re-acquired token %v not above %v", l2.Token(), l.Token())
+	}
+}
+
+func TestAcquireIsFIFO(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	holder := newSession(t, cli)
+	first, err := holder.Acquire(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	locks := make(chan *lock.Lock, n)
+	for i := range n {
+		s := newSession(t, cli)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := s.Acquire(ctx, "q")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			locks <- l
+		}()
+		// Wait until waiter i has queued its key, so queue order is known.
+		etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t)+"q/")) == i+2 }, "waiter did not queue")
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var prev fencing.Token = first.Token()
+	for range n {
+		l := <-locks
+		if l.Token() <= prev {
+			t.Errorf("token %v not above previous holder's %v", l.Token(), prev)
+		}
+		prev = l.Token()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if diff := cmp.Diff([]int{0, 1, 2, 3, 4}, order); diff != "" {
+		t.Errorf("acquisition order (-want +got):\n%s", diff)
+	}
+}
+
+func TestMutualExclusionUnderContention(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	const workers, rounds = 4, 10
+	var (
+		mu     sync.Mutex
+		inside int
+		max    int
+		tokens []fencing.Token
+		wg     sync.WaitGroup
+	)
+	for range workers {
+		s := newSession(t, cli)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := s.Acquire(ctx, "m")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				inside++
+				if inside > max {
+					max = inside
+				}
+				tokens = append(tokens, l.Token())
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if max != 1 {
+		t.Errorf("%d holders at once, want 1", max)
+	}
+	if len(tokens) != workers*rounds {
+		t.Fatalf("%d acquisitions, want %d", len(tokens), workers*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("token %d = %v not above %v", i, tokens[i], tokens[i-1])
+		}
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	a := newSession(t, cli, lock.WithOwner("alice"))
+	b := newSession(t, cli, lock.WithOwner("bob"))
+	la, err := a.TryAcquire(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.TryAcquire(ctx, "t")
+	var locked *lock.LockedError
+	if !errors.Is(err, lock.ErrLocked) || !errors.As(err, &locked) {
+		t.Fatalf("TryAcquire on held name = %v, want *LockedError", err)
+	}
+	if locked.Owner != "alice" || locked.Token != la.Token() || locked.Key != la.Key() || locked.Name != "t" {
+		t.Errorf("LockedError = %+v, want alice's key %s token %v", locked, la.Key(), la.Token())
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+		t.Errorf("keys after failed TryAcquire: %v, want only the holder's", keys)
+	}
+	// A queued waiter also makes the name busy.
+	w := newSession(t, cli)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Acquire(wctx, "t")
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		_, err := b.TryAcquire(ctx, "t")
+		return errors.Is(err, lock.ErrLocked)
+	}, "TryAcquire did not see the promoted waiter")
+}
+
+func TestSecondClaimOnSameName(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	l, err := s.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "x"); !errors.Is(err, lock.ErrAlreadyClaimed) {
+		t.Errorf("second Acquire = %v, want ErrAlreadyClaimed", err)
+	}
+	if _, err := s.TryAcquire(ctx, "x"); !errors.Is(err, lock.ErrAlreadyClaimed) {
+		t.Errorf("TryAcquire while held = %v, want ErrAlreadyClaimed", err)
+	}
+	if l.State() != lock.StateActive {
+		t.Errorf("first lock disturbed: %v", l.State())
+	}
+	// Other names are independent.
+	if _, err := s.Acquire(ctx, "y"); err != nil {
+		t.Errorf("Acquire of another name: %v", err)
+	}
+}
+
+func TestInvalidNames(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	for _, name := range []string{"", "a/b", "/", "a\x00"} {
+		if _, err := s.Acquire(ctx, name); !errors.Is(err, lock.ErrInvalidName) {
+			t.Errorf("Acquire(%q) = %v, want ErrInvalidName", name, err)
+		}
+		if _, err := s.TryAcquire(ctx, name); !errors.Is(err, lock.ErrInvalidName) {
+			t.Errorf("TryAcquire(%q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+}
+
+// A previous attempt wrote the key but its reply never arrived: the retry
+// adopts that key and token instead of queueing behind itself.
+func TestRetryAdoptsKeyOfLostReply(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		t.Run(fmt.Sprintf("try=%v", try), func(t *testing.T) {
+			ctx, cli := testCtx(t), client(t)
+			s := newSession(t, cli)
+			key := fmt.Sprintf("%sjob/%x", prefix(t), int64(s.Lease()))
+			put, err := cli.Put(ctx, key, `{"owner":"`+s.Owner()+`"}`, clientv3.WithLease(s.Lease()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			acquire := s.Acquire
+			if try {
+				acquire = s.TryAcquire
+			}
+			l, err := acquire(ctx, "job")
+			if err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			if l.Key() != key || l.Token() != fencing.Token(put.Header.Revision) {
+				t.Errorf("adopted %s@%v, want %s@%d", l.Key(), l.Token(), key, put.Header.Revision)
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+				t.Errorf("keys = %v, want exactly the adopted one", keys)
+			}
+		})
+	}
+}
+
+func TestCanceledAcquireRemovesItsKey(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	holder := newSession(t, cli)
+	h, err := holder.Acquire(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newSession(t, cli)
+	wctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := waiter.Acquire(wctx, "c"); errc <- err }()
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled Acquire = %v, want context.Canceled", err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 || keys[0] != h.Key() {
+		t.Errorf("keys after cancel = %v, want only holder %s", keys, h.Key())
+	}
+	if h.State() != lock.StateActive {
+		t.Errorf("holder state %v", h.State())
+	}
+	// The claim is gone: the waiter's session can try again.
+	if _, err := waiter.TryAcquire(ctx, "c"); !errors.Is(err, lock.ErrLocked) {
+		t.Errorf("TryAcquire after cancel = %v, want ErrLocked", err)
+	}
+}
+
+func TestWaiterAbortsWhenItsKeyIsDeleted(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	holder := newSession(t, cli)
+	if _, err := holder.Acquire(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := newSession(t, cli)
+	errc := make(chan error, 1)
+	go func() { _, err := waiter.Acquire(ctx, "w"); errc <- err }()
+	wkey := fmt.Sprintf("%sw/%x", prefix(t), int64(waiter.Lease()))
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	if _, err := cli.Delete(ctx, wkey); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, lock.ErrKeyDeleted) {
+			t.Fatalf("Acquire = %v, want ErrKeyDeleted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter did not notice its key was deleted")
+	}
+}
+
+func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	l, err := s.Acquire(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lock not lost after its key was deleted")
+	}
+	var lost *lock.LostError
+	if l.State() != lock.StateLost || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
+		t.Errorf("state %v err %v, want lost with ErrKeyDeleted", l.State(), l.Err())
+	}
+	if l.Context().Err() == nil || !errors.Is(context.Cause(l.Context()), lock.ErrKeyDeleted) {
+		t.Errorf("context cause %v", context.Cause(l.Context()))
+	}
+	// Releasing a lost lock is safe and successful.
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release of lost lock = %v", err)
+	}
+	if l.State() != lock.StateLost {
+		t.Errorf("Release changed a lost lock to %v", l.State())
+	}
+	// The session survives; the name can be acquired again with a new token.
+	l2, err := s.Acquire(ctx, "d")
+	if err != nil || l2.Token() <= l.Token() {
+		t.Errorf("re-acquire: %v token %v", err, l2.Token())
+	}
+}
+
+func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli, lock.WithTTL(3*time.Second))
+	l, err := s.Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lock not lost after lease revoke")
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session not lost after lease revoke")
+	}
+	if !errors.Is(s.Err(), lock.ErrSessionLost) {
+		t.Errorf("session err %v, want ErrSessionLost", s.Err())
+	}
+	if s.Remaining() != 0 {
+		t.Errorf("Remaining() = %v after loss", s.Remaining())
+	}
+	if _, err := s.Acquire(ctx, "other"); !errors.Is(err, lock.ErrSessionLost) {
+		t.Errorf("Acquire on lost session = %v", err)
+	}
+}
+
+func TestCloseReleasesLocks(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	l, err := s.Acquire(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.State() != lock.StateReleased || l.Context().Err() == nil {
+		t.Errorf("lock after Close: %v ctx %v", l.State(), l.Context().Err())
+	}
+	if !errors.Is(s.Err(), lock.ErrSessionClosed) {
+		t.Errorf("session err %v", s.Err())
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("keys after Close: %v", keys)
+	}
+	if _, err := s.Acquire(ctx, "c"); !errors.Is(err, lock.ErrSessionClosed) {
+		t.Errorf("Acquire after Close = %v", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func TestCloseDuringAcquire(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	holder := newSession(t, cli)
+	if _, err := holder.Acquire(ctx, "z"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli)
+	errc := make(chan error, 1)
+	go func() { _, err := s.Acquire(ctx, "z"); errc <- err }()
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, lock.ErrSessionClosed) {
+		t.Errorf("Acquire interrupted by Close = %v, want ErrSessionClosed", err)
+	}
+}

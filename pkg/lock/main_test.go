@@ -1,0 +1,87 @@
+package lock_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/internal/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// cluster is one embedded etcd shared by the package's tests; each test
+// uses its own key prefix.
+var cluster *embedded.Cluster
+
+func TestMain(m *testing.M) {
+	cluster = etcdtest.Start()
+	code := m.Run()
+	cluster.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func prefix(t *testing.T) string {
+	return "/test/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+}
+
+func client(t *testing.T) *clientv3.Client {
+	return etcdtest.Client(t, cluster.Endpoints()...)
+}
+
+// newSession opens a session with the test's prefix, closed when t ends.
+func newSession(t *testing.T, cli *clientv3.Client, opts ...lock.Option) *lock.Session {
+	t.Helper()
+	opts = append([]lock.Option{lock.WithPrefix(prefix(t)), lock.WithLogger(zaptest.NewLogger(t)), lock.WithTTL(5 * time.Second)}, opts...)
+	s, err := lock.NewSession(testCtx(t), cli, opts...)
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return s
+}
+
+func keysUnder(t *testing.T, cli *clientv3.Client, pfx string) []string {
+	t.Helper()
+	resp, err := cli.Get(testCtx(t), pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,173 @@
+package lock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+)
+
+// DefaultPrefix is the etcd key prefix under which locks live by default.
+const DefaultPrefix = "/etcdlock/"
+
+// DefaultTTL is the lease TTL requested by default.
+const DefaultTTL = 10 * time.Second
+
+// Clock is the time source. clock.RealClock is the default; tests inject
+// k8s.io/utils/clock/testing.FakeClock.
+type Clock = clock.Clock
+
+// Option configures NewSession and NewDetached. Options that do not concern
+// a constructor (renewal settings for NewDetached) are accepted and unused.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+type config struct {
+	ttl            time.Duration
+	owner          string
+	logger         *zap.Logger
+	prefix         string
+	margin         time.Duration // 0: max(granted TTL/10, 250ms)
+	renewInterval  time.Duration // 0: granted TTL/3
+	clock          Clock
+	cleanupTimeout time.Duration
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		ttl:            DefaultTTL,
+		logger:         zap.NewNop(),
+		prefix:         DefaultPrefix,
+		clock:          clock.RealClock{},
+		cleanupTimeout: 5 * time.Second,
+	}
+	for _, o := range opts {
+		if err := o.apply(&c); err != nil {
+			return config{}, err
+		}
+	}
+	if c.owner == "" {
+		c.owner = defaultOwner()
+	}
+	return c, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// WithTTL sets the lease TTL requested from etcd (default 10s). etcd works
+// in whole seconds and raises TTLs below its minimum (about 2s with default
+// raft settings); the session uses the TTL etcd granted, never the request.
+func WithTTL(ttl time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if ttl < time.Second {
+			return invalid("TTL %v is below one second", ttl)
+		}
+		c.ttl = ttl
+		return nil
+	})
+}
+
+// WithOwner sets the owner identity written into every key of the session
+// (default "host:pid:random"). It is informational for sessions and is the
+// identity that Detached operations check.
+func WithOwner(owner string) Option {
+	return optionFunc(func(c *config) error {
+		if owner == "" {
+			return invalid("empty owner")
+		}
+		c.owner = owner
+		return nil
+	})
+}
+
+// WithLogger sets the logger (default zap.NewNop()).
+func WithLogger(lg *zap.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if lg == nil {
+			return invalid("nil logger")
+		}
+		c.logger = lg
+		return nil
+	})
+}
+
+// WithPrefix sets the etcd key prefix (default "/etcdlock/"). It must end in
+// '/'. Every party using a lock name must use the same prefix.
+func WithPrefix(prefix string) Option {
+	return optionFunc(func(c *config) error {
+		if !strings.HasSuffix(prefix, "/") {
+			return invalid("prefix %q must end in '/'", prefix)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithSafetyMargin sets how long before the earliest possible server-side
+// expiry the session considers itself lost (default max(TTL/10, 250ms)). It
+// covers clock-rate drift and scheduling delay. It must be below the granted
+// TTL minus the renewal interval.
+func WithSafetyMargin(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("safety margin %v must be positive", d)
+		}
+		c.margin = d
+		return nil
+	})
+}
+
+// WithRenewInterval sets how often the lease is renewed (default TTL/3).
+func WithRenewInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("renew interval %v must be positive", d)
+		}
+		c.renewInterval = d
+		return nil
+	})
+}
+
+// WithClock sets the time source (default the real clock).
+func WithClock(clk Clock) Option {
+	return optionFunc(func(c *config) error {
+		if clk == nil {
+			return invalid("nil clock")
+		}
+		c.clock = clk
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds the clean-up that runs after a canceled
+// Acquire or a failed TryAcquire (default 5s). Clean-up runs on a fresh
+// context, so it happens even when the caller's context has ended.
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid("cleanup timeout %v must be positive", d)
+		}
+		c.cleanupTimeout = d
+		return nil
+	})
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+}
+
+// defaultMargin is the safety margin used unless WithSafetyMargin is given.
+func defaultMargin(ttl time.Duration) time.Duration { return max(ttl/10, 250*time.Millisecond) }

@@ -1,0 +1,280 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Session is one etcd lease, renewed in the background, under which locks
+// are acquired. Its methods are safe for concurrent use.
+//
+// The session keeps a conservative deadline:
+//
+//	deadline = send time of the last successful renewal + granted TTL − margin
+//
+// etcd refreshes a lease after receiving the renewal, so the server cannot
+// expire it before send time + TTL; the session stops trusting the lease
+// margin earlier than that. When the deadline passes without a successful
+// renewal, the session is lost at once — locally, without waiting for any
+// reply — and every lock it holds is lost with it. Loss is final: a new
+// session gets a new lease and new tokens.
+//
+// A session owns a renewal goroutine, a deadline watchdog and one goroutine
+// per claimed lock;
+// Close stops them all and waits for them.
+type Session struct {
+	client *clientv3.Client
+	cfg    config
+	log    *zap.Logger
+	lease  clientv3.LeaseID
+	ttl    time.Duration // granted by etcd
+	margin time.Duration
+	every  time.Duration // renewal interval
+
+	// alive is canceled, with the loss or close error as its cause, the
+	// moment the session stops being valid. Every lock's context derives
+	// from it, and renewals run under it so none outlives the deadline.
+	alive  context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	deadline time.Time
+	lastErr  error // last renewal error since the last success
+	err      error // nil while valid
+	done     chan struct{}
+	claims   map[string]*Lock
+}
+
+// NewSession grants a lease and starts renewing it. ctx bounds only the
+// grant. The client must outlive the session.
+func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
+	if client == nil {
+		return nil, invalid("nil client")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	send := cfg.clock.Now()
+	resp, err := client.Grant(ctx, int64((cfg.ttl+time.Second-1)/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("lock: grant lease: %w", err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	margin := cfg.margin
+	if margin == 0 {
+		margin = defaultMargin(ttl)
+	}
+	every := cfg.renewInterval
+	if every == 0 {
+		every = ttl / 3
+	}
+	if every+margin >= ttl {
+		revokeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
+		defer cancel()
+		_, _ = client.Revoke(revokeCtx, resp.ID)
+		return nil, invalid("renew interval %v + safety margin %v must be below the granted TTL %v", every, margin, ttl)
+	}
+	s := &Session{
+		client: client,
+		cfg:    cfg,
+		log:    cfg.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID)))),
+		lease:  resp.ID,
+		ttl:    ttl,
+		margin: margin,
+		every:  every,
+		done:   make(chan struct{}),
+		claims: make(map[string]*Lock),
+	}
+	s.alive, s.cancel = context.WithCancelCause(context.Background())
+	s.deadline = send.Add(ttl - margin)
+	s.wg.Add(2)
+	go s.renewLoop(send)
+	go s.watchdog()
+	s.log.Debug("session started", zap.Duration("granted-ttl", ttl), zap.Duration("margin", margin), zap.Duration("renew-every", every))
+	return s, nil
+}
+
+// Lease returns the session's etcd lease ID.
+func (s *Session) Lease() clientv3.LeaseID { return s.lease }
+
+// TTL returns the TTL etcd granted (which may exceed the one requested).
+func (s *Session) TTL() time.Duration { return s.ttl }
+
+// Owner returns the owner identity written into the session's keys.
+func (s *Session) Owner() string { return s.cfg.owner }
+
+// Client returns the etcd client the session uses.
+func (s *Session) Client() *clientv3.Client { return s.client }
+
+// Deadline returns the conservative deadline: the session is valid only
+// strictly before it. The server cannot expire the lease earlier than
+// Deadline plus the safety margin.
+func (s *Session) Deadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadline
+}
+
+// Remaining returns the time left until Deadline, or 0 once the session is
+// lost or closed.
+func (s *Session) Remaining() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0
+	}
+	return max(s.deadline.Sub(s.cfg.clock.Now()), 0)
+}
+
+// Done returns a channel closed when the session is lost or closed.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns nil while the session is valid, ErrSessionClosed after Close,
+// and a *LostError wrapping ErrSessionLost after a loss.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close releases every lock the session holds (their state becomes
+// Released), stops renewing, waits for the session's goroutines, and revokes
+// the lease, which deletes the session's keys at once. It returns the revoke
+// error, if any; the lease then expires on its own. Calling Close again, or
+// after a loss, is safe: it only retries the revoke.
+func (s *Session) Close(ctx context.Context) error {
+	s.end(ErrSessionClosed, true)
+	s.wg.Wait()
+	_, err := s.client.Revoke(ctx, s.lease)
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("lock: revoke lease: %w", err)
+	}
+	return nil
+}
+
+// lose ends the session with a LostError unless it has already ended.
+func (s *Session) lose(cause, detail error) {
+	s.end(&LostError{Kind: ErrSessionLost, Cause: cause, Detail: detail, At: s.cfg.clock.Now()}, false)
+}
+
+// end makes the session invalid. With release set, its claims become
+// Released; otherwise they are lost with err as the cause.
+func (s *Session) end(err error, release bool) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	close(s.done)
+	claims := make([]*Lock, 0, len(s.claims))
+	for _, l := range s.claims {
+		claims = append(claims, l)
+	}
+	s.claims = map[string]*Lock{}
+	s.mu.Unlock()
+
+	// Mark every lock before canceling the contexts they derive from, so
+	// that a holder woken by its context already sees the final state.
+	for _, l := range claims {
+		if release {
+			rerr := ErrReleased
+			if l.State() == stateAcquiring {
+				rerr = err // the pending Acquire fails with ErrSessionClosed
+			}
+			l.finish(StateReleased, rerr)
+		} else {
+			l.finish(StateLost, &LostError{Kind: ErrLost, Cause: err, At: s.cfg.clock.Now()})
+		}
+	}
+	s.cancel(err)
+	if lost := (*LostError)(nil); errors.As(err, &lost) {
+		s.log.Warn("session lost", zap.Error(err))
+	}
+}
+
+// watchdog ends the session when the deadline passes, independently of
+// any renewal in flight: a renewal blocked on a dead connection cannot
+// delay the loss. It sleeps until the deadline it last saw; if a renewal
+// moved the deadline meanwhile, it sleeps again.
+func (s *Session) watchdog() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		left := s.deadline.Sub(s.cfg.clock.Now())
+		detail := s.lastErr
+		s.mu.Unlock()
+		if left <= 0 {
+			s.lose(ErrDeadlinePassed, detail)
+			return
+		}
+		t := s.cfg.clock.NewTimer(left)
+		select {
+		case <-s.alive.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// renewLoop renews the lease every interval, measured from the send time
+// of the last successful renewal; after a failure it retries quickly until
+// the deadline ends the session.
+func (s *Session) renewLoop(lastSend time.Time) {
+	defer s.wg.Done()
+	t := s.cfg.clock.NewTimer(s.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.alive.Done():
+			return
+		case <-t.C():
+		}
+		send := s.cfg.clock.Now()
+		// alive is canceled at the deadline, so no renewal (nor
+		// KeepAliveOnce's internal retries) outlives it.
+		resp, err := s.client.KeepAliveOnce(s.alive, s.lease)
+		if s.alive.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil:
+			s.renewed(send, time.Duration(resp.TTL)*time.Second)
+			lastSend = send
+			t.Reset(max(s.every-s.cfg.clock.Since(lastSend), 0))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			s.lose(ErrLeaseExpired, err)
+			return
+		default:
+			s.mu.Lock()
+			s.lastErr = err
+			s.mu.Unlock()
+			s.log.Warn("lease renewal failed; retrying until the deadline", zap.Error(err), zap.Duration("remaining", s.Remaining()))
+			t.Reset(min(s.every/4, 250*time.Millisecond))
+		}
+	}
+}
+
+// renewed records a successful renewal sent at send. A reply that arrives
+// after the session ended changes nothing: loss is final.
+func (s *Session) renewed(send time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	s.lastErr = nil
+	if d := send.Add(ttl - s.margin); d.After(s.deadline) {
+		s.deadline = d
+	}
+}

@@ -1,0 +1,168 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/etcdlock/etcdlock/pkg/internal/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// The deadline is computed from the send time of the last successful
+// renewal, on the session's clock, and the session is lost at that exact
+// instant even though a renewal is still in flight.
+func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
+	ctx := testCtx(t)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	cli := etcdtest.Client(t, url)
+	t0 := time.Unix(1_000_000, 0)
+	fc := testingclock.NewFakeClock(t0)
+	s := newSession(t, cli, lock.WithClock(fc), lock.WithTTL(6*time.Second))
+	l, err := s.Acquire(ctx, "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl, margin, every = 6 * time.Second, 600 * time.Millisecond, 2 * time.Second
+	if s.TTL() != ttl {
+		t.Fatalf("granted TTL %v, want %v", s.TTL(), ttl)
+	}
+	if want := t0.Add(ttl - margin); !s.Deadline().Equal(want) {
+		t.Fatalf("initial deadline %v, want grant send time + TTL - margin = %v", s.Deadline(), want)
+	}
+	if got := s.Remaining(); got != ttl-margin {
+		t.Errorf("Remaining() = %v, want %v", got, ttl-margin)
+	}
+
+	waiters := func(n int) {
+		t.Helper()
+		etcdtest.Eventually(t, 10*time.Second, func() bool { return fc.Waiters() == n }, "fake clock waiters")
+	}
+	waiters(2) // renewal timer and watchdog
+	fc.Step(every)
+	d1 := t0.Add(every + ttl - margin)
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return s.Deadline().Equal(d1) }, "renewal did not move the deadline to send time + TTL - margin")
+
+	// Hold the next renewal's reply while the clock moves on: the deadline
+	// must count from when the renewal was sent, not when the reply came.
+	waiters(2)
+	p.PauseRx()
+	fc.Step(every)
+	time.Sleep(200 * time.Millisecond) // let the renewal leave
+	fc.Step(300 * time.Millisecond)
+	p.UnpauseRx()
+	d2 := t0.Add(2*every + ttl - margin)
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return s.Deadline().Equal(d2) }, "deadline not computed from the send time")
+
+	// Cut the network: the next renewal is sent and never answered.
+	p.BlackholeTx()
+	p.BlackholeRx()
+	waiters(2)
+	fc.SetTime(t0.Add(3 * every))
+	waiters(1) // only the watchdog: the renewal is in flight
+	fc.SetTime(d2.Add(-time.Nanosecond))
+	waiters(1)
+	if s.Err() != nil || l.State() != lock.StateActive {
+		t.Fatalf("lost before the deadline: %v, %v", s.Err(), l.State())
+	}
+	fc.SetTime(d2)
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("session not lost at its deadline while a renewal hung")
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("lock not lost with its session")
+	}
+	if !errors.Is(s.Err(), lock.ErrSessionLost) || !errors.Is(s.Err(), lock.ErrDeadlinePassed) {
+		t.Errorf("session err = %v, want ErrSessionLost/ErrDeadlinePassed", s.Err())
+	}
+	if !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrDeadlinePassed) {
+		t.Errorf("lock err = %v", l.Err())
+	}
+	var lost *lock.LostError
+	if !errors.As(s.Err(), &lost) || !lost.At.Equal(d2) {
+		t.Errorf("loss time %v, want %v", lost, d2)
+	}
+
+	// Loss is final: a reply that gets through later revives nothing.
+	p.UnblackholeTx()
+	p.UnblackholeRx()
+	fc.Step(10 * every)
+	time.Sleep(100 * time.Millisecond)
+	if l.State() != lock.StateLost || s.Remaining() != 0 {
+		t.Errorf("after the network healed: lock %v remaining %v", l.State(), s.Remaining())
+	}
+}
+
+func TestGrantedTTLIsUsed(t *testing.T) {
+	fc := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
+	s := newSession(t, client(t), lock.WithTTL(time.Second), lock.WithClock(fc))
+	// etcd raises TTLs below ceil(1.5 × election timeout) = 2s by default.
+	if s.TTL() != 2*time.Second {
+		t.Fatalf("TTL() = %v, want etcd's minimum 2s", s.TTL())
+	}
+	if want := 2*time.Second - 250*time.Millisecond; s.Remaining() != want {
+		t.Errorf("Remaining() = %v, want granted TTL - 250ms margin = %v", s.Remaining(), want)
+	}
+}
+
+func TestRenewalKeepsSessionAlive(t *testing.T) {
+	s := newSession(t, client(t), lock.WithTTL(2*time.Second))
+	l, err := s.Acquire(testCtx(t), "alive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := s.Deadline()
+	time.Sleep(3 * time.Second) // longer than the TTL
+	if s.Err() != nil || l.State() != lock.StateActive {
+		t.Fatalf("session %v lock %v after 1.5 TTLs", s.Err(), l.State())
+	}
+	if !s.Deadline().After(first) {
+		t.Errorf("deadline not renewed: %v", s.Deadline())
+	}
+}
+
+func TestSessionOptionsValidated(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	for name, opt := range map[string]lock.Option{
+		"ttl below 1s":     lock.WithTTL(500 * time.Millisecond),
+		"empty owner":      lock.WithOwner(""),
+		"nil logger":       lock.WithLogger(nil),
+		"prefix no slash":  lock.WithPrefix("/locks"),
+		"zero margin":      lock.WithSafetyMargin(0),
+		"negative renew":   lock.WithRenewInterval(-time.Second),
+		"nil clock":        lock.WithClock(nil),
+		"zero cleanup":     lock.WithCleanupTimeout(0),
+		"margin above ttl": lock.WithSafetyMargin(time.Minute),
+		"renew above ttl":  lock.WithRenewInterval(time.Minute),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := lock.NewSession(ctx, cli, opt)
+			if err == nil {
+				s.Close(ctx)
+				t.Fatal("NewSession accepted a bad option")
+			}
+			if !errors.Is(err, lock.ErrInvalidOption) {
+				t.Errorf("err = %v, want ErrInvalidOption", err)
+			}
+		})
+	}
+	if _, err := lock.NewSession(ctx, nil); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("nil client: %v", err)
+	}
+}
+
+func TestNewSessionUnreachable(t *testing.T) {
+	cli := etcdtest.Client(t, "http://127.0.0.1:1")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := lock.NewSession(ctx, cli); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("NewSession against no server = %v, want deadline exceeded", err)
+	}
+}
