@@ -8,7 +8,7 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 

@@ -1,4 +1,4 @@
-// Package etcdtest holds test helpers shared by etcdlock's packages: a real
+// Package etcdtest holds test helpers for code that uses etcdlock: a real
 // embedded etcd, clients bound to a test's lifetime, and a TCP proxy for
 // injecting network faults between a client and etcd.
 package etcdtest

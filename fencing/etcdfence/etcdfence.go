@@ -1,0 +1,50 @@
+// Package etcdfence fences writes to etcd keys with an etcdlock token.
+//
+// A write is a transaction that commits only while the writer's lock key
+// still exists with the writer's token as its create revision:
+//
+//	Txn If CreateRevision(ownerKey) == token Then <ops> Else Get(holder)
+//
+// The check and the write are one etcd transaction, so a stale owner's write
+// can never commit: once its key is gone (released, expired, broken), no
+// later transaction with its token succeeds, and a newer owner's key always
+// has a different create revision.
+package etcdfence
+
+import (
+	"context"
+	"fmt"
+	"path"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Commit applies ops in one transaction if ownerKey (the writer's
+// lock.Lock.Key) still exists with create revision token. If it does not,
+// nothing is applied and Commit returns a *fencing.StaleTokenError whose
+// Current is the token of the name's present holder (0 if none). Any other
+// error comes from etcd, and the outcome is then unknown.
+func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fencing.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if !token.IsValid() {
+		return nil, fmt.Errorf("etcdfence: %w: %d", fencing.ErrInvalidToken, token)
+	}
+	namePrefix := path.Dir(ownerKey) + "/"
+	resp, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", int64(token))).
+		Then(ops...).
+		Else(clientv3.OpGet(namePrefix, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdfence: %w", err)
+	}
+	if !resp.Succeeded {
+		stale := &fencing.StaleTokenError{Resource: ownerKey, Presented: token}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			stale.Current = fencing.Token(kvs[0].CreateRevision)
+		}
+		return nil, stale
+	}
+	return resp, nil
+}

@@ -1,0 +1,65 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/etcdfence"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStaleOwnerWriteNeverCommits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := etcdtest.Cluster(t)
+	cli := etcdtest.Client(t, c.Endpoints()...)
+	a, err := lock.NewSession(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	la, err := a.Acquire(ctx, "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut("/data", "a1")); err != nil {
+		t.Fatalf("owner's write: %v", err)
+	}
+	// a's lease expires (revoked here); b takes over.
+	if _, err := cli.Revoke(ctx, a.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := lock.NewSession(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	lb, err := b.Acquire(ctx, "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut("/data", "a2-stale"))
+	var stale *fencing.StaleTokenError
+	if !errors.As(err, &stale) || stale.Presented != la.Token() || stale.Current != lb.Token() {
+		t.Fatalf("stale write = %v, want StaleTokenError current=%v", err, lb.Token())
+	}
+	if _, err := etcdfence.Commit(ctx, cli, lb.Key(), lb.Token(), clientv3.OpPut("/data", "b1")); err != nil {
+		t.Fatalf("new owner's write: %v", err)
+	}
+	got, err := cli.Get(ctx, "/data")
+	if err != nil || string(got.Kvs[0].Value) != "b1" {
+		t.Fatalf("/data = %v %v, want b1", got, err)
+	}
+	if _, err := etcdfence.Commit(ctx, cli, lb.Key(), 0); !errors.Is(err, fencing.ErrInvalidToken) {
+		t.Errorf("zero token: %v", err)
+	}
+}
