@@ -249,6 +249,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		}
 		switch {
 		case err == nil:
+			s.log.Debug("renewed", zap.Duration("rtt", s.cfg.clock.Since(send)))
 			s.renewed(send, time.Duration(resp.TTL)*time.Second)
 			lastSend = send
 			t.Reset(max(s.every-s.cfg.clock.Since(lastSend), 0))

@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Scenario: the acquire request reaches etcd but its reply is lost. The
+// caller sees an error; its retry adopts the key the first attempt wrote
+// (same token) instead of queueing behind itself.
+func TestScenarioAcquireReplyLost(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	cliA, p := proxied(t, shared)
+	cli := etcdtest.Client(t, shared.Endpoints()...)
+	a := session(t, cliA, "a", lock.WithTTL(8*time.Second), lock.WithCleanupTimeout(300*time.Millisecond))
+
+	p.BlackholeRx() // requests get through, replies do not
+	actx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := a.Acquire(actx, "job"); errc <- err }()
+	var key string
+	var firstRev int64
+	etcdtest.Eventually(t, 10*time.Second, func() bool { key, firstRev = holder(t, ctx, cli, "job"); return key != "" }, "the acquire request never reached etcd")
+	p.BlackholeTx() // and a's clean-up after giving up is lost too
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("Acquire succeeded without a reply")
+	}
+	p.UnblackholeTx()
+	p.UnblackholeRx()
+	reconnected(t, ctx, cliA)
+
+	// The caller retries, each attempt bounded: a self-deadlock (queueing
+	// behind its own first key) would time out every attempt.
+	var l *lock.Lock
+	retry(t, func() (err error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		l, err = a.Acquire(rctx, "job")
+		return err
+	})
+	if l.Key() != key || l.Token() != fencing.Token(firstRev) {
+		t.Errorf("retry got %s/%v, want the first attempt's %s/%d", l.Key(), l.Token(), key, firstRev)
+	}
+	waitQueued(t, ctx, cli, "job", 1)
+
+	// Scripts: the acquire's reply never reached the script (it crashed
+	// before reading it). Its retry adopts the grant by owner.
+	d := detached(t, cli)
+	if _, err := d.Acquire(ctx, "script", "cron-1", 8*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	skey, srev := holder(t, ctx, cli, "script")
+	g, err := d.Acquire(ctx, "script", "cron-1", 8*time.Second)
+	if err != nil || g.Key != skey || g.Token != fencing.Token(srev) {
+		t.Errorf("detached retry = %+v, %v; want adoption of %s/%d", g, err, skey, srev)
+	}
+	waitQueued(t, ctx, cli, "script", 1)
+}
+
+// Scenario: the release is applied but its reply is lost. Retrying is safe:
+// it returns nil and does not touch the lock of whoever acquired meanwhile.
+func TestScenarioReleaseReplyLost(t *testing.T) {
+	ctx := testCtx(t, time.Minute)
+	cliA, p := proxied(t, shared)
+	cli := etcdtest.Client(t, shared.Endpoints()...)
+	a, b := session(t, cliA, "a", lock.WithTTL(8*time.Second)), session(t, cli, "b")
+	la := acquire(t, ctx, a, "job")
+
+	p.BlackholeRx()
+	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err := la.Release(rctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Release succeeded without a reply")
+	}
+	if la.State() != lock.StateReleased || la.Context().Err() == nil {
+		t.Errorf("after a failed Release the lock is %v; work must stop anyway", la.State())
+	}
+	lb := acquire(t, ctx, b, "job") // possible only because the delete was applied
+	p.UnblackholeRx()
+	reconnected(t, ctx, cliA)
+
+	retry(t, func() error { return la.Release(ctx) })
+	if key, tok := holder(t, ctx, cli, "job"); key != lb.Key() || fencing.Token(tok) != lb.Token() {
+		t.Errorf("retried Release disturbed b: holder %s/%d", key, tok)
+	}
+	if lb.State() != lock.StateActive {
+		t.Errorf("b is %v", lb.State())
+	}
+}
+
+// Scenario: delayed and reordered requests. A stale acquire, release or
+// renew that reaches etcd late changes nothing.
+func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
+	t.Run("acquire", func(t *testing.T) {
+		ctx := testCtx(t, time.Minute)
+		cliA, p := proxied(t, shared)
+		cli := etcdtest.Client(t, shared.Endpoints()...)
+		a, b := session(t, cliA, "a", lock.WithTTL(2*time.Second)), session(t, cli, "b")
+		// Everything a sends now reaches etcd after its lease has expired.
+		p.DelayTx(4*time.Second, 0)
+		errc := make(chan error, 1)
+		go func() { _, err := a.Acquire(ctx, "job"); errc <- err }()
+		lb := acquire(t, ctx, b, "job") // overtakes a's request
+		if err := <-errc; err == nil {
+			t.Fatal("a's late acquire succeeded")
+		}
+		time.Sleep(4500 * time.Millisecond) // let every delayed byte arrive
+		resp, err := cli.Get(ctx, prefixOf(t)+"job/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != lb.Key() {
+			t.Errorf("keys under job = %d (first %q), want only b's %s", len(resp.Kvs), resp.Kvs, lb.Key())
+		}
+		if lb.State() != lock.StateActive {
+			t.Errorf("b is %v", lb.State())
+		}
+	})
+	t.Run("release", func(t *testing.T) {
+		ctx := testCtx(t, time.Minute)
+		cliA, p := proxied(t, shared)
+		cli := etcdtest.Client(t, shared.Endpoints()...)
+		a, b := session(t, cliA, "a", lock.WithTTL(8*time.Second)), session(t, cli, "b")
+		la := acquire(t, ctx, a, "job")
+		// An operator breaks a's lock; b acquires; a's release arrives late.
+		p.DelayTx(time.Second, 0)
+		if _, err := cli.Delete(ctx, la.Key()); err != nil {
+			t.Fatal(err)
+		}
+		lb := acquire(t, ctx, b, "job")
+		if err := la.Release(ctx); err != nil {
+			t.Errorf("late release = %v, want nil", err)
+		}
+		if key, _ := holder(t, ctx, cli, "job"); key != lb.Key() {
+			t.Errorf("late release freed b's lock; holder %q", key)
+		}
+	})
+	t.Run("renew", func(t *testing.T) {
+		ctx := testCtx(t, time.Minute)
+		cliA, p := proxied(t, shared)
+		cli := etcdtest.Client(t, shared.Endpoints()...)
+		d := detached(t, cliA)
+		g, err := d.Acquire(ctx, "job", "script", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.DelayTx(4*time.Second, 0) // the renew arrives after expiry
+		if _, err := d.Renew(ctx, "job", "script", g.Token); !errors.Is(err, lock.ErrNotHeld) {
+			t.Errorf("late renew = %v, want ErrNotHeld", err)
+		}
+		if ttl, err := cli.TimeToLive(ctx, g.LeaseID); err != nil || ttl.TTL != -1 {
+			t.Errorf("late renew revived the lease: %+v %v", ttl, err)
+		}
+		if key, _ := holder(t, ctx, cli, "job"); key != "" {
+			t.Errorf("late renew revived key %s", key)
+		}
+	})
+}
+
+// retry calls fn until it returns nil, as a caller would after transient
+// errors (a connection reset by a fault), failing t after 10 attempts.
+func retry(t *testing.T, fn func() error) {
+	t.Helper()
+	var err error
+	for range 10 {
+		if err = fn(); err == nil {
+			return
+		}
+		t.Logf("retrying after: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("still failing after 10 attempts: %v", err)
+}
