@@ -3,6 +3,7 @@ package lock
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -80,7 +81,7 @@ type LostError struct {
 }
 
 func (e *LostError) Error() string {
-	s := e.Kind.Error() + ": " + e.Cause.Error()
+	s := e.Kind.Error() + ": " + strings.TrimPrefix(e.Cause.Error(), "lock: ")
 	if e.Detail != nil {
 		s += " (last error: " + e.Detail.Error() + ")"
 	}

@@ -1,0 +1,40 @@
+# etcdlock — see README.md. `make demo` and `make test` are the two set-up
+# commands; both work on a fresh machine with Go installed.
+
+GO       ?= go
+PKGS     ?= ./...
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 5
+
+.PHONY: all build test demo lint bench tidy-check clean
+
+all: lint build test
+
+build:
+	$(GO) build $(PKGS)
+
+## test: all tests with the race detector, against real embedded etcd.
+test:
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## demo: the worker-a / worker-b story against an embedded etcd.
+demo:
+	$(GO) run ./hack/demo
+
+## lint: formatting, vet and a tidy go.mod.
+lint: tidy-check
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+tidy-check:
+	@cp go.mod /tmp/etcdlock.go.mod.bak; cp go.sum /tmp/etcdlock.go.sum.bak; \
+	$(GO) mod tidy; \
+	if ! git diff --quiet -- go.mod go.sum; then echo "go.mod/go.sum not tidy"; git diff -- go.mod go.sum; \
+	  cp /tmp/etcdlock.go.mod.bak go.mod; cp /tmp/etcdlock.go.sum.bak go.sum; exit 1; fi
+
+## bench: benchmarks, side by side with etcd's concurrency package.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./pkg/lock
+
+clean:
+	rm -rf bin
