@@ -13,9 +13,10 @@ all: lint build test
 build:
 	$(GO) build $(PKGS)
 
-## test: all tests with the race detector, against real embedded etcd.
+## test: all tests with the race detector, against real embedded etcd and a
+## throwaway PostgreSQL (started and stopped by hack/test.sh).
 test:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	hack/test.sh $(PKGS)
 
 ## demo: the worker-a / worker-b story against an embedded etcd.
 demo:
@@ -32,9 +33,9 @@ tidy-check:
 	if ! git diff --quiet -- go.mod go.sum; then echo "go.mod/go.sum not tidy"; git diff -- go.mod go.sum; \
 	  cp /tmp/etcdlock.go.mod.bak go.mod; cp /tmp/etcdlock.go.sum.bak go.sum; exit 1; fi
 
-## bench: benchmarks, side by side with etcd's concurrency package.
+## bench: benchmarks, each comparing contenders side by side in one run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./pkg/lock
+	BENCHTIME=$(BENCHTIME) BENCHCOUNT=$(BENCHCOUNT) hack/bench.sh
 
 clean:
 	rm -rf bin

@@ -3,6 +3,7 @@ package etcdfence_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,5 +62,76 @@ func TestStaleOwnerWriteNeverCommits(t *testing.T) {
 	}
 	if _, err := etcdfence.Commit(ctx, cli, lb.Key(), 0); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("zero token: %v", err)
+	}
+}
+
+// Owners take turns; after each release, the former owner keeps writing
+// with its old token while the next owner writes. Every write a former
+// owner makes must be rejected, every current owner's write must commit,
+// and the data ends with the last owner's token.
+func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Cluster(t)
+	cli := etcdtest.Client(t, c.Endpoints()...)
+	const owners, rounds, writes = 4, 5, 5
+	var (
+		mu                                      sync.Mutex
+		attempted, staleRejected, staleAccepted int
+		last                                    fencing.Token
+		wg                                      sync.WaitGroup
+	)
+	for range owners {
+		s, err := lock.NewSession(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := s.Acquire(ctx, "res")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for range writes {
+					if _, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", l.Token().String())); err != nil {
+						t.Errorf("owner's write rejected: %v", err)
+					}
+				}
+				mu.Lock()
+				last = l.Token()
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				for range writes { // late writes, racing the next owner's
+					_, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", "stale"))
+					mu.Lock()
+					attempted++
+					switch {
+					case err == nil:
+						staleAccepted++
+					case errors.Is(err, fencing.ErrStaleToken):
+						staleRejected++
+					default:
+						t.Error(err)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("stale writes attempted %d, rejected %d, accepted %d", attempted, staleRejected, staleAccepted)
+	if staleAccepted != 0 {
+		t.Errorf("%d stale writes accepted", staleAccepted)
+	}
+	got, err := cli.Get(ctx, "/data")
+	if err != nil || string(got.Kvs[0].Value) != last.String() {
+		t.Errorf("/data = %v %v, want last owner's token %v", got.Kvs, err, last)
 	}
 }

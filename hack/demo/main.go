@@ -1,23 +1,27 @@
 // Command demo tells the worker-a / worker-b story against a real embedded
-// etcd: a paused lock holder loses its lock, a new holder takes over with a
-// larger fencing token, and the old holder's late write and late release
-// are both refused.
+// etcd and a real SQLite database: a paused lock holder loses its lock, a
+// new holder takes over with a larger fencing token, and the old holder's
+// late write (refused by the database's fence) and late release (a
+// compare-and-delete that matches nothing) change nothing.
 //
 //	go run ./hack/demo
 package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	_ "modernc.org/sqlite"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/fencing/etcdfence"
+	"github.com/etcdlock/etcdlock/fencing/sqlfence"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -64,7 +68,12 @@ func run() error {
 	}
 	defer cliB.Close()
 
-	const name, resource = "orders", "/demo/orders/total"
+	db, cleanup, err := openDB(ctx)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	const name, resource = "orders", "orders.total"
 	a, err := lock.NewSession(ctx, cliA, lock.WithOwner("worker-a"), lock.WithTTL(2*time.Second))
 	if err != nil {
 		return err
@@ -81,10 +90,10 @@ func run() error {
 		return err
 	}
 	say("worker-a", "acquired %q with fencing token %s (lease TTL %v, deadline in %v)", name, la.Token(), a.TTL(), a.Remaining().Round(time.Millisecond))
-	if err := write(ctx, cliB, la, resource, "100 (written by worker-a)"); err != nil {
+	if err := write(ctx, db, la, resource, "100 (written by worker-a)"); err != nil {
 		return err
 	}
-	say("worker-a", "wrote %s = 100 with token %s: accepted", resource, la.Token())
+	say("worker-a", "wrote %s = 100 in SQLite with token %s: accepted", resource, la.Token())
 
 	gotB := make(chan *lock.Lock, 1)
 	errB := make(chan error, 1)
@@ -116,35 +125,37 @@ func run() error {
 		say("etcd", "expired worker-a's lease and deleted its key, %v after worker-a had stopped", time.Since(lost.At).Round(time.Millisecond))
 	}
 	say("worker-b", "acquired %q with fencing token %s (> %s)", name, lb.Token(), la.Token())
-	if err := write(ctx, cliB, lb, resource, "250 (written by worker-b)"); err != nil {
+	if err := write(ctx, db, lb, resource, "250 (written by worker-b)"); err != nil {
 		return err
 	}
-	say("worker-b", "wrote %s = 250 with token %s: accepted", resource, lb.Token())
+	say("worker-b", "wrote %s = 250 in SQLite with token %s: accepted", resource, lb.Token())
 
 	pause.UnpauseTx()
 	pause.UnpauseRx()
 	say("worker-a", "RESUMED, unaware of the pause, sends its late write with token %s", la.Token())
-	err = write(ctx, cliA, la, resource, "999 (late write by worker-a)")
+	err = write(ctx, db, la, resource, "999 (late write by worker-a)")
 	var stale *fencing.StaleTokenError
 	if !errors.As(err, &stale) {
 		return fmt.Errorf("late write was not rejected as stale: %v", err)
 	}
-	say("resource", "REJECTED worker-a's write: %v", err)
+	say("sqlite", "REJECTED worker-a's write, rolled back: %v", err)
 
+	// worker-a's connection was held up for seconds; retry its release
+	// until the connection recovers (retrying a release is always safe).
 	if err := retry(ctx, func() error { return la.Release(ctx) }); err != nil {
 		return err
 	}
 	say("worker-a", "released its lock: compare-and-delete on token %s matched nothing", la.Token())
-	if lb.State() != lock.StateActive {
-		return fmt.Errorf("worker-b's lock is %v after worker-a's release", lb.State())
+	if k, err := cliB.Get(ctx, lb.Key()); err != nil || len(k.Kvs) != 1 || lb.State() != lock.StateActive {
+		return fmt.Errorf("worker-b's lock is %v after worker-a's release (%v)", lb.State(), err)
 	}
 	say("worker-b", "still holds %q (state %v)", name, lb.State())
 
-	got, err := cliB.Get(ctx, resource)
-	if err != nil {
+	var final string
+	if err := db.QueryRowContext(ctx, `SELECT value FROM totals WHERE name = $1`, resource).Scan(&final); err != nil {
 		return err
 	}
-	say("resource", "final value: %s", got.Kvs[0].Value)
+	say("sqlite", "final value of %s: %s", resource, final)
 	if err := lb.Release(ctx); err != nil {
 		return err
 	}
@@ -152,13 +163,39 @@ func run() error {
 	return nil
 }
 
-// write is a fenced write to an etcd key: it commits only while the
-// writer's lock key still exists with the writer's token.
-func write(ctx context.Context, cli *clientv3.Client, l *lock.Lock, key, value string) error {
-	return retry(ctx, func() error {
-		_, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut(key, value))
+// write is a fenced SQL write: the UPDATE commits only in the same
+// transaction that raises the resource's fence to the writer's token.
+func write(ctx context.Context, db *sql.DB, l *lock.Lock, resource, value string) error {
+	return sqlfence.WithFence(ctx, db, resource, l.Token(), func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE totals SET value = $1 WHERE name = $2`, value, resource)
 		return err
 	})
+}
+
+// openDB creates a SQLite database in a temporary directory with the fence
+// table and the demo's data.
+func openDB(ctx context.Context) (*sql.DB, func(), error) {
+	dir, err := os.MkdirTemp("", "etcdlock-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "demo.db")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	cleanup := func() { db.Close(); os.RemoveAll(dir) }
+	for _, q := range []string{
+		sqlfence.Schema,
+		`CREATE TABLE totals (name TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+		`INSERT INTO totals (name, value) VALUES ('orders.total', '0')`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	return db, cleanup, nil
 }
 
 // retry repeats fn after transport errors (worker-a's connection is reset

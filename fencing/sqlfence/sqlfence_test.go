@@ -1,0 +1,228 @@
+package sqlfence_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/goleak"
+	_ "modernc.org/sqlite"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/sqlfence"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// PostgresDSNEnv names the environment variable holding a DSN of a
+// throwaway PostgreSQL server; hack/pg.sh starts one and `make test` sets it.
+const PostgresDSNEnv = "ETCDLOCK_TEST_POSTGRES_DSN"
+
+type backend struct {
+	name string
+	open func(t testing.TB) *sql.DB
+}
+
+func backends() []backend {
+	return []backend{
+		{"sqlite", func(t testing.TB) *sql.DB {
+			dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(wal)&_txlock=immediate"
+			db, err := sql.Open("sqlite", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		}},
+		{"postgres", func(t testing.TB) *sql.DB {
+			dsn := os.Getenv(PostgresDSNEnv)
+			if dsn == "" {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("%s is not set: CI must start PostgreSQL (hack/pg.sh)", PostgresDSNEnv)
+				}
+				t.Skipf("%s not set; run `make test` to start a throwaway PostgreSQL", PostgresDSNEnv)
+			}
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			if err := db.Ping(); err != nil {
+				t.Fatalf("postgres at %s: %v", dsn, err)
+			}
+			return db
+		}},
+	}
+}
+
+// setup creates the fence table and a per-test data table.
+func setup(t testing.TB, db *sql.DB) (data, log string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := sqlfence.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf("%d", rand.Uint32())
+	data, log = "data_"+suffix, "applied_"+suffix
+	for _, q := range []string{
+		`CREATE TABLE ` + data + ` (id INTEGER PRIMARY KEY, value BIGINT NOT NULL)`,
+		`INSERT INTO ` + data + ` (id, value) VALUES (1, 0)`,
+		`CREATE TABLE ` + log + ` (seq BIGINT PRIMARY KEY, token BIGINT NOT NULL)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data, log
+}
+
+func TestWithFenceSemantics(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t)
+			data, _ := setup(t, db)
+			res := "res-" + data
+			set := func(v int) func(*sql.Tx) error {
+				return func(tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, `UPDATE `+data+` SET value = $1 WHERE id = 1`, v)
+					return err
+				}
+			}
+			value := func() (v int) {
+				if err := db.QueryRowContext(ctx, `SELECT value FROM `+data+` WHERE id = 1`).Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			if err := sqlfence.WithFence(ctx, db, res, 10, set(1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := sqlfence.WithFence(ctx, db, res, 10, set(2)); err != nil {
+				t.Fatalf("equal token: %v", err)
+			}
+			err := sqlfence.WithFence(ctx, db, res, 9, set(3))
+			var stale *fencing.StaleTokenError
+			if !errors.As(err, &stale) || stale.Presented != 9 || stale.Current != 10 || stale.Resource != res {
+				t.Fatalf("older token: %v", err)
+			}
+			if v := value(); v != 2 {
+				t.Fatalf("stale write applied: value %d", v)
+			}
+			boom := errors.New("boom")
+			if err := sqlfence.WithFence(ctx, db, res, 20, func(tx *sql.Tx) error { set(4)(tx); return boom }); err != boom {
+				t.Fatalf("fn error = %v", err)
+			}
+			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 10 {
+				t.Fatalf("failed fn moved the fence to %v (%v)", cur, err)
+			}
+			if v := value(); v != 2 {
+				t.Fatalf("rolled-back write applied: value %d", v)
+			}
+			if err := sqlfence.WithFence(ctx, db, res, 0, set(5)); !errors.Is(err, fencing.ErrInvalidToken) {
+				t.Fatalf("zero token: %v", err)
+			}
+			if cur, err := sqlfence.Current(ctx, db, "never-written"); err != nil || cur != 0 {
+				t.Fatalf("Current of a new resource = %v, %v", cur, err)
+			}
+		})
+	}
+}
+
+// Many writers with interleaved tokens write the same row. Afterwards the
+// row holds the newest token's data, and the applied writes, in commit
+// order, never go back in token order (a stale write applied would).
+func TestWithFenceConcurrentWriters(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			db := b.open(t)
+			db.SetMaxOpenConns(8)
+			data, log := setup(t, db)
+			res := "res-" + data
+			const writers, attempts = 8, 400
+			tokens := make(chan fencing.Token, attempts)
+			// Tokens rise like successive lock owners' but arrive out of
+			// order within windows of 16, with pairs of equal tokens.
+			for base := 0; base < attempts; base += 16 {
+				for _, i := range rand.Perm(16) {
+					tokens <- fencing.Token((base+i)/2 + 1)
+				}
+			}
+			close(tokens)
+			var (
+				mu       sync.Mutex
+				rejected int
+				applied  int
+				wg       sync.WaitGroup
+			)
+			for range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for tok := range tokens {
+						err := sqlfence.WithFence(ctx, db, res, tok, func(tx *sql.Tx) error {
+							if _, err := tx.ExecContext(ctx, `INSERT INTO `+log+` (seq, token) SELECT COALESCE(MAX(seq), 0) + 1, $1 FROM `+log, int64(tok)); err != nil {
+								return err
+							}
+							_, err := tx.ExecContext(ctx, `UPDATE `+data+` SET value = $1 WHERE id = 1`, int64(tok))
+							return err
+						})
+						mu.Lock()
+						switch {
+						case err == nil:
+							applied++
+						case errors.Is(err, fencing.ErrStaleToken):
+							rejected++
+						default:
+							t.Error(err)
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			rows, err := db.QueryContext(ctx, `SELECT token FROM `+log+` ORDER BY seq`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var prev, staleApplied int64
+			n := 0
+			for rows.Next() {
+				var tok int64
+				if err := rows.Scan(&tok); err != nil {
+					t.Fatal(err)
+				}
+				if tok < prev {
+					staleApplied++
+				}
+				prev = max(prev, tok)
+				n++
+			}
+			var final int64
+			if err := db.QueryRowContext(ctx, `SELECT value FROM `+data+` WHERE id = 1`).Scan(&final); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: writes attempted %d, applied %d, stale rejected %d, stale applied %d", b.name, attempts, applied, rejected, staleApplied)
+			if staleApplied != 0 {
+				t.Errorf("%d stale writes applied", staleApplied)
+			}
+			if n != applied || applied+rejected != attempts {
+				t.Errorf("log rows %d, applied %d, rejected %d, attempts %d", n, applied, rejected, attempts)
+			}
+			if final != attempts/2 {
+				t.Errorf("row holds token %d's data, want the newest, %d", final, attempts/2)
+			}
+		})
+	}
+}

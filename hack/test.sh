@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's test command (`make test`): starts a throwaway PostgreSQL for
+# the SQL fencing tests unless ETCDLOCK_TEST_POSTGRES_DSN is already set,
+# runs every test with the race detector, and stops what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ -z ${ETCDLOCK_TEST_POSTGRES_DSN:-} ]]; then
+	pgdir=$(mktemp -d /tmp/etcdlock-pg.XXXXXX)
+	trap 'hack/pg.sh stop "$pgdir"' EXIT
+	echo "starting a throwaway PostgreSQL in $pgdir" >&2
+	ETCDLOCK_TEST_POSTGRES_DSN=$(hack/pg.sh start "$pgdir")
+	export ETCDLOCK_TEST_POSTGRES_DSN
+fi
+
+go test -race -count=1 -timeout 20m "${@:-./...}"
