@@ -28,10 +28,11 @@ lint: tidy-check
 	$(GO) vet $(PKGS)
 
 tidy-check:
-	@cp go.mod /tmp/etcdlock.go.mod.bak; cp go.sum /tmp/etcdlock.go.sum.bak; \
-	$(GO) mod tidy; \
-	if ! git diff --quiet -- go.mod go.sum; then echo "go.mod/go.sum not tidy"; git diff -- go.mod go.sum; \
-	  cp /tmp/etcdlock.go.mod.bak go.mod; cp /tmp/etcdlock.go.sum.bak go.sum; exit 1; fi
+	@cp go.mod .go.mod.bak; cp go.sum .go.sum.bak; $(GO) mod tidy; \
+	if ! cmp -s go.mod .go.mod.bak || ! cmp -s go.sum .go.sum.bak; then \
+	  echo "go.mod/go.sum are not tidy: run go mod tidy"; diff .go.mod.bak go.mod; \
+	  mv .go.mod.bak go.mod; mv .go.sum.bak go.sum; exit 1; fi; \
+	rm -f .go.mod.bak .go.sum.bak
 
 ## bench: benchmarks, each comparing contenders side by side in one run.
 bench:
