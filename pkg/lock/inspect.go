@@ -1,0 +1,134 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// Contender is one key under a lock name: the holder or a waiter.
+type Contender struct {
+	Key     string
+	Record                // the key's value: owner, host, pid, acquired
+	Token   fencing.Token // the key's create revision
+	LeaseID clientv3.LeaseID
+}
+
+// Status is a snapshot of one lock name, read at one etcd revision.
+type Status struct {
+	Name     string
+	Holder   *Contender  // nil when the name is free
+	Waiters  []Contender // in the order they will be served
+	Revision int64       // etcd revision of the snapshot
+}
+
+// Inspect reads the holder and the waiters of name in one request. It
+// accepts WithPrefix; other options are ignored.
+func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...Option) (Status, error) {
+	if err := ValidateName(name); err != nil {
+		return Status{}, err
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return Status{}, err
+	}
+	resp, err := client.Get(ctx, namePrefix(cfg.prefix, name), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
+	}
+	st := Status{Name: name, Revision: resp.Header.Revision}
+	for i, kv := range resp.Kvs {
+		c := Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+		if i == 0 {
+			st.Holder = &c
+		} else {
+			st.Waiters = append(st.Waiters, c)
+		}
+	}
+	return st, nil
+}
+
+// List returns the status of every lock name under the prefix whose name
+// starts with namePrefix ("" for all), sorted by name, from one read.
+func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...Option) ([]Status, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Get(ctx, cfg.prefix+namePrefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("lock: list: %w", err)
+	}
+	byName := map[string]*Status{}
+	for _, kv := range resp.Kvs {
+		rest := strings.TrimPrefix(string(kv.Key), cfg.prefix)
+		name, _, ok := strings.Cut(rest, "/")
+		if !ok || ValidateName(name) != nil {
+			continue // not a lock key
+		}
+		st, ok := byName[name]
+		if !ok {
+			st = &Status{Name: name, Revision: resp.Header.Revision}
+			byName[name] = st
+		}
+		c := Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+		if st.Holder == nil {
+			st.Holder = &c
+		} else {
+			st.Waiters = append(st.Waiters, c)
+		}
+	}
+	out := make([]Status, 0, len(byName))
+	for _, st := range byName {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Break removes the holder of name if its token is still token: its key is
+// deleted with a compare-and-delete and its lease revoked, which ends every
+// lock held under that lease. It returns the broken holder, or ErrNotHeld
+// if no key of name has that token (it was released, expired or already
+// broken) and ErrNotOwner if that key exists but is a waiter, not the
+// holder. Breaking by token means two operators cannot break a newer holder
+// by accident. Break accepts WithPrefix and WithCleanupTimeout.
+func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...Option) (Contender, error) {
+	if !token.IsValid() {
+		return Contender{}, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
+	}
+	st, err := Inspect(ctx, client, name, opts...)
+	if err != nil {
+		return Contender{}, err
+	}
+	if st.Holder == nil || st.Holder.Token != token {
+		for _, w := range st.Waiters {
+			if w.Token == token {
+				return Contender{}, fmt.Errorf("%w: token %s of %q is a waiter, not the holder", ErrNotOwner, token, name)
+			}
+		}
+		return Contender{}, fmt.Errorf("%w: no holder of %q has token %s", ErrNotHeld, name, token)
+	}
+	h := *st.Holder
+	ok, err := compareAndDelete(ctx, client, h.Key, int64(token))
+	if err != nil {
+		return Contender{}, fmt.Errorf("lock: break %q: %w", name, err)
+	}
+	if !ok {
+		return Contender{}, fmt.Errorf("%w: holder of %q with token %s went away", ErrNotHeld, name, token)
+	}
+	cfg, _ := newConfig(opts)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
+	defer cancel()
+	if _, err := client.Revoke(rctx, h.LeaseID); err != nil && !isLeaseNotFound(err) {
+		return h, fmt.Errorf("lock: break %q: key deleted but lease revoke failed: %w", name, err)
+	}
+	return h, nil
+}

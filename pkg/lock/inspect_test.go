@@ -1,0 +1,66 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+func TestInspectListBreak(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	pfx := lock.WithPrefix(prefix(t))
+	st, err := lock.Inspect(ctx, cli, "job", pfx)
+	if err != nil || st.Holder != nil || len(st.Waiters) != 0 {
+		t.Fatalf("free name: %+v %v", st, err)
+	}
+	a := newSession(t, cli, lock.WithOwner("alice"))
+	la, err := a.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newSession(t, cli, lock.WithOwner("bob"))
+	go b.Acquire(ctx, "job")
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "bob did not queue")
+	if _, err := a.Acquire(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = lock.Inspect(ctx, cli, "job", pfx)
+	if err != nil || st.Holder == nil || st.Holder.Owner != "alice" || st.Holder.Token != la.Token() || len(st.Waiters) != 1 || st.Waiters[0].Owner != "bob" {
+		t.Fatalf("Inspect = %+v, %v", st, err)
+	}
+	all, err := lock.List(ctx, cli, "", pfx)
+	if err != nil || len(all) != 2 || all[0].Name != "job" || all[1].Name != "other" || len(all[0].Waiters) != 1 {
+		t.Fatalf("List = %+v, %v", all, err)
+	}
+
+	if _, err := lock.Break(ctx, cli, "job", la.Token()+1000, pfx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("Break with a wrong token = %v, want ErrNotHeld", err)
+	}
+	if _, err := lock.Break(ctx, cli, "job", st.Waiters[0].Token, pfx); !errors.Is(err, lock.ErrNotOwner) {
+		t.Errorf("Break of a waiter's token = %v, want ErrNotOwner", err)
+	}
+	if _, err := lock.Break(ctx, cli, "job", fencing.Token(0), pfx); !errors.Is(err, fencing.ErrInvalidToken) {
+		t.Errorf("Break with token 0 = %v", err)
+	}
+	broken, err := lock.Break(ctx, cli, "job", la.Token(), pfx)
+	if err != nil || broken.Owner != "alice" {
+		t.Fatalf("Break = %+v, %v", broken, err)
+	}
+	select {
+	case <-la.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("broken holder did not notice")
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		st, err := lock.Inspect(ctx, cli, "job", pfx)
+		return err == nil && st.Holder != nil && st.Holder.Owner == "bob"
+	}, "bob did not take over")
+	if _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("second Break with the old token = %v, want ErrNotHeld (must not break bob)", err)
+	}
+}
