@@ -124,6 +124,11 @@ func (s *Session) Deadline() time.Time {
 	return s.deadline
 }
 
+// SafetyMargin returns the margin between Deadline and the earliest moment
+// etcd could expire the lease (Deadline + SafetyMargin = send time of the
+// last successful renewal + TTL).
+func (s *Session) SafetyMargin() time.Duration { return s.margin }
+
 // Remaining returns the time left until Deadline, or 0 once the session is
 // lost or closed.
 func (s *Session) Remaining() time.Duration {

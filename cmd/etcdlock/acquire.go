@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type acquireOptions struct {
+	owner string
+	ttl   time.Duration
+}
+
+func newAcquireCommand(g *globalOptions) *cobra.Command {
+	o := &acquireOptions{}
+	cmd := &cobra.Command{
+		Use:   "acquire NAME --owner OWNER [--ttl D]",
+		Short: "Take a lock for a script, with a lease nobody renews for you",
+		Long: `Take NAME if it is free, with a fresh lease of --ttl that etcdlock does not
+renew: the script must call 'etcdlock renew' before the deadline, and
+'etcdlock release' when done. Prints the grant as shell assignments
+(ETCDLOCK_TOKEN=..., ETCDLOCK_KEY=..., ETCDLOCK_LEASE=..., ETCDLOCK_DEADLINE=...)
+or JSON with -w json.
+
+If NAME is held by someone else, exits 75 naming the holder. If NAME is already
+held under the same --owner (an earlier acquire whose output was lost), that
+grant is renewed and printed again.`,
+		Example: `  eval "$(etcdlock acquire nightly --owner "cron@$(hostname)" --ttl 60s)"
+  do_work --fencing-token "$ETCDLOCK_TOKEN"
+  etcdlock renew nightly --owner "cron@$(hostname)" --token "$ETCDLOCK_TOKEN"
+  etcdlock release nightly --owner "cron@$(hostname)" --token "$ETCDLOCK_TOKEN"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runAcquire(cmd.Context(), g, o, args[0]) },
+	}
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity; renew and release must give the same (required)")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 60*time.Second, "lease TTL (whole seconds; etcd raises it to its minimum)")
+	return cmd
+}
+
+func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name string) error {
+	if err := scriptArgs(name, o.owner); err != nil {
+		return err
+	}
+	if o.ttl < time.Second {
+		return usageErr("--ttl %v: must be at least 1s", o.ttl)
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	d, err := lock.NewDetached(cli, g.lockOptions()...)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	gr, err := d.Acquire(rctx, name, o.owner, o.ttl)
+	if err != nil {
+		return explainLocked(g, err)
+	}
+	printGrant(g, gr)
+	return nil
+}

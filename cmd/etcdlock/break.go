@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type breakOptions struct{ token string }
+
+func newBreakCommand(g *globalOptions) *cobra.Command {
+	o := &breakOptions{}
+	cmd := &cobra.Command{
+		Use:   "break NAME --token TOKEN",
+		Short: "Forcibly free a lock held by a stuck holder (admin)",
+		Long: `Delete the holder's key of NAME and revoke its lease, but only if the holder's
+token is still TOKEN (see 'etcdlock status'). Requiring the token means that
+two operators cannot break a newer holder by accident. Revoking the lease ends
+every lock held under it; a holder run by etcdlock kills its command at once.
+
+Exits 79 if no holder of NAME has TOKEN any more.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runBreak(cmd.Context(), g, o, args[0]) },
+	}
+	cmd.Flags().StringVar(&o.token, "token", "", "the holder's token, from 'etcdlock status' (required)")
+	return cmd
+}
+
+func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name string) error {
+	if err := lock.ValidateName(name); err != nil {
+		return usageErr("%v", err)
+	}
+	tok, err := parseTokenFlag(o.token)
+	if err != nil {
+		return err
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	h, err := lock.Break(rctx, cli, name, tok, lock.WithPrefix(g.prefix))
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	v := viewOf(h)
+	g.printer.Print(v, func(w io.Writer) {
+		fmt.Fprintf(w, "broke %s: holder %s (token %s), lease %s revoked\n", name, v.Owner, v.Token, v.Lease)
+	})
+	return nil
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newElectCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "elect NAME [flags] -- COMMAND [ARGS...]",
+		Short: "Run a command while this process is the elected leader",
+		Long: `Campaign for leadership of NAME and run COMMAND while leader. Candidates are
+served in the order they started campaigning; followers learn of a new leader
+by watch, not by polling. The leader's identity is --owner.
+
+COMMAND is handled exactly as by 'etcdlock run': it gets ETCDLOCK_TOKEN (the
+term's fencing token) and the other ETCDLOCK_* variables, is killed with its
+process group when leadership is lost (exit 79), and its exit ends the term
+and hands leadership to the next candidate.`,
+		Example: `  # one active controller among several replicas:
+  etcdlock elect my-controller --owner "$(hostname)" -- ./controller --leader`,
+		Args: commandArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLocked(cmd.Context(), g, o, args[0], args[1:], "elect")
+		},
+	}
+	o.bind(cmd, false)
+	return cmd
+}

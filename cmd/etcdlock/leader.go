@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type leaderOptions struct{ watch bool }
+
+type leaderView struct {
+	Name   string        `json:"name"`
+	Leader string        `json:"leader,omitempty"`
+	Token  fencing.Token `json:"token,omitempty"`
+	Since  string        `json:"since,omitempty"`
+}
+
+func newLeaderCommand(g *globalOptions) *cobra.Command {
+	o := &leaderOptions{}
+	cmd := &cobra.Command{
+		Use:   "leader NAME",
+		Short: "Print the current leader (holder) of NAME",
+		Long: `Print the identity and token of NAME's current leader, or "none". With
+--watch, print again on every change until interrupted (changes are learned by
+watch, not by polling).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLeader(cmd.Context(), g, o, args[0])
+		},
+	}
+	cmd.Flags().BoolVar(&o.watch, "watch", false, "follow leadership changes")
+	return cmd
+}
+
+func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name string) error {
+	if err := lock.ValidateName(name); err != nil {
+		return usageErr("%v", err)
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var last *fencing.Token
+	return followHolder(ctx, g, cli, name, func(st lock.Status) bool {
+		v := leaderView{Name: name}
+		if h := st.Holder; h != nil {
+			v.Leader, v.Token, v.Since = h.Owner, h.Token, since(h.Acquired)
+		}
+		if last == nil || *last != v.Token {
+			last = &v.Token
+			g.printer.Print(v, func(w io.Writer) {
+				if v.Leader == "" {
+					fmt.Fprintln(w, "none")
+					return
+				}
+				fmt.Fprintf(w, "%s (token %s, since %s)\n", v.Leader, v.Token, v.Since)
+			})
+		}
+		return o.watch
+	})
+}

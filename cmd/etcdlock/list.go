@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type listView struct {
+	Name    string         `json:"name"`
+	Holder  *contenderView `json:"holder"`
+	Waiters int            `json:"waiters"`
+}
+
+func newListCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list [NAME-PREFIX]",
+		Short: "List locks (optionally those whose name starts with NAME-PREFIX)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var p string
+			if len(args) == 1 {
+				p = args[0]
+			}
+			return runList(cmd.Context(), g, p)
+		},
+	}
+}
+
+func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	all, err := lock.List(rctx, cli, namePrefix, lock.WithPrefix(g.prefix))
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	views := make([]listView, 0, len(all))
+	for _, st := range all {
+		v := listView{Name: st.Name, Waiters: len(st.Waiters)}
+		if st.Holder != nil {
+			h := viewOf(*st.Holder)
+			v.Holder = &h
+		}
+		views = append(views, v)
+	}
+	g.printer.Print(views, func(w io.Writer) {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS")
+		for _, v := range views {
+			if v.Holder == nil {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", v.Name, v.Holder.Owner, v.Holder.Token, v.Holder.Since, v.Waiters)
+		}
+		tw.Flush()
+	})
+	return nil
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type releaseOptions struct{ owner, token string }
+
+func newReleaseCommand(g *globalOptions) *cobra.Command {
+	o := &releaseOptions{}
+	cmd := &cobra.Command{
+		Use:   "release NAME --owner OWNER --token TOKEN",
+		Short: "Release a script's lock",
+		Long: `Delete the lock that OWNER holds on NAME with TOKEN (a compare-and-delete on
+the token) and revoke its lease.
+
+Safe to retry: if that lock no longer exists (released, expired, broken) the
+result is success, and a newer holder's lock is never touched. Exits 79 if
+TOKEN belongs to a lock of another owner.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRelease(cmd.Context(), g, o, args[0]) },
+	}
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
+	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
+	return cmd
+}
+
+func runRelease(ctx context.Context, g *globalOptions, o *releaseOptions, name string) error {
+	if err := scriptArgs(name, o.owner); err != nil {
+		return err
+	}
+	tok, err := parseTokenFlag(o.token)
+	if err != nil {
+		return err
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	d, err := lock.NewDetached(cli, g.lockOptions()...)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	err = d.Release(rctx, name, o.owner, tok)
+	if errors.Is(err, lock.ErrNotOwner) {
+		return withCode(exitLost, fmt.Errorf("cannot release: %w", err))
+	}
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	return nil
+}

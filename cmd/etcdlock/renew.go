@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+type renewOptions struct{ owner, token string }
+
+func newRenewCommand(g *globalOptions) *cobra.Command {
+	o := &renewOptions{}
+	cmd := &cobra.Command{
+		Use:   "renew NAME --owner OWNER --token TOKEN",
+		Short: "Renew a script's lock before its deadline",
+		Long: `Refresh the lease of the lock that OWNER holds on NAME with TOKEN, and print
+the new deadline (same format as acquire). The TTL is the one given to acquire:
+etcd cannot change a lease's TTL.
+
+Fails with exit 79 if that lock no longer exists (it expired or was released:
+a renewal after expiry never revives it) or if TOKEN is not OWNER's holder.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRenew(cmd.Context(), g, o, args[0]) },
+	}
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
+	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
+	return cmd
+}
+
+func runRenew(ctx context.Context, g *globalOptions, o *renewOptions, name string) error {
+	if err := scriptArgs(name, o.owner); err != nil {
+		return err
+	}
+	tok, err := parseTokenFlag(o.token)
+	if err != nil {
+		return err
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	d, err := lock.NewDetached(cli, g.lockOptions()...)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	gr, err := d.Renew(rctx, name, o.owner, tok)
+	if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
+		return withCode(exitLost, fmt.Errorf("cannot renew: %w", err))
+	}
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	printGrant(g, gr)
+	return nil
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// globalOptions are the flags every command accepts.
+type globalOptions struct {
+	endpoints      []string
+	dialTimeout    time.Duration
+	commandTimeout time.Duration
+	prefix         string
+	cacert         string
+	cert           string
+	key            string
+	insecureTLS    bool
+	user           string
+	password       string
+	output         string
+	logLevel       string
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	logger         *zap.Logger
+	printer        *printer
+}
+
+// Main runs the CLI with args and returns the process exit code. It is
+// the only place that decides exit codes.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
+	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	var e *exitErr
+	if !errors.As(err, &e) || e.err != nil {
+		g.printer.Error(err)
+		if code == exitUsage && !strings.Contains(err.Error(), "--help") {
+			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
+		}
+	}
+	return code
+}
+
+func newRootCommand(g *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "etcdlock",
+		Short: "Distributed locks on etcd that stay safe when networks fail",
+		Long: `etcdlock runs commands under etcd locks and exposes lock operations to scripts.
+
+A lock holder keeps an etcd lease alive and stops before etcd could expire it.
+Every holder gets a fencing token (ETCDLOCK_TOKEN), strictly larger than any
+earlier holder's: pass it with every write so that a resource can reject a
+holder that has been superseded.
+
+Every flag can also be set with an environment variable ETCDLOCK_<FLAG>, dashes
+as underscores (ETCDLOCK_ENDPOINTS, ETCDLOCK_TTL, ...); a flag on the command
+line wins. ETCDCTL_ENDPOINTS is used when ETCDLOCK_ENDPOINTS is not set. The
+TLS --key flag reads ETCDLOCK_KEY_FILE (ETCDLOCK_KEY is the lock key that run
+gives to its command).
+
+See 'etcdlock help exit-codes' for the exit codes.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			return g.setup()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+	f := root.PersistentFlags()
+	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
+	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
+	f.DurationVar(&g.commandTimeout, "command-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock)")
+	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
+	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
+	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
+	f.StringVar(&g.key, "key", "", "client private key file for TLS")
+	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
+	f.StringVar(&g.user, "user", "", "etcd user name, or user:password")
+	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
+	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
+	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
+
+	root.AddCommand(
+		newRunCommand(g), newElectCommand(g),
+		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
+		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
+		newDevCommand(g), newVersionCommand(g),
+		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitCodesHelp},
+	)
+	return root
+}
+
+// applyEnv sets every flag not given on the command line from
+// ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" {
+			return
+		}
+		env := envName(f.Name)
+		v, ok := os.LookupEnv(env)
+		if !ok && f.Name == "endpoints" {
+			v, ok = os.LookupEnv("ETCDCTL_ENDPOINTS")
+			env = "ETCDCTL_ENDPOINTS"
+		}
+		if !ok {
+			return
+		}
+		if serr := cmd.Flags().Set(f.Name, v); serr != nil {
+			err = usageErr("%s=%q: %v", env, v, serr)
+		}
+	})
+	return err
+}
+
+// envName is the environment variable of a flag: ETCDLOCK_<FLAG>, except
+// --key, whose natural name ETCDLOCK_KEY is the lock key that run gives to
+// its command; --key reads ETCDLOCK_KEY_FILE instead.
+func envName(flag string) string {
+	if flag == "key" {
+		return "ETCDLOCK_KEY_FILE"
+	}
+	return "ETCDLOCK_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func (g *globalOptions) setup() error {
+	switch g.output {
+	case "simple", "json":
+		g.printer.format = g.output
+	default:
+		return usageErr("--write-out %q: want simple or json", g.output)
+	}
+	var level zapcore.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return usageErr("--log-level %q: %v", g.logLevel, err)
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(level)
+	cfg.Encoding = "console"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	lg, err := cfg.Build()
+	if err != nil {
+		return err
+	}
+	g.logger = lg
+	if !strings.HasSuffix(g.prefix, "/") {
+		return usageErr("--prefix %q must end in '/'", g.prefix)
+	}
+	if g.dialTimeout <= 0 || g.commandTimeout <= 0 {
+		return usageErr("--dial-timeout and --command-timeout must be positive")
+	}
+	return nil
+}
+
+// client connects to etcd with the global flags.
+func (g *globalOptions) client() (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints:   g.endpoints,
+		DialTimeout: g.dialTimeout,
+		Logger:      g.logger.Named("etcd-client"),
+		Username:    g.user,
+		Password:    g.password,
+	}
+	if user, pass, ok := strings.Cut(g.user, ":"); ok && g.password == "" {
+		cfg.Username, cfg.Password = user, pass
+	}
+	if g.cacert != "" || g.cert != "" || g.key != "" || g.insecureTLS {
+		if (g.cert == "") != (g.key == "") {
+			return nil, withCode(exitConfig, errors.New("--cert and --key must be given together"))
+		}
+		for _, f := range []string{g.cacert, g.cert, g.key} {
+			if f == "" {
+				continue
+			}
+			if _, err := os.Stat(f); err != nil {
+				return nil, withCode(exitConfig, fmt.Errorf("TLS file: %w", err))
+			}
+		}
+		info := transport.TLSInfo{CertFile: g.cert, KeyFile: g.key, TrustedCAFile: g.cacert, InsecureSkipVerify: g.insecureTLS}
+		tlsCfg, err := info.ClientConfig()
+		if err != nil {
+			return nil, withCode(exitConfig, fmt.Errorf("TLS configuration: %w", err))
+		}
+		cfg.TLS = tlsCfg
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, g.wrapEtcdErr(err)
+	}
+	return cli, nil
+}
+
+// wrapEtcdErr explains errors from talking to etcd.
+func (g *globalOptions) wrapEtcdErr(err error) error {
+	switch {
+	case isPermission(err):
+		return withCode(exitPermission, fmt.Errorf("etcd refused access: %w", err))
+	case isConfig(err):
+		return withCode(exitConfig, err)
+	case isUnavailable(err):
+		return withCode(exitUnavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
+	}
+	return err
+}
+
+// requestCtx bounds one etcd request by --command-timeout.
+func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.commandTimeout)
+}
+
+func (g *globalOptions) lockOptions(extra ...lock.Option) []lock.Option {
+	return append([]lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(g.logger.Named("lock"))}, extra...)
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// runOptions are the flags of run and elect.
+type runOptions struct {
+	ttl        time.Duration
+	owner      string
+	timeout    time.Duration
+	try        bool
+	shell      bool
+	killSignal string
+	killGrace  time.Duration
+}
+
+func (o *runOptions) bind(cmd *cobra.Command, try bool) {
+	f := cmd.Flags()
+	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds; etcd raises it to its minimum, about 2s)")
+	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up waiting for the lock after this long (exit 124); 0 waits forever")
+	if try {
+		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 at once if the lock is held")
+	}
+	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
+	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
+	f.DurationVar(&o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
+}
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run NAME [flags] -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock",
+		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
+own process group while renewing the lease, then release the lock and exit with
+COMMAND's exit code (128+N if signal N killed it).
+
+COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
+ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
+override inherited values. Pass ETCDLOCK_TOKEN with every write the command
+makes to a fenced resource.
+
+If the lock is lost while COMMAND runs (the lease could not be renewed in time,
+or the lock was broken), etcdlock sends --kill-signal to COMMAND's whole process
+group and SIGKILL after --kill-grace, cut short so that COMMAND is dead before
+etcd could expire the lease and give the lock to someone else; it then exits 79.
+SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to the process group.`,
+		Example: `  # nightly job, at most one running across all hosts:
+  etcdlock run nightly-report --ttl 30s -- /usr/local/bin/report --since yesterday
+
+  # skip this run if another host is already doing it:
+  etcdlock run --try backup -- ./backup.sh || [ $? -eq 75 ]
+
+  # a shell pipeline:
+  etcdlock run deploy --shell -- 'make build && make deploy'`,
+		Args: commandArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLocked(cmd.Context(), g, o, args[0], args[1:], "run")
+		},
+	}
+	o.bind(cmd, true)
+	return cmd
+}
+
+// commandArgs checks the NAME -- COMMAND [ARGS...] form.
+func commandArgs(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
+	switch {
+	case len(args) == 0:
+		return usageErr("missing lock NAME and COMMAND")
+	case dash == -1 && len(args) == 1:
+		return usageErr("missing COMMAND: use %s NAME -- COMMAND [ARGS...]", cmd.Name())
+	case dash == -1 || dash > 1:
+		return usageErr("put COMMAND after --: %s NAME [flags] -- COMMAND [ARGS...]", cmd.Name())
+	case dash == 1 && len(args) == 1:
+		return usageErr("missing COMMAND after --")
+	case dash == 0:
+		return usageErr("missing lock NAME before --")
+	}
+	return lock.ValidateName(args[0])
+}
+
+func (o *runOptions) validate() (syscall.Signal, error) {
+	if o.ttl < time.Second {
+		return 0, usageErr("--ttl %v: must be at least 1s", o.ttl)
+	}
+	if o.timeout < 0 || o.killGrace < 0 {
+		return 0, usageErr("--timeout and --kill-grace must not be negative")
+	}
+	return parseSignal(o.killSignal)
+}
+
+// runLocked is run and elect: acquire, supervise the command, release.
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string, verb string) error {
+	killSig, err := o.validate()
+	if err != nil {
+		return err
+	}
+	if o.shell && len(argv) != 1 {
+		return usageErr("--shell takes COMMAND as one string; quote it")
+	}
+	// Catch signals from the start: while waiting they abort the wait,
+	// while the command runs they are forwarded to it.
+	sigc := make(chan os.Signal, 8)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	opts := g.lockOptions(lock.WithTTL(o.ttl))
+	if o.owner != "" {
+		opts = append(opts, lock.WithOwner(o.owner))
+	}
+	sctx, cancel := g.requestCtx(ctx)
+	s, err := lock.NewSession(sctx, cli, opts...)
+	cancel()
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	defer func() {
+		cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		_ = s.Close(cctx)
+	}()
+
+	l, err := acquireWaiting(ctx, g, s, name, o, sigc)
+	if err != nil {
+		return err
+	}
+	g.logger.Info("acquired", fieldsOf(l)...)
+	code, lostErr := superviseCommand(ctx, g, l, s, argv, o, killSig, sigc)
+	if lostErr != nil {
+		return withCode(exitLost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr))
+	}
+	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := l.Release(rctx); err != nil {
+		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
+	}
+	if code != 0 {
+		return &exitErr{code: code}
+	}
+	return nil
+}
+
+// acquireWaiting acquires name, reporting the holder while it waits.
+func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
+	if o.try {
+		rctx, cancel := g.requestCtx(ctx)
+		defer cancel()
+		l, err := s.TryAcquire(rctx, name)
+		if err != nil {
+			return nil, explainLocked(g, err)
+		}
+		return l, nil
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if o.timeout > 0 {
+		var c2 context.CancelFunc
+		wctx, c2 = context.WithTimeoutCause(wctx, o.timeout, errWaitTimeout)
+		defer c2()
+	}
+	done := make(chan struct{})
+	defer func() { <-done }() // the reporter ends when wctx does
+	rctx, stopReport := context.WithCancel(wctx)
+	defer stopReport()
+	go func() {
+		defer close(done)
+		reportHolders(rctx, g, s, name)
+	}()
+	var interrupted os.Signal
+	go func() {
+		select {
+		case sig := <-sigc:
+			interrupted = sig
+			cancel(errors.New("interrupted"))
+		case <-rctx.Done():
+		}
+	}()
+	l, err := s.Acquire(wctx, name)
+	stopReport()
+	if err == nil {
+		return l, nil
+	}
+	switch cause := context.Cause(wctx); {
+	case errors.Is(cause, errWaitTimeout):
+		return nil, withCode(exitTimeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
+	case interrupted != nil:
+		return nil, withCode(128+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
+	}
+	return nil, g.wrapEtcdErr(err)
+}
+
+func explainLocked(g *globalOptions, err error) error {
+	var locked *lock.LockedError
+	if errors.As(err, &locked) {
+		return withCode(exitNotAcquired, fmt.Errorf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since)))
+	}
+	return g.wrapEtcdErr(err)
+}
+
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.Local().Format(time.RFC3339)
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// contenderView is how status and list print a holder or waiter.
+type contenderView struct {
+	Owner    string        `json:"owner"`
+	Token    fencing.Token `json:"token"`
+	Host     string        `json:"host,omitempty"`
+	PID      int           `json:"pid,omitempty"`
+	Since    string        `json:"since"`
+	Key      string        `json:"key"`
+	Lease    string        `json:"lease"`
+	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
+}
+
+type statusView struct {
+	Name    string          `json:"name"`
+	Holder  *contenderView  `json:"holder"`
+	Waiters []contenderView `json:"waiters"`
+}
+
+func viewOf(c lock.Contender) contenderView {
+	return contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
+		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID))}
+}
+
+func newStatusCommand(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show who holds NAME, its token and remaining lease TTL, and the waiters in order",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStatus(cmd.Context(), g, args[0])
+		},
+	}
+}
+
+func runStatus(ctx context.Context, g *globalOptions, name string) error {
+	if err := lock.ValidateName(name); err != nil {
+		return usageErr("%v", err)
+	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	st, err := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
+	if err != nil {
+		return g.wrapEtcdErr(err)
+	}
+	v := statusView{Name: name, Waiters: []contenderView{}}
+	if st.Holder != nil {
+		h := viewOf(*st.Holder)
+		if ttl, err := cli.TimeToLive(rctx, st.Holder.LeaseID); err == nil {
+			h.LeaseTTL = ttl.TTL
+		}
+		v.Holder = &h
+	}
+	for _, w := range st.Waiters {
+		v.Waiters = append(v.Waiters, viewOf(w))
+	}
+	g.printer.Print(v, func(w io.Writer) {
+		if v.Holder == nil {
+			fmt.Fprintf(w, "%s: free\n", name)
+			return
+		}
+		h := v.Holder
+		fmt.Fprintf(w, "%s: held by %s (token %s, since %s, lease %s, %ds left)\n", name, h.Owner, h.Token, h.Since, h.Lease, h.LeaseTTL)
+		for i, c := range v.Waiters {
+			fmt.Fprintf(w, "  waiter %d: %s (token %s, since %s)\n", i+1, c.Owner, c.Token, c.Since)
+		}
+	})
+	return nil
+}
