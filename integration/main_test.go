@@ -23,9 +23,18 @@ import (
 var shared *embedded.Cluster
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "etcdlock-bin-")
+	if err != nil {
+		panic(err)
+	}
+	if err := buildCLI(dir); err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
 	shared = etcdtest.Start()
 	code := m.Run()
 	shared.Close()
+	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")

@@ -43,6 +43,8 @@ const exitCodesHelp = `Exit codes:
   79   lock lost: while the command ran (the command was killed), or the
        token given to renew/release/break no longer holds the lock
   124  timed out waiting for the lock (run/elect --timeout)
+  126  run/elect: the command could not be executed
+  127  run/elect: the command was not found
   N    run/elect: the command's own exit code; 128+N if signal N killed it
 `
 

@@ -83,7 +83,11 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 		if m.peerURL, err = freeLoopbackAddr(); err != nil {
 			return err
 		}
-		m.clientURL, m.peerURL = "http://"+m.clientURL, "http://"+m.peerURL
+		scheme := "http://"
+		if c.cfg.clientTLS != nil {
+			scheme = "https://"
+		}
+		m.clientURL, m.peerURL = scheme+m.clientURL, "http://"+m.peerURL
 		initial = append(initial, m.name+"="+m.peerURL)
 		c.members[i] = m
 	}

@@ -27,8 +27,8 @@ func (m *Member) Name() string { return m.name }
 // Dir returns the member's data directory.
 func (m *Member) Dir() string { return m.dir }
 
-// Endpoint returns the member's client URL (http://127.0.0.1:PORT). It stays
-// the same across restarts.
+// Endpoint returns the member's client URL, http://127.0.0.1:PORT (https://
+// with WithClientTLS). It stays the same across restarts.
 func (m *Member) Endpoint() string { return m.clientURL }
 
 // PeerURL returns the URL other members use to reach this one.
@@ -109,6 +109,9 @@ func (m *Member) launch() error {
 	cfg.Logger = "zap"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.cluster.logger().Named(m.name))
 	cfg.UnsafeNoFsync = m.cluster.cfg.noFsync
+	if tls := m.cluster.cfg.clientTLS; tls != nil {
+		cfg.ClientTLSInfo = *tls
+	}
 	if m.cluster.cfg.tick > 0 {
 		cfg.TickMs = uint(m.cluster.cfg.tick.Milliseconds())
 		cfg.ElectionMs = uint(m.cluster.cfg.election.Milliseconds())
@@ -143,5 +146,6 @@ func (m *Member) waitReady(ctx context.Context) error {
 
 // String returns the member's name and client URL.
 func (m *Member) String() string {
-	return m.name + "@" + strings.TrimPrefix(m.clientURL, "http://")
+	_, addr, _ := strings.Cut(m.clientURL, "://")
+	return m.name + "@" + addr
 }

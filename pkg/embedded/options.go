@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -24,6 +25,7 @@ type config struct {
 	election   time.Duration
 	noFsync    bool
 	clientAddr string
+	clientTLS  *transport.TLSInfo
 	tweak      []func(*embed.Config)
 }
 
@@ -110,6 +112,19 @@ func WithConfig(fn func(*embed.Config)) Option {
 			return fmt.Errorf("embedded: nil config function")
 		}
 		c.tweak = append(c.tweak, fn)
+		return nil
+	})
+}
+
+// WithClientTLS serves clients over TLS (https:// endpoints) with info's
+// certificate, key and, when ClientCertAuth is set, client-certificate
+// verification against info.TrustedCAFile.
+func WithClientTLS(info transport.TLSInfo) Option {
+	return optionFunc(func(c *config) error {
+		if info.CertFile == "" || info.KeyFile == "" {
+			return fmt.Errorf("embedded: client TLS needs a certificate and a key")
+		}
+		c.clientTLS = &info
 		return nil
 	})
 }

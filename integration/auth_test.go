@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// TLS with client certificates and RBAC: a user whose role covers the lock
+// prefix can lock; a user without that role gets exit 77; a client without
+// a certificate, or with a missing key file, gets 78; a wrong password 77.
+func TestCLITLSAndAuth(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, dir)
+	srvCert, srvKey := ca.issue(t, dir, "server", true)
+	cliCert, cliKey := ca.issue(t, dir, "client", false)
+	c := etcdtest.Cluster(t, embedded.WithClientTLS(transport.TLSInfo{
+		CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: ca.file, ClientCertAuth: true,
+	}))
+	ep := c.Endpoints()[0]
+	if !strings.HasPrefix(ep, "https://") {
+		t.Fatalf("endpoint %s is not TLS", ep)
+	}
+
+	// Set up RBAC as root, then enable auth.
+	tlsCfg, err := (transport.TLSInfo{CertFile: cliCert, KeyFile: cliKey, TrustedCAFile: ca.file}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx := testCtx(t, time.Minute)
+	pfx := prefixOf(t)
+	for _, step := range []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "root"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "locker"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "locker", pfx, clientv3.GetPrefixRangeEnd(pfx), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "alice", "alicepw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "alice", "locker"); return err },
+		func() error { _, err := root.UserAdd(ctx, "bob", "bobpw"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tlsFlags := []string{"--cacert", ca.file, "--cert", cliCert, "--key", cliKey}
+	run := func(extra ...string) cliResult {
+		return cli(t, ep, nil, append(append([]string{}, tlsFlags...), extra...)...)
+	}
+	if r := run("--user", "alice:alicepw", "run", "--try", "job", "--", "true"); r.code != 0 {
+		t.Errorf("alice (role on the prefix): exit %d %q", r.code, r.stderr)
+	}
+	if r := run("--user", "bob", "--password", "bobpw", "run", "--try", "job", "--", "true"); r.code != 77 {
+		t.Errorf("bob (no role): exit %d %q, want 77", r.code, r.stderr)
+	}
+	if r := run("--user", "alice:wrong", "status", "job"); r.code != 77 {
+		t.Errorf("wrong password: exit %d %q, want 77", r.code, r.stderr)
+	}
+	r := cli(t, ep, nil, "--cacert", ca.file, "--cert", cliCert, "--key", filepath.Join(dir, "missing.key"), "--user", "alice:alicepw", "status", "job")
+	if r.code != 78 {
+		t.Errorf("missing key file: exit %d %q, want 78", r.code, r.stderr)
+	}
+	r = cli(t, ep, []string{"ETCDLOCK_CACERT=" + ca.file, "ETCDLOCK_CERT=" + cliCert, "ETCDLOCK_KEY_FILE=" + cliKey, "ETCDLOCK_USER=alice:alicepw"}, "status", "job")
+	if r.code != 0 || !strings.Contains(r.stdout, "free") {
+		t.Errorf("TLS and user from the environment: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	file string
+}
+
+func newCA(t *testing.T, dir string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcdlock test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	file := filepath.Join(dir, "ca.pem")
+	writePEM(t, file, "CERTIFICATE", der)
+	return &testCA{cert: cert, key: key, file: file}
+}
+
+// issue writes a certificate and key for 127.0.0.1 signed by the CA.
+func (ca *testCA) issue(t *testing.T, dir, name string, server bool) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if server {
+		usage = append(usage, x509.ExtKeyUsageServerAuth)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usage,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, file, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+

@@ -1,0 +1,387 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// cliPath is the etcdlock binary built once by TestMain.
+var cliPath string
+
+func buildCLI(dir string) error {
+	cliPath = filepath.Join(dir, "etcdlock")
+	out, err := exec.Command("go", "build", "-o", cliPath, "github.com/etcdlock/etcdlock/cmd/etcdlock").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build etcdlock: %v\n%s", err, out)
+	}
+	return nil
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// cli runs the binary against endpoint with the test's prefix and returns
+// its exit code and output. extraEnv entries are KEY=VALUE.
+func cli(t *testing.T, endpoint string, extraEnv []string, args ...string) cliResult {
+	t.Helper()
+	cmd := cliCommand(t, endpoint, extraEnv, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := cliResult{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	default:
+		t.Fatalf("etcdlock %v: %v", args, err)
+	}
+	return res
+}
+
+func cliCommand(t *testing.T, endpoint string, extraEnv []string, args ...string) *exec.Cmd {
+	ctx := testCtx(t, 2*time.Minute)
+	all := append([]string{"--endpoints", endpoint, "--prefix", prefixOf(t)}, args...)
+	cmd := exec.CommandContext(ctx, cliPath, all...)
+	cmd.Env = append(cleanEnv(), extraEnv...)
+	return cmd
+}
+
+// cleanEnv is the test's environment without ETCDLOCK_/ETCDCTL_ settings.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCDLOCK_") && !strings.HasPrefix(kv, "ETCDCTL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func TestCLITwoTryRunsAtOnce(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	for round := range 5 {
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[i] = cli(t, ep, nil, "run", "--try", "job", "--", "sleep", "0.5").code
+			}()
+		}
+		wg.Wait()
+		if !(codes[0] == 0 && codes[1] == 75 || codes[0] == 75 && codes[1] == 0) {
+			t.Fatalf("round %d: exit codes %v, want one 0 and one 75", round, codes)
+		}
+	}
+}
+
+func TestCLITokenInChildOverridesInheritedAndIncreases(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	cl := etcdtest.Client(t, ep)
+	var last int64
+	for range 3 {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "env")
+		script := fmt.Sprintf(`echo "$ETCDLOCK_TOKEN $ETCDLOCK_KEY $ETCDLOCK_NAME $ETCDLOCK_OWNER $ETCDLOCK_DEADLINE" > %s.tmp && mv %[1]s.tmp %[1]s && sleep 1`, out)
+		cmd := cliCommand(t, ep, []string{"ETCDLOCK_TOKEN=999999999", "ETCDLOCK_KEY_FILE=", "ETCDLOCK_NAME=wrong"}, "run", "job", "--owner", "tester", "--shell", "--", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var fields []string
+		etcdtest.Eventually(t, 10*time.Second, func() bool {
+			b, err := os.ReadFile(out)
+			fields = strings.Fields(string(b))
+			return err == nil
+		}, "child did not write its environment")
+		if len(fields) != 5 {
+			t.Fatalf("child env = %q", fields)
+		}
+		tok, _ := strconv.ParseInt(fields[0], 10, 64)
+		resp, err := cl.Get(context.Background(), fields[1])
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("ETCDLOCK_KEY %s not in etcd: %v", fields[1], err)
+		}
+		if tok != resp.Kvs[0].CreateRevision {
+			t.Errorf("ETCDLOCK_TOKEN %d, key's create revision %d", tok, resp.Kvs[0].CreateRevision)
+		}
+		if fields[2] != "job" || fields[3] != "tester" {
+			t.Errorf("ETCDLOCK_NAME/OWNER = %q %q", fields[2], fields[3])
+		}
+		if _, err := time.Parse(time.RFC3339Nano, fields[4]); err != nil {
+			t.Errorf("ETCDLOCK_DEADLINE %q: %v", fields[4], err)
+		}
+		if tok <= last {
+			t.Errorf("token %d not above previous run's %d", tok, last)
+		}
+		last = tok
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCLIExitCodes(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want int
+		msg  string // substring of stderr
+	}{
+		{"child code", nil, []string{"run", "a", "--", "sh", "-c", "exit 3"}, 3, ""},
+		{"killed by signal", nil, []string{"run", "a", "--", "sh", "-c", "kill -9 $$"}, 128 + 9, ""},
+		{"command not found", nil, []string{"run", "a", "--", filepath.Join(dir, "nope")}, 127, "cannot start"},
+		{"unknown flag", nil, []string{"run", "--bogus", "a", "--", "true"}, 64, "unknown flag"},
+		{"no dash", nil, []string{"run", "a", "true"}, 64, "--"},
+		{"bad ttl", nil, []string{"run", "--ttl", "0s", "a", "--", "true"}, 64, "--ttl"},
+		{"bad ttl env", []string{"ETCDLOCK_TTL=soon"}, []string{"run", "a", "--", "true"}, 64, "ETCDLOCK_TTL"},
+		{"bad name", nil, []string{"status", "a/b"}, 64, "invalid name"},
+		{"bad token", nil, []string{"renew", "a", "--owner", "o", "--token", "-1"}, 64, "invalid token"},
+		{"missing owner", nil, []string{"acquire", "a"}, 64, "--owner"},
+		{"bad signal", nil, []string{"run", "--kill-signal", "NOPE", "a", "--", "true"}, 64, "unknown signal"},
+		{"bad output", nil, []string{"-w", "yaml", "status", "a"}, 64, "simple or json"},
+		{"missing TLS file", nil, []string{"--cacert", filepath.Join(dir, "ca.pem"), "status", "a"}, 78, "TLS"},
+		{"renew expired", nil, []string{"renew", "a", "--owner", "o", "--token", "1"}, 79, "not held"},
+		{"break nothing", nil, []string{"break", "a", "--token", "1"}, 79, "no holder"},
+		{"release missing is ok", nil, []string{"release", "a", "--owner", "o", "--token", "1"}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cli(t, ep, tt.env, tt.args...)
+			if r.code != tt.want || !strings.Contains(r.stderr, tt.msg) {
+				t.Errorf("exit %d, want %d; stderr %q (want it to mention %q)", r.code, tt.want, r.stderr, tt.msg)
+			}
+			if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+				t.Errorf("stack trace on stderr: %s", r.stderr)
+			}
+			if n := strings.Count(strings.TrimSpace(r.stderr), "\n"); tt.msg != "" && n > 1 {
+				t.Errorf("error is %d lines, want one (plus a usage hint):\n%s", n+1, r.stderr)
+			}
+		})
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		r := cli(t, "127.0.0.1:1", nil, "--command-timeout", "500ms", "--dial-timeout", "500ms", "status", "a")
+		if r.code != 69 || !strings.Contains(r.stderr, "cannot reach etcd") {
+			t.Errorf("exit %d stderr %q, want 69", r.code, r.stderr)
+		}
+	})
+	t.Run("json error", func(t *testing.T) {
+		r := cli(t, ep, nil, "-w", "json", "renew", "a", "--owner", "o", "--token", "1")
+		if r.code != 79 || !strings.HasPrefix(r.stderr, `{"error":`) || !strings.Contains(r.stderr, `"exit_code":79`) {
+			t.Errorf("exit %d stderr %q", r.code, r.stderr)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		hold := cliCommand(t, ep, nil, "run", "held", "--", "sleep", "3")
+		if err := hold.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer hold.Wait()
+		cl := etcdtest.Client(t, ep)
+		waitQueued(t, context.Background(), cl, "held", 1)
+		r := cli(t, ep, nil, "run", "--timeout", "500ms", "held", "--", "true")
+		if r.code != 124 || !strings.Contains(r.stderr, "timed out") || !strings.Contains(r.stderr, "held by") {
+			t.Errorf("exit %d stderr %q, want 124 after a 'held by' note", r.code, r.stderr)
+		}
+	})
+	t.Run("endpoints from ETCDCTL_ENDPOINTS", func(t *testing.T) {
+		cmd := exec.Command(cliPath, "--prefix", prefixOf(t), "status", "a")
+		cmd.Env = append(cleanEnv(), "ETCDCTL_ENDPOINTS="+ep)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "free") {
+			t.Errorf("ETCDCTL_ENDPOINTS ignored: %v %s", err, out)
+		}
+		cmd = exec.Command(cliPath, "--prefix", prefixOf(t), "status", "a")
+		cmd.Env = append(cleanEnv(), "ETCDCTL_ENDPOINTS=127.0.0.1:1", "ETCDLOCK_ENDPOINTS="+ep)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("ETCDLOCK_ENDPOINTS does not win over ETCDCTL_ENDPOINTS: %v %s", err, out)
+		}
+	})
+}
+
+func TestCLIScriptCommands(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	r := cli(t, ep, nil, "acquire", "cron", "--owner", "a", "--ttl", "30s")
+	if r.code != 0 {
+		t.Fatalf("acquire: %d %s", r.code, r.stderr)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		vars[k] = v
+	}
+	tok := vars["ETCDLOCK_TOKEN"]
+	if tok == "" || vars["ETCDLOCK_KEY"] == "" || vars["ETCDLOCK_LEASE"] == "" || vars["ETCDLOCK_DEADLINE"] == "" {
+		t.Fatalf("acquire output %q", r.stdout)
+	}
+	if r := cli(t, ep, nil, "acquire", "cron", "--owner", "b"); r.code != 75 || !strings.Contains(r.stderr, "held by a") {
+		t.Errorf("second acquire: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "renew", "cron", "--owner", "a", "--token", tok); r.code != 0 {
+		t.Errorf("renew: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, ep, []string{"ETCDLOCK_OWNER=a", "ETCDLOCK_TOKEN=" + tok}, "renew", "cron"); r.code != 0 {
+		t.Errorf("renew from environment: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "release", "cron", "--owner", "b", "--token", tok); r.code != 79 {
+		t.Errorf("release by another owner: %d %q", r.code, r.stderr)
+	}
+	for range 2 { // release is safe to retry
+		if r := cli(t, ep, nil, "release", "cron", "--owner", "a", "--token", tok); r.code != 0 {
+			t.Errorf("release: %d %q", r.code, r.stderr)
+		}
+	}
+	if r := cli(t, ep, nil, "renew", "cron", "--owner", "a", "--token", tok); r.code != 79 {
+		t.Errorf("renew after release: %d %q", r.code, r.stderr)
+	}
+	// A stale owner cannot free a newer lock.
+	r = cli(t, ep, nil, "-w", "json", "acquire", "cron", "--owner", "b")
+	if r.code != 0 || !strings.Contains(r.stdout, `"owner":"b"`) {
+		t.Fatalf("acquire by b: %d %q", r.code, r.stdout)
+	}
+	if r := cli(t, ep, nil, "release", "cron", "--owner", "a", "--token", tok); r.code != 0 {
+		t.Errorf("stale release: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "status", "cron"); !strings.Contains(r.stdout, "held by b") {
+		t.Errorf("stale release freed b's lock: %q", r.stdout)
+	}
+	if r := cli(t, ep, nil, "list"); !strings.Contains(r.stdout, "cron") {
+		t.Errorf("list: %q", r.stdout)
+	}
+	if r := cli(t, ep, nil, "leader", "cron"); !strings.HasPrefix(r.stdout, "b (token") {
+		t.Errorf("leader: %q", r.stdout)
+	}
+}
+
+// SIGTERM to etcdlock reaches the command, which exits with its own code;
+// the lock is released.
+func TestCLISignalForwardedAndLockReleased(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+	cmd := cliCommand(t, ep, nil, "run", "job", "--shell", "--",
+		fmt.Sprintf(`trap 'echo TERM > %s; exit 7' TERM; touch %s; while :; do sleep 0.05; done`, got, ready))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }, "child did not start")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("etcdlock exited with %v, want the child's 7", err)
+	}
+	if b, _ := os.ReadFile(got); strings.TrimSpace(string(b)) != "TERM" {
+		t.Errorf("child did not receive SIGTERM")
+	}
+	if r := cli(t, ep, nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+}
+
+// The lock is lost while the command runs (etcdlock is cut off from etcd):
+// the command's whole process group — here a shell that ignores SIGTERM and
+// a grandchild — is dead before anyone else acquires the lock, and etcdlock
+// exits 79.
+func TestCLILeaseLossKillsProcessGroup(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	p, proxyURL := etcdtest.Proxy(t, ep)
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "pids")
+	cmd := cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "3s", "--kill-grace", "10s", "--shell", "--",
+		fmt.Sprintf(`trap '' TERM; sleep 1000 & echo "$$ $!" > %s.tmp; mv %[1]s.tmp %[1]s; wait`, pids))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var procs []int
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(pids)
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			procs = append(procs, n)
+		}
+		return true
+	}, "child did not start")
+
+	// The next contender waits for the lock directly on etcd.
+	next := cliCommand(t, ep, nil, "run", "job", "--shell", "--", fmt.Sprintf(`date +%%s%%N > %s/acquired`, dir))
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer next.Wait()
+	cut := time.Now()
+	p.BlackholeTx()
+	p.BlackholeRx()
+
+	var dead time.Time
+	etcdtest.Eventually(t, 20*time.Second, func() bool {
+		for _, pid := range procs {
+			if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+				return false
+			}
+		}
+		dead = time.Now()
+		return true
+	}, "the command's process group survived the lock loss")
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 79 {
+		t.Errorf("etcdlock exited with %v, want 79; stderr:\n%s", err, stderr.String())
+	}
+	if err := next.Wait(); err != nil {
+		t.Fatalf("next contender: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "acquired"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	acquired := time.Unix(0, ns)
+	t.Logf("contact lost at 0; command group dead at %v; next holder acquired at %v (lead %v)",
+		dead.Sub(cut).Round(time.Millisecond), acquired.Sub(cut).Round(time.Millisecond), acquired.Sub(dead).Round(time.Millisecond))
+	if !dead.Before(acquired) {
+		t.Errorf("command group still alive at %v when the next holder acquired at %v", dead, acquired)
+	}
+	if !strings.Contains(stderr.String(), "lost") {
+		t.Errorf("stderr does not explain the loss: %s", stderr.String())
+	}
+}
+
+// isZombie reports whether pid has exited but not been reaped (its parent
+// is gone too, so only init will reap it).
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
