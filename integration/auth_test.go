@@ -158,4 +158,3 @@ func writePEM(t *testing.T, file, typ string, der []byte) {
 		t.Fatal(err)
 	}
 }
-

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
@@ -384,4 +383,3 @@ func isZombie(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] == "Z"
 }
-
