@@ -29,9 +29,11 @@ import (
 // A session holds at most one claim per name: while a Lock for name is
 // active, or another Acquire/TryAcquire of name is in progress, Acquire
 // returns ErrAlreadyClaimed at once. After the Lock is released or lost, the
-// name can be acquired again.
+// name can be acquired again; an Acquire that overlaps the previous Lock's
+// Release waits for that Release to finish, so it never adopts the key being
+// deleted.
 func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
-	l, err := s.claim(name)
+	l, err := s.claim(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,7 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 // this session's earlier, reply-lost attempt wrote, and returns
 // ErrAlreadyClaimed while the session already claims name.
 func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	l, err := s.claim(name)
+	l, err := s.claim(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -156,22 +158,37 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx string) error {
 }
 
 // claim registers a new claim on name, or explains why there can be none.
-func (s *Session) claim(name string) (*Lock, error) {
+// A claim whose lock is already released or lost but whose clean-up (the
+// key's deletion) is still in flight is waited for, so that a new claim
+// never adopts a key that is about to be deleted.
+func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return nil, s.err
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			s.mu.Unlock()
+			return nil, s.err
+		}
+		old, ok := s.claims[name]
+		if !ok {
+			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{})}
+			l.ctx, l.cancel = context.WithCancelCause(s.alive)
+			s.claims[name] = l
+			s.mu.Unlock()
+			return l, nil
+		}
+		s.mu.Unlock()
+		if st := old.State(); st != StateLost && st != StateReleased {
+			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, name)
+		}
+		select {
+		case <-old.unclaimed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	if _, ok := s.claims[name]; ok {
-		return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, name)
-	}
-	l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancelCause(s.alive)
-	s.claims[name] = l
-	return l, nil
 }
 
 // unclaim drops l's claim on its name, if l still has it.
@@ -181,6 +198,7 @@ func (s *Session) unclaim(l *Lock) {
 	if s.claims[l.name] == l {
 		delete(s.claims, l.name)
 	}
+	l.unclaimOnce.Do(func() { close(l.unclaimed) })
 }
 
 // startMonitor records l's token and watches its key from rev on.
@@ -218,7 +236,7 @@ func (s *Session) abandon(l *Lock, err error) error {
 		err = cause
 	}
 	l.finish(StateReleased, ErrReleased)
-	s.unclaim(l)
+	defer s.unclaim(l) // after the key is gone, so no new claim adopts it
 	l.mon.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()

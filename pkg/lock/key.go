@@ -63,3 +63,13 @@ func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
 }
 
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
+
+// NamePrefix returns the etcd key prefix under which the contenders for
+// name keep their keys. opts may set WithPrefix.
+func NamePrefix(name string, opts ...Option) string {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		cfg.prefix = DefaultPrefix
+	}
+	return namePrefix(cfg.prefix, name)
+}

@@ -63,6 +63,9 @@ type Lock struct {
 	lost   chan struct{}
 	mon    sync.WaitGroup // the key monitor
 
+	unclaimed   chan struct{} // closed when the session drops the claim
+	unclaimOnce sync.Once
+
 	mu    sync.Mutex
 	state State
 	err   error
@@ -117,7 +120,7 @@ func (l *Lock) Err() error {
 // session closes.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
-	l.s.unclaim(l)
+	defer l.s.unclaim(l) // after the delete: see Session.claim
 	if _, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token)); err != nil {
 		return fmt.Errorf("lock: release %q: %w", l.name, err)
 	}

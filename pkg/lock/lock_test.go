@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -434,4 +435,53 @@ func TestCloseDuringAcquire(t *testing.T) {
 	if err := <-errc; !errors.Is(err, lock.ErrSessionClosed) {
 		t.Errorf("Acquire interrupted by Close = %v, want ErrSessionClosed", err)
 	}
+}
+
+// An Acquire that overlaps the previous lock's Release must not adopt the
+// key being deleted: it waits for the Release and gets a fresh key.
+func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	l, err := s.Acquire(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		released := make(chan error, 1)
+		go func() { released <- l.Release(ctx) }()
+		for l.State() == lock.StateActive { // Release has begun: state first, delete next
+			runtime.Gosched()
+		}
+		next, err := s.Acquire(ctx, "r")
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := <-released; err != nil {
+			t.Fatal(err)
+		}
+		if next.Token() == l.Token() {
+			t.Fatalf("round %d: re-acquire adopted the key being released (token %v)", i, l.Token())
+		}
+		if next.State() != lock.StateActive {
+			t.Fatalf("round %d: new lock %v after the old release: %v", i, next.State(), next.Err())
+		}
+		l = next
+	}
+}
+
+func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli, lock.WithTTL(2*time.Second))
+	l, err := s.Acquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Abandon()
+	if l.State() != lock.StateReleased || l.Context().Err() == nil {
+		t.Fatalf("after Abandon: %v", l.State())
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+		t.Fatalf("Abandon removed the key: %v", keys)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 0 }, "abandoned key never expired")
 }

@@ -38,6 +38,7 @@ type config struct {
 	renewInterval  time.Duration // 0: granted TTL/3
 	clock          Clock
 	cleanupTimeout time.Duration
+	renewHook      func(latency time.Duration, err error)
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -54,7 +55,7 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	if c.owner == "" {
-		c.owner = defaultOwner()
+		c.owner = DefaultOwner()
 	}
 	return c, nil
 }
@@ -77,7 +78,7 @@ func WithTTL(ttl time.Duration) Option {
 }
 
 // WithOwner sets the owner identity written into every key of the session
-// (default "host:pid:random"). It is informational for sessions and is the
+// (default DefaultOwner()). It is informational for sessions and is the
 // identity that Detached operations check.
 func WithOwner(owner string) Option {
 	return optionFunc(func(c *config) error {
@@ -161,7 +162,9 @@ func WithCleanupTimeout(d time.Duration) Option {
 	})
 }
 
-func defaultOwner() string {
+// DefaultOwner returns a new owner identity "host:pid:random", the default
+// of WithOwner.
+func DefaultOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"
@@ -171,3 +174,16 @@ func defaultOwner() string {
 
 // defaultMargin is the safety margin used unless WithSafetyMargin is given.
 func defaultMargin(ttl time.Duration) time.Duration { return max(ttl/10, 250*time.Millisecond) }
+
+// WithRenewHook calls fn after every lease renewal attempt with its latency
+// and error (nil on success), for metrics. fn runs on the renewal goroutine
+// and must return quickly.
+func WithRenewHook(fn func(latency time.Duration, err error)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return invalid("nil renew hook")
+		}
+		c.renewHook = fn
+		return nil
+	})
+}

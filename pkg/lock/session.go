@@ -166,6 +166,16 @@ func (s *Session) Close(ctx context.Context) error {
 	return nil
 }
 
+// Abandon stops renewing without revoking the lease: every lock the session
+// holds becomes Released at once, but its key stays in etcd until the lease
+// expires, so no one else can acquire those names before the TTL runs out.
+// Use it when a successor must not take over early; Close is the usual way
+// to end a session. Close may still be called afterwards to revoke.
+func (s *Session) Abandon() {
+	s.end(ErrSessionClosed, true)
+	s.wg.Wait()
+}
+
 // lose ends the session with a LostError unless it has already ended.
 func (s *Session) lose(cause, detail error) {
 	s.end(&LostError{Kind: ErrSessionLost, Cause: cause, Detail: detail, At: s.cfg.clock.Now()}, false)
@@ -185,8 +195,12 @@ func (s *Session) end(err error, release bool) {
 	for _, l := range s.claims {
 		claims = append(claims, l)
 	}
-	s.claims = map[string]*Lock{}
 	s.mu.Unlock()
+	defer func() {
+		for _, l := range claims {
+			s.unclaim(l)
+		}
+	}()
 
 	// Mark every lock before canceling the contexts they derive from, so
 	// that a holder woken by its context already sees the final state.
@@ -251,6 +265,9 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		resp, err := s.client.KeepAliveOnce(s.alive, s.lease)
 		if s.alive.Err() != nil {
 			return
+		}
+		if s.cfg.renewHook != nil {
+			s.cfg.renewHook(s.cfg.clock.Since(send), err)
 		}
 		switch {
 		case err == nil:
