@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -50,22 +51,32 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	defer cli.Close()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var last *fencing.Token
-	return followHolder(ctx, g, cli, name, func(st lock.Status) bool {
-		v := leaderView{Name: name}
-		if h := st.Holder; h != nil {
-			v.Leader, v.Token, v.Since = h.Owner, h.Token, since(h.Acquired)
+	if !o.watch {
+		rctx, cancel := g.requestCtx(ctx)
+		defer cancel()
+		l, err := election.GetLeader(rctx, cli, name, lock.WithPrefix(g.prefix))
+		if err != nil {
+			return g.wrapEtcdErr(err)
 		}
-		if last == nil || *last != v.Token {
-			last = &v.Token
-			g.printer.Print(v, func(w io.Writer) {
-				if v.Leader == "" {
-					fmt.Fprintln(w, "none")
-					return
-				}
-				fmt.Fprintf(w, "%s (token %s, since %s)\n", v.Leader, v.Token, v.Since)
-			})
+		printLeader(g, name, l)
+		return nil
+	}
+	for l := range election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix)) {
+		printLeader(g, name, l)
+	}
+	return nil
+}
+
+func printLeader(g *globalOptions, name string, l election.Leader) {
+	v := leaderView{Name: name}
+	if l.Identity != "" || l.Token != 0 {
+		v.Leader, v.Token, v.Since = l.Identity, l.Token, since(l.Since)
+	}
+	g.printer.Print(v, func(w io.Writer) {
+		if v.Token == 0 {
+			fmt.Fprintln(w, "none")
+			return
 		}
-		return o.watch
+		fmt.Fprintf(w, "%s (token %s, since %s)\n", v.Leader, v.Token, v.Since)
 	})
 }

@@ -1,0 +1,407 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/election"
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// cluster is a 3-member etcd with fast raft settings, shared by the tests.
+var cluster *embedded.Cluster
+
+func TestMain(m *testing.M) {
+	cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	code := m.Run()
+	cluster.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func prefix(t *testing.T) string { return "/el/" + strings.ReplaceAll(t.Name(), "/", "_") + "/" }
+
+// candidate runs an Elector until the test ends.
+type candidate struct {
+	e      *election.Elector
+	cli    *clientv3.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, cfg election.Config) *candidate {
+	t.Helper()
+	if cfg.Client == nil {
+		cfg.Client = etcdtest.Client(t, cluster.Endpoints()...)
+	}
+	cfg.Name, cfg.Prefix = "ctl", prefix(t)
+	if cfg.TTL == 0 {
+		cfg.TTL = 2 * time.Second
+	}
+	cfg.Logger = zaptest.NewLogger(t).Named(cfg.Identity)
+	e, err := election.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &candidate{e: e, cli: cfg.Client, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		if err := e.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *candidate) stop() {
+	c.cancel()
+	<-c.done
+}
+
+type interval struct {
+	who        string
+	token      fencing.Token
+	start, end time.Time
+}
+
+// Exactly one leader at any instant: every term's ACTIVE interval, on this
+// host's monotonic clock, ends before the next one starts, and tokens rise.
+func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
+	const terms = 30
+	var (
+		mu        sync.Mutex
+		intervals []interval
+		enough    = make(chan struct{})
+		once      sync.Once
+	)
+	for _, id := range []string{"a", "b", "c"} {
+		start(t, election.Config{Identity: id, ReleaseOnCancel: true, Callbacks: election.Callbacks{
+			OnStartedLeading: func(ctx context.Context, term election.Term) {
+				iv := interval{who: id, token: term.Token, start: time.Now()}
+				select { // work for a while, then hand over by returning
+				case <-ctx.Done():
+				case <-time.After(time.Duration(10+rand.IntN(40)) * time.Millisecond):
+				}
+				iv.end = time.Now()
+				mu.Lock()
+				intervals = append(intervals, iv)
+				if len(intervals) == terms {
+					once.Do(func() { close(enough) })
+				}
+				mu.Unlock()
+			},
+		}})
+	}
+	select {
+	case <-enough:
+	case <-time.After(60 * time.Second):
+		t.Fatal("not enough terms")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
+	leaders := map[string]int{}
+	for i, iv := range intervals {
+		leaders[iv.who]++
+		if i == 0 {
+			continue
+		}
+		prev := intervals[i-1]
+		if iv.start.Before(prev.end) {
+			t.Errorf("term %d (%s, token %v) started %v before term %d (%s) ended", i, iv.who, iv.token, prev.end.Sub(iv.start), i-1, prev.who)
+		}
+		if iv.token <= prev.token {
+			t.Errorf("term %d token %v not above %v", i, iv.token, prev.token)
+		}
+	}
+	if len(leaders) != 3 {
+		t.Errorf("leaders %v: want all three candidates to lead in turn (FIFO)", leaders)
+	}
+}
+
+func TestGracefulHandoffAndObservers(t *testing.T) {
+	started := make(chan string, 10)
+	var stoppedA int
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	mk := func(id string, onStop func()) election.Config {
+		return election.Config{Identity: id, ReleaseOnCancel: true, Callbacks: election.Callbacks{
+			OnStartedLeading: func(ctx context.Context, _ election.Term) { started <- id; <-ctx.Done() },
+			OnStoppedLeading: onStop,
+			OnNewLeader: func(leader string) {
+				mu.Lock()
+				seen[id] = append(seen[id], leader)
+				mu.Unlock()
+			},
+		}}
+	}
+	a := start(t, mk("a", func() { mu.Lock(); stoppedA++; mu.Unlock() }))
+	if got := <-started; got != "a" {
+		t.Fatalf("first leader %s", got)
+	}
+	b := start(t, mk("b", nil))
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		st, err := lock.Inspect(context.Background(), b.cli, "ctl", lock.WithPrefix(prefix(t)))
+		mu.Lock()
+		defer mu.Unlock()
+		return err == nil && len(st.Waiters) == 1 && len(seen["b"]) > 0
+	}, "b never queued and observed a leader")
+	resigned := time.Now()
+	if err := a.e.Resign(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-started:
+		if got != "b" {
+			t.Fatalf("after resign, %s leads; want b (FIFO)", got)
+		}
+		t.Logf("graceful handoff: %v from resign to the next leader's OnStartedLeading", time.Since(resigned))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no handoff after resign")
+	}
+	if !b.e.IsLeader() || a.e.IsLeader() {
+		t.Errorf("IsLeader: a %v b %v", a.e.IsLeader(), b.e.IsLeader())
+	}
+	l, err := election.GetLeader(context.Background(), b.cli, "ctl", lock.WithPrefix(prefix(t)))
+	if err != nil || l.Identity != "b" {
+		t.Errorf("GetLeader = %+v %v", l, err)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		s := seen["a"]
+		return stoppedA == 1 && len(s) >= 2 && s[0] == "a" && s[len(s)-1] == "b"
+	}, "a did not see a then b as leader, or OnStoppedLeading did not run once")
+}
+
+// A leader whose process dies (its client connection closes, no resign) is
+// replaced once etcd expires its lease; its own context ended before that.
+func TestCrashHandoff(t *testing.T) {
+	ended := make(chan time.Time, 1)
+	startedB := make(chan time.Time, 1)
+	aCli := etcdtest.Client(t, cluster.Endpoints()...)
+	start(t, election.Config{Identity: "a", Client: aCli, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done(); ended <- time.Now() },
+	}})
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		l, err := election.GetLeader(context.Background(), aCli, "ctl", lock.WithPrefix(prefix(t)))
+		return err == nil && l.Identity == "a"
+	}, "a never led")
+	start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
+	}})
+	time.Sleep(200 * time.Millisecond) // b is queued
+	crashed := time.Now()
+	aCli.Close()
+	var aEnd, bStart time.Time
+	select {
+	case aEnd = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's context was never canceled")
+	}
+	select {
+	case bStart = <-startedB:
+	case <-time.After(15 * time.Second):
+		t.Fatal("b never took over")
+	}
+	t.Logf("crash handoff (TTL 2s): a stopped %v after the crash, b led %v after the crash", aEnd.Sub(crashed), bStart.Sub(crashed))
+	if !aEnd.Before(bStart) {
+		t.Errorf("a still led (until %v) when b started (%v)", aEnd, bStart)
+	}
+}
+
+// An operator revokes the leader's lease: its context is canceled, its
+// OnStoppedLeading runs, the loss is counted, and it campaigns again.
+func TestRevokedLeaseEndsTerm(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var (
+		mu                 sync.Mutex
+		active, maxActive  int
+		startedN, stoppedN int
+		terms              = make(chan election.Term, 10)
+	)
+	c := start(t, election.Config{Identity: "a", Registerer: reg, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term election.Term) {
+			mu.Lock()
+			active++
+			startedN++
+			maxActive = max(maxActive, active)
+			mu.Unlock()
+			terms <- term
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // slow to stop: the next term must wait
+			mu.Lock()
+			active--
+			mu.Unlock()
+		},
+		OnStoppedLeading: func() { mu.Lock(); stoppedN++; mu.Unlock() },
+	}})
+	for i := range 3 {
+		term := <-terms
+		if i > 0 && testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_is_leader")) != 1 {
+			t.Errorf("is_leader gauge not 1 while leading")
+		}
+		st, err := lock.Inspect(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
+		if err != nil || st.Holder == nil || st.Holder.Token != term.Token {
+			t.Fatalf("holder %+v, want term %v", st.Holder, term.Token)
+		}
+		if _, err := c.cli.Revoke(context.Background(), st.Holder.LeaseID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-terms
+	mu.Lock()
+	defer mu.Unlock()
+	if maxActive != 1 {
+		t.Errorf("%d terms' callbacks ran at once", maxActive)
+	}
+	if stoppedN != 3 || startedN != 4 {
+		t.Errorf("started %d stopped %d, want 4 and 3", startedN, stoppedN)
+	}
+	if got := testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_leader_transitions_total")); got != 4 {
+		t.Errorf("transitions = %v, want 4", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "etcdlock_election_leadership_lost_total"); err != nil || n == 0 {
+		t.Errorf("lost counter: %d series, %v", n, err)
+	}
+}
+
+func mustCollector(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return constCollector{mf.GetMetric()[0].GetGauge().GetValue() + mf.GetMetric()[0].GetCounter().GetValue(), name}
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
+}
+
+type constCollector struct {
+	v    float64
+	name string
+}
+
+func (c constCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- prometheus.NewDesc(c.name, "x", nil, nil)
+}
+
+func (c constCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(c.name, "x", nil, nil), prometheus.GaugeValue, c.v)
+}
+
+// The health check fails while a leader keeps working past its deadline.
+func TestHealthCheckFailsForStuckLeader(t *testing.T) {
+	release := make(chan struct{})
+	leading := make(chan struct{}, 1)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	pcli := etcdtest.Client(t, url)
+	c := start(t, election.Config{Identity: "stuck", Client: pcli, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			leading <- struct{}{}
+			<-release // ignores ctx: a stuck controller
+		},
+	}})
+	defer close(release)
+	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	<-leading
+	rec := httptest.NewRecorder()
+	c.e.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != 200 || c.e.Check(nil) != nil {
+		t.Fatalf("healthy leader: %d %v", rec.Code, c.e.Check(nil))
+	}
+	p.BlackholeTx()
+	p.BlackholeRx()
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return c.e.Check(nil) != nil }, "health check never failed for a stuck leader")
+	rec = httptest.NewRecorder()
+	c.e.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != 503 {
+		t.Errorf("stuck leader: HTTP %d", rec.Code)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	ok := election.Callbacks{OnStartedLeading: func(context.Context, election.Term) {}}
+	for name, cfg := range map[string]election.Config{
+		"no client":   {Name: "x", Callbacks: ok},
+		"no name":     {Client: cli, Callbacks: ok},
+		"bad name":    {Client: cli, Name: "a/b", Callbacks: ok},
+		"no callback": {Client: cli, Name: "x"},
+		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
+		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
+				t.Errorf("New = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	e, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok})
+	if err != nil || e.Identity() == "" {
+		t.Fatalf("defaults: %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err == nil {
+		t.Error("second elector registered the same metrics without error")
+	}
+}
+
+// Without ReleaseOnCancel, stopping the leader leaves its key until the
+// lease expires; with it, a follower takes over at once.
+func TestReleaseOnCancel(t *testing.T) {
+	for _, release := range []bool{true, false} {
+		t.Run(map[bool]string{true: "release", false: "keep"}[release], func(t *testing.T) {
+			startedB := make(chan time.Time, 1)
+			a := start(t, election.Config{Identity: "a", ReleaseOnCancel: release, Callbacks: election.Callbacks{
+				OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done() },
+			}})
+			etcdtest.Eventually(t, 10*time.Second, a.e.IsLeader, "a never led")
+			start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
+				OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
+			}})
+			time.Sleep(200 * time.Millisecond)
+			stopped := time.Now()
+			a.stop()
+			took := (<-startedB).Sub(stopped)
+			t.Logf("ReleaseOnCancel=%v: b led %v after a stopped", release, took)
+			if release && took > time.Second {
+				t.Errorf("handoff took %v with ReleaseOnCancel", took)
+			}
+			if !release && took < time.Second {
+				t.Errorf("b took over after %v although a kept its lease (TTL 2s)", took)
+			}
+		})
+	}
+}

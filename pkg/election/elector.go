@@ -1,0 +1,237 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// ErrRunning is returned by Run when the Elector is already running.
+var ErrRunning = errors.New("election: already running")
+
+// Term is one period of leadership.
+type Term struct {
+	Name     string
+	Identity string
+	// Token fences the leader's writes: it is strictly larger than the
+	// token of every earlier term of this election.
+	Token   fencing.Token
+	Key     string    // the leader key in etcd
+	Started time.Time // when this candidate became leader
+	lock    *lock.Lock
+}
+
+// Deadline returns the conservative lease deadline: the term is valid only
+// before it. It moves forward with every successful renewal.
+func (t Term) Deadline() time.Time { return t.lock.Deadline() }
+
+// Elector campaigns for one election. Create it with New and call Run.
+type Elector struct {
+	cfg     Config
+	metrics *metrics
+	running atomic.Bool
+
+	mu   sync.Mutex
+	term *Term // current term, nil when not leading
+}
+
+// New validates cfg, fills in defaults and registers metrics if
+// cfg.Registerer is set.
+func New(cfg Config) (*Elector, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = lock.DefaultOwner()
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{cfg: cfg, metrics: m}, nil
+}
+
+// Identity returns this candidate's identity.
+func (e *Elector) Identity() string { return e.cfg.Identity }
+
+// IsLeader reports whether a term of this Elector is in progress.
+func (e *Elector) IsLeader() bool { return e.Term() != nil }
+
+// Term returns the current term, or nil when not leading.
+func (e *Elector) Term() *Term {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term
+}
+
+// Run campaigns until ctx ends, running a term each time it wins, and
+// campaigns again after every term. It retries etcd errors with backoff. It
+// returns nil once ctx has ended and the last term's callbacks have
+// returned, or ErrRunning if Run is already running.
+func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer e.running.Store(false)
+	log := e.cfg.Logger.With(zap.String("election", e.cfg.Name), zap.String("identity", e.cfg.Identity))
+
+	var wg sync.WaitGroup
+	obsCtx, stopObs := context.WithCancel(ctx)
+	defer func() { stopObs(); wg.Wait() }()
+	if e.cfg.Callbacks.OnNewLeader != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := ""
+			for l := range Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log)) {
+				if l.Identity != "" && l.Identity != last {
+					last = l.Identity
+					e.cfg.Callbacks.OnNewLeader(l.Identity)
+				}
+			}
+		}()
+	}
+
+	var s *lock.Session
+	keepLease := false
+	defer func() {
+		if s == nil || keepLease {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(cctx)
+	}()
+	backoff := e.cfg.RetryMin
+	wait := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, e.cfg.RetryMax)
+	}
+	for ctx.Err() == nil {
+		if s == nil || s.Err() != nil {
+			if s != nil {
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = s.Close(cctx)
+				cancel()
+			}
+			var err error
+			s, err = lock.NewSession(ctx, e.cfg.Client, e.sessionOptions(log)...)
+			if err != nil {
+				s = nil
+				if ctx.Err() == nil {
+					log.Warn("cannot start a session; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+					wait()
+				}
+				continue
+			}
+		}
+		l, err := s.Acquire(ctx, e.cfg.Name)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("campaign failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+				wait()
+			}
+			continue
+		}
+		backoff = e.cfg.RetryMin
+		keepLease = e.lead(ctx, s, l, log)
+	}
+	return nil
+}
+
+func (e *Elector) sessionOptions(log *zap.Logger) []lock.Option {
+	opts := append([]lock.Option{}, e.cfg.SessionOptions...)
+	opts = append(opts, lock.WithTTL(e.cfg.TTL), lock.WithOwner(e.cfg.Identity),
+		lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log))
+	if e.metrics != nil {
+		opts = append(opts, lock.WithRenewHook(e.metrics.observeRenew))
+	}
+	return opts
+}
+
+// lead runs one term and reports whether the lease must be left to expire
+// (Run's context ended without ReleaseOnCancel).
+func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *zap.Logger) (keepLease bool) {
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l}
+	e.mu.Lock()
+	e.term = term
+	e.mu.Unlock()
+	e.metrics.started()
+	log.Info("started leading", zap.Stringer("token", term.Token))
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.cfg.Callbacks.OnStartedLeading(l.Context(), *term)
+	}()
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.Release(rctx); err != nil {
+			log.Warn("resign failed; the lease will expire", zap.Error(err))
+		}
+	}
+	select {
+	case <-done:
+		log.Info("OnStartedLeading returned while leading: resigning")
+		release()
+	case <-l.Context().Done():
+	case <-ctx.Done():
+		if e.cfg.ReleaseOnCancel {
+			release()
+		} else {
+			s.Abandon()
+			keepLease = true
+		}
+	}
+	<-done
+	reason := ""
+	if errors.Is(l.Err(), lock.ErrLost) {
+		reason = lossReason(l.Err())
+		log.Warn("lost leadership", zap.Error(l.Err()))
+	}
+	e.mu.Lock()
+	e.term = nil
+	e.mu.Unlock()
+	e.metrics.stopped(reason)
+	if e.cfg.Callbacks.OnStoppedLeading != nil {
+		e.cfg.Callbacks.OnStoppedLeading()
+	}
+	log.Info("stopped leading", zap.Stringer("token", term.Token))
+	return keepLease
+}
+
+func lossReason(err error) string {
+	switch {
+	case errors.Is(err, lock.ErrDeadlinePassed):
+		return "deadline"
+	case errors.Is(err, lock.ErrLeaseExpired):
+		return "lease_expired"
+	case errors.Is(err, lock.ErrKeyDeleted):
+		return "key_deleted"
+	}
+	return "other"
+}
+
+// Resign ends the current term, if any: the leader key is deleted with a
+// compare-and-delete so the next candidate takes over at once, and
+// OnStartedLeading's context is canceled. The elector then campaigns again
+// (cancel Run's context to stop campaigning). Resign without a term does
+// nothing.
+func (e *Elector) Resign(ctx context.Context) error {
+	t := e.Term()
+	if t == nil {
+		return nil
+	}
+	return t.lock.Release(ctx)
+}

@@ -1,0 +1,112 @@
+package election
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Leader describes an election's leader. The zero Leader means no one
+// leads.
+type Leader struct {
+	Identity string
+	Token    fencing.Token
+	Key      string
+	Since    time.Time // when the leader says it started (its clock)
+}
+
+func leaderOf(st lock.Status) Leader {
+	if st.Holder == nil {
+		return Leader{}
+	}
+	h := st.Holder
+	return Leader{Identity: h.Owner, Token: h.Token, Key: h.Key, Since: h.Acquired}
+}
+
+// GetLeader returns the current leader of the election name (the zero
+// Leader if none). opts may set WithPrefix.
+func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (Leader, error) {
+	st, err := lock.Inspect(ctx, client, name, opts...)
+	if err != nil {
+		return Leader{}, err
+	}
+	return leaderOf(st), nil
+}
+
+// Observe sends the current leader of name, then every change of leader
+// (identity or term), learned by watching etcd rather than polling. The
+// channel is closed when ctx ends; until then the goroutine behind it
+// retries etcd errors. Read the channel promptly: a change is sent only
+// once the previous one was received. opts may set WithPrefix and
+// WithLogger.
+func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) <-chan Leader {
+	ch := make(chan Leader)
+	go func() {
+		defer close(ch)
+		var last *Leader
+		_ = Follow(ctx, client, name, func(st lock.Status) bool {
+			l := leaderOf(st)
+			if last != nil && last.Token == l.Token {
+				return true
+			}
+			select {
+			case ch <- l:
+				last = &l
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}, opts...)
+	}()
+	return ch
+}
+
+// Follow calls fn with the status of name now and after every change of
+// holder, until ctx ends (returning nil) or fn returns false. It retries etcd
+// errors with backoff, re-reading the state after any broken or compacted
+// watch. opts may set WithPrefix.
+func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(lock.Status) bool, opts ...lock.Option) error {
+	if err := lock.ValidateName(name); err != nil {
+		return err
+	}
+	prefix := lock.NamePrefix(name, opts...)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		st, err := lock.Inspect(ctx, client, name, opts...)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if !fn(st) {
+			return nil
+		}
+		// Only a change of holder matters: wait for the holder's key to
+		// go, or, while the name is free, for the first key to appear.
+		// Waiters joining or leaving wake no one.
+		wctx, cancel := context.WithCancel(ctx)
+		var wch clientv3.WatchChan
+		if st.Holder != nil {
+			wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
+		} else {
+			wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
+		}
+		for wr := range wch {
+			if len(wr.Events) > 0 || wr.Err() != nil {
+				break
+			}
+		}
+		cancel()
+		for range wch { // drained once the watcher sees the cancel
+		}
+	}
+	return nil
+}
