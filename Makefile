@@ -6,7 +6,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint bench tidy-check clean
+.PHONY: all build test demo lint bench chaos tidy-check clean
 
 all: lint build test
 
@@ -40,3 +40,8 @@ bench:
 
 clean:
 	rm -rf bin
+
+## chaos: long randomized fault runs (CHAOS_RUNS, CHAOS_SEED) ending with a totals table.
+CHAOS_RUNS ?= 200
+chaos:
+	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 3h -run '^TestChaos$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'

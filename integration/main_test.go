@@ -36,7 +36,11 @@ func TestMain(m *testing.M) {
 	shared.Close()
 	os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		// etcd's peer /version handler can stay blocked forever on the
+		// backend of a member killed with HardStop while it served a peer
+		// (an etcd-internal goroutine of a dead in-process member; a real
+		// crash would take it with the process).
+		if err := goleak.Find(goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp.newPeerHandler.versionHandler.func1")); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}

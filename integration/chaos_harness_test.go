@@ -1,0 +1,615 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/etcdfence"
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Negative controls: deliberately broken clients the checks must catch.
+const (
+	controlNone          = ""
+	controlUnfenced      = "unfenced-writes"   // writes skip the token check
+	controlNoDeadline    = "no-local-deadline" // a holder trusts only etcd's word that it lost
+	controlReleaseByName = "release-by-name"   // release deletes the name's holder key, no compare
+)
+
+type chaosConfig struct {
+	cluster  *embedded.Cluster // nil: start a fresh 3-member cluster
+	prefix   string            // key prefix of the run's locks
+	seed     uint64
+	workers  int
+	names    []string
+	duration time.Duration
+	ttl      time.Duration
+	control  string
+}
+
+// term is one holder's belief that it held a lock.
+type term struct {
+	name          string
+	worker        int
+	token         fencing.Token
+	start, end    time.Duration // believed ACTIVE interval, since the run's start
+	lostAt        time.Duration // when the client declared it lost by its deadline (0 if not)
+	partitionedAt time.Duration // when its worker was last cut off while holding (0 if never)
+}
+
+type chaosRun struct {
+	cfg     chaosConfig
+	t       *testing.T
+	t0      time.Time
+	cluster *embedded.Cluster
+	obs     *clientv3.Client
+	guard   fencing.Guard
+
+	mu           sync.Mutex
+	history      []porcupine.Operation
+	terms        []*term
+	applied      map[string][]fencing.Token // register writes in applied order, per name
+	putAt        map[fencing.Token]time.Duration
+	deletedName  map[fencing.Token]string
+	deletedAt    map[fencing.Token]time.Duration
+	faults       map[string]int
+	badReleases  int
+	staleTries   int
+	staleRejects int
+}
+
+// chaosResult is what one run measured and found.
+type chaosResult struct {
+	seed                           uint64
+	control                        string
+	ops                            int
+	faults                         map[string]int
+	check                          porcupine.CheckResult
+	staleAttempted, staleRejected  int
+	staleAccepted                  int
+	doubleGrants, tokenRegressions int
+	badReleases                    int
+	earlyDeletes                   int
+	minLead, maxStuck              time.Duration
+	hashesEqual                    bool
+	visualization                  string
+}
+
+func (r chaosResult) violations() int {
+	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes
+	if r.check == porcupine.Illegal {
+		v++
+	}
+	if !r.hashesEqual {
+		v++
+	}
+	return v
+}
+
+func (r chaosResult) String() string {
+	lead := "n/a"
+	if r.minLead >= 0 {
+		lead = r.minLead.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
+		r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
+		r.doubleGrants, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
+}
+
+func (c *chaosRun) now() time.Duration { return time.Since(c.t0) }
+
+func (c *chaosRun) record(op porcupine.Operation) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	op.ClientId = len(c.history) // unique per operation: intervals may overlap freely
+	c.history = append(c.history, op)
+}
+
+func (c *chaosRun) fault(kind string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults[kind]++
+}
+
+// runChaos runs one randomized fault run and checks its history.
+func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
+	t.Helper()
+	c := &chaosRun{cfg: cfg, t: t, applied: map[string][]fencing.Token{}, putAt: map[fencing.Token]time.Duration{},
+		deletedAt: map[fencing.Token]time.Duration{}, faults: map[string]int{}, deletedName: map[fencing.Token]string{}}
+	c.cluster = cfg.cluster
+	if c.cluster == nil {
+		c.cluster = chaosCluster(t)
+	}
+	if c.cfg.prefix == "" {
+		c.cfg.prefix = fmt.Sprintf("/chaos/%d/", cfg.seed)
+	}
+	c.obs = etcdtest.Client(t, c.cluster.Endpoints()...)
+	c.t0 = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
+	defer cancel()
+
+	obsDone := make(chan struct{})
+	obsCtx, stopObs := context.WithCancel(context.Background())
+	go func() { defer close(obsDone); c.observe(obsCtx) }()
+
+	type worker struct {
+		proxies []proxy.Server
+		cli     *clientv3.Client
+	}
+	workers := make([]*worker, cfg.workers)
+	for i := range workers {
+		w := &worker{}
+		var urls []string
+		for _, ep := range c.cluster.Endpoints() {
+			p, u := etcdtest.Proxy(t, ep)
+			w.proxies = append(w.proxies, p)
+			urls = append(urls, u)
+		}
+		w.cli = etcdtest.Client(t, urls...)
+		workers[i] = w
+	}
+	cut := func(i int, on bool) {
+		for _, p := range workers[i].proxies {
+			if on {
+				p.BlackholeTx()
+				p.BlackholeRx()
+			} else {
+				p.UnblackholeTx()
+				p.UnblackholeRx()
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	paused := make([]chan time.Duration, cfg.workers)
+	for i := range workers {
+		paused[i] = make(chan time.Duration, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.work(ctx, i, workers[i].cli, paused[i], func(on bool) { cut(i, on) })
+		}()
+	}
+
+	// Faults, drawn from the seed.
+	rng := rand.New(rand.NewPCG(cfg.seed, 0xe7cd))
+	var faultWG sync.WaitGroup
+	for step := 0; ; step++ {
+		wait := time.Duration(600+rng.IntN(900)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		switch k := rng.IntN(10); {
+		case k < 3 || cfg.control != controlNone && step == 0: // pause a worker: stale writes follow
+			i := rng.IntN(cfg.workers)
+			select {
+			case paused[i] <- time.Duration(2500+rng.IntN(1500)) * time.Millisecond:
+				c.fault("pause")
+			default:
+			}
+		case k < 5: // partition a worker from every member
+			i, d := rng.IntN(cfg.workers), time.Duration(1000+rng.IntN(3000))*time.Millisecond
+			c.fault("partition")
+			faultWG.Add(1)
+			go func() {
+				defer faultWG.Done()
+				cut(i, true)
+				time.Sleep(d)
+				cut(i, false)
+			}()
+		case k < 6: // slow network for a worker
+			i := rng.IntN(cfg.workers)
+			c.fault("delay")
+			faultWG.Add(1)
+			go func() {
+				defer faultWG.Done()
+				for _, p := range workers[i].proxies {
+					p.DelayTx(150*time.Millisecond, 50*time.Millisecond)
+				}
+				time.Sleep(1500 * time.Millisecond)
+				for _, p := range workers[i].proxies {
+					p.UndelayTx()
+				}
+			}()
+		case k < 8: // move leadership
+			if l, err := c.cluster.Leader(ctx); err == nil {
+				to := c.cluster.Member(rng.IntN(3))
+				if to != l && to.Running() {
+					mctx, mcancel := context.WithTimeout(ctx, 3*time.Second)
+					if l.Etcd().Server.MoveLeader(mctx, uint64(l.Etcd().Server.MemberID()), uint64(to.Etcd().Server.MemberID())) == nil {
+						c.fault("move-leader")
+					}
+					mcancel()
+				}
+			}
+		default: // crash a member (leader or not) and restart it
+			m := c.cluster.Member(rng.IntN(3))
+			running := 0
+			for _, x := range c.cluster.Members() {
+				if x.Running() {
+					running++
+				}
+			}
+			if running == 3 {
+				c.fault("member-crash")
+				faultWG.Add(1)
+				go func() {
+					defer faultWG.Done()
+					m.HardStop()
+					rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer rcancel()
+					if err := m.Restart(rctx); err != nil {
+						t.Errorf("restart %s: %v", m, err)
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	faultWG.Wait()
+	for i := range workers {
+		cut(i, false)
+	}
+	// Let the observer see the last expiries (every lease expires within
+	// its TTL plus etcd's expiry-check period), then stop it.
+	drain := time.Now().Add(cfg.ttl + 2*time.Second)
+	for time.Now().Before(drain) {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := c.obs.Get(dctx, c.cfg.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		dcancel()
+		if err == nil && resp.Count == 0 {
+			time.Sleep(100 * time.Millisecond) // the observer's watch trails the read
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopObs()
+	<-obsDone
+	return c.check(t)
+}
+
+// work is one worker: sessions, acquisitions, fenced writes, releases.
+func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
+	rng := rand.New(rand.NewPCG(c.cfg.seed, uint64(id)))
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		s, err := lock.NewSession(sctx, cli, lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
+			lock.WithPrefix(c.cfg.prefix), lock.WithCleanupTimeout(time.Second))
+		cancel()
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for ctx.Err() == nil && s.Err() == nil {
+			c.hold(ctx, id, rng, s, cli, pause, cut)
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.Close(cctx)
+		cancel()
+	}
+}
+
+func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
+	name := c.cfg.names[rng.IntN(len(c.cfg.names))]
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	call := c.now()
+	l, err := s.Acquire(actx, name)
+	cancel()
+	if err != nil {
+		time.Sleep(50 * time.Millisecond)
+		return
+	}
+	tm := &term{name: name, worker: id, token: l.Token(), start: c.now()}
+	c.record(porcupine.Operation{Input: lockInput{name, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
+	c.mu.Lock()
+	c.terms = append(c.terms, tm)
+	c.mu.Unlock()
+
+	for n := 1 + rng.IntN(4); n > 0 && l.State() == lock.StateActive; n-- {
+		c.writes(ctx, name, l, cli)
+		select {
+		case d := <-pause:
+			// The process stops: nothing it sends or receives moves, and
+			// its code does not run. It resumes unaware, and writes.
+			tm.partitionedAt = c.now()
+			cut(true)
+			time.Sleep(d)
+			cut(false)
+			c.endTerm(tm, l, true)
+			c.writes(ctx, name, l, cli) // stale: a newer holder may exist
+			c.release(name, l, tm)
+			return
+		case <-time.After(time.Duration(20+rng.IntN(100)) * time.Millisecond):
+		case <-l.Context().Done():
+		}
+	}
+	c.endTerm(tm, l, false)
+	c.release(name, l, tm)
+}
+
+// endTerm fixes the end of the holder's believed ACTIVE interval.
+func (c *chaosRun) endTerm(tm *term, l *lock.Lock, resumed bool) {
+	end := c.now()
+	var lost *lock.LostError
+	if errors.As(l.Err(), &lost) {
+		tm.lostAt = lost.At.Sub(c.t0)
+		if errors.Is(lost, lock.ErrDeadlinePassed) && c.cfg.control != controlNoDeadline {
+			end = min(end, tm.lostAt)
+		}
+	}
+	c.mu.Lock()
+	tm.end = end
+	c.mu.Unlock()
+}
+
+// writes makes one write to each fenced resource with l's token.
+func (c *chaosRun) writes(ctx context.Context, name string, l *lock.Lock, cli *clientv3.Client) {
+	tok := l.Token()
+	call := c.now()
+	var err error
+	if c.cfg.control == controlUnfenced {
+		c.mu.Lock()
+		c.applied[name] = append(c.applied[name], tok)
+		c.mu.Unlock()
+	} else {
+		err = c.guard.Do(name, tok, func() error {
+			c.mu.Lock()
+			c.applied[name] = append(c.applied[name], tok)
+			c.mu.Unlock()
+			return nil
+		})
+	}
+	c.record(porcupine.Operation{Input: lockInput{name, opRegister, tok}, Output: err == nil, Call: int64(call), Return: int64(c.now())})
+
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	call = c.now()
+	if c.cfg.control == controlUnfenced {
+		_, err = cli.Put(wctx, strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String())
+	} else {
+		_, err = etcdfence.Commit(wctx, cli, l.Key(), tok, clientv3.OpPut(strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String()))
+	}
+	var stale *fencing.StaleTokenError
+	switch {
+	case err == nil:
+		c.record(porcupine.Operation{Input: lockInput{name, opFencedWrite, tok}, Output: true, Call: int64(call), Return: int64(c.now())})
+	case errors.As(err, &stale):
+		c.record(porcupine.Operation{Input: lockInput{name, opFencedWrite, tok}, Output: false, Call: int64(call), Return: int64(c.now())})
+	default: // outcome unknown: it may or may not have happened, and has no effect on the model
+	}
+}
+
+func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if c.cfg.control != controlReleaseByName {
+		_ = l.Release(rctx)
+		return
+	}
+	// The broken release: delete whatever key holds the name.
+	_ = l.Release(rctx) // ends the session's claim; its compare-and-delete is harmless
+	get, err := c.obs.Get(rctx, lock.NamePrefix(name, lock.WithPrefix(c.cfg.prefix)), clientv3.WithFirstCreate()...)
+	if err != nil || len(get.Kvs) == 0 {
+		return
+	}
+	del, err := c.obs.Delete(rctx, string(get.Kvs[0].Key), clientv3.WithPrevKV())
+	if err == nil && len(del.PrevKvs) == 1 && fencing.Token(del.PrevKvs[0].CreateRevision) != tm.token {
+		c.mu.Lock()
+		c.badReleases++
+		c.mu.Unlock()
+	}
+}
+
+// observe records every key creation and deletion under the lock prefix.
+func (c *chaosRun) observe(ctx context.Context) {
+	rev := int64(0)
+	for ctx.Err() == nil {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithPrevKV()}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range c.obs.Watch(wctx, c.cfg.prefix, opts...) {
+			if wr.Err() != nil {
+				break
+			}
+			now := c.now()
+			c.mu.Lock()
+			for _, ev := range wr.Events {
+				name := filepath.Base(filepath.Dir(string(ev.Kv.Key)))
+				switch ev.Type {
+				case mvccpb.PUT:
+					if ev.IsCreate() {
+						c.putAt[fencing.Token(ev.Kv.CreateRevision)] = now
+					}
+				case mvccpb.DELETE:
+					// The key is known to exist no later than its PUT was
+					// seen; the deletion happened before now.
+					if ev.PrevKv != nil {
+						c.deletedAt[fencing.Token(ev.PrevKv.CreateRevision)] = now
+						c.deletedName[fencing.Token(ev.PrevKv.CreateRevision)] = name
+					}
+				}
+			}
+			rev = wr.Header.Revision + 1
+			c.mu.Unlock()
+		}
+		cancel()
+	}
+}
+
+// check runs every check on the finished run.
+func (c *chaosRun) check(t *testing.T) chaosResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := chaosResult{seed: c.cfg.seed, control: c.cfg.control, ops: len(c.history), faults: c.faults, hashesEqual: true, minLead: -1}
+
+	// Deletions of holder keys, as operations: each happened after some
+	// Acquire saw its key alive (and after the observer saw it created),
+	// and before the observer saw it deleted. Deletions of keys that never
+	// held the lock cannot change the model and are left out.
+	firstAcquire := map[fencing.Token]int64{}
+	for _, op := range c.history {
+		if in := op.Input.(lockInput); in.Kind == opAcquire {
+			if at, ok := firstAcquire[in.Token]; !ok || op.Call < at {
+				firstAcquire[in.Token] = op.Call
+			}
+		}
+	}
+	for tok, at := range firstAcquire {
+		del, ok := c.deletedAt[tok]
+		if !ok {
+			continue
+		}
+		if put, seen := c.putAt[tok]; seen && int64(put) < at {
+			at = int64(put)
+		}
+		c.history = append(c.history, porcupine.Operation{ClientId: len(c.history),
+			Input: lockInput{c.deletedName[tok], opFree, tok}, Call: at, Return: int64(del)})
+	}
+
+	// Linearizability with porcupine.
+	res, info := porcupine.CheckOperationsVerbose(lockModel, c.history, 30*time.Second)
+	r.check = res
+	if res != porcupine.Ok {
+		f, err := os.CreateTemp("", fmt.Sprintf("etcdlock-chaos-seed%d-*.html", c.cfg.seed))
+		if err == nil {
+			_ = porcupine.Visualize(lockModel, info, f)
+			f.Close()
+			r.visualization = f.Name()
+			c.dumpHistory(f.Name() + ".txt")
+		}
+	}
+
+	// Register: writes in applied order never go back.
+	for _, log := range c.applied {
+		var high fencing.Token
+		for _, tok := range log {
+			if tok < high {
+				r.staleAccepted++
+			}
+			high = max(high, tok)
+		}
+	}
+	for _, op := range c.history {
+		in := op.Input.(lockInput)
+		if in.Kind == opRegister && op.Output == false {
+			r.staleRejected++
+		}
+	}
+	r.staleAttempted = r.staleRejected + r.staleAccepted
+
+	// Terms per name: no overlap, tokens strictly increase, the server
+	// never deletes a key before its holder stopped believing in it.
+	byName := map[string][]*term{}
+	for _, tm := range c.terms {
+		byName[tm.name] = append(byName[tm.name], tm)
+	}
+	for _, terms := range byName {
+		sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
+		for i := 1; i < len(terms); i++ {
+			if terms[i].start < terms[i-1].end {
+				r.doubleGrants++
+				t.Logf("double grant on %s: w%d (token %v) active until %v, w%d (token %v) from %v",
+					terms[i].name, terms[i-1].worker, terms[i-1].token, terms[i-1].end, terms[i].worker, terms[i].token, terms[i].start)
+			}
+			// Equal tokens are one key held across two terms of one
+			// worker (its release failed and it re-acquired): no gap.
+			if terms[i].token < terms[i-1].token || terms[i].token == terms[i-1].token && terms[i].worker != terms[i-1].worker {
+				r.tokenRegressions++
+				t.Logf("token regression on %s: w%d token %v after w%d token %v", terms[i].name, terms[i].worker, terms[i].token, terms[i-1].worker, terms[i-1].token)
+			}
+		}
+		for _, tm := range terms {
+			del, ok := c.deletedAt[tm.token]
+			if tm.lostAt > 0 && ok && c.cfg.control == controlNone {
+				lead := del - tm.lostAt
+				if lead < 0 {
+					r.earlyDeletes++
+				}
+				if r.minLead < 0 || lead < r.minLead {
+					r.minLead = lead
+				}
+			}
+			if tm.partitionedAt > 0 && ok {
+				r.maxStuck = max(r.maxStuck, del-tm.partitionedAt)
+			}
+		}
+	}
+	r.badReleases = c.badReleases
+
+	// Every member holds the same data at the same revision.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.obs.Get(ctx, "x")
+	if err == nil {
+		var first uint32
+		for i, ep := range c.cluster.Endpoints() {
+			var h *clientv3.HashKVResponse
+			for range 50 { // a restarted member may still be catching up
+				if h, err = c.obs.HashKV(ctx, ep, st.Header.Revision); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				r.hashesEqual = false
+				t.Logf("HashKV %s: %v", ep, err)
+				continue
+			}
+			if i == 0 {
+				first = h.Hash
+			} else if h.Hash != first {
+				r.hashesEqual = false
+			}
+		}
+	} else {
+		r.hashesEqual = false
+	}
+	return r
+}
+
+// dumpHistory writes the history as text, one operation per line in call
+// order, for reading next to the visualization.
+func (c *chaosRun) dumpHistory(path string) {
+	ops := append([]porcupine.Operation(nil), c.history...)
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for _, op := range ops {
+		ret := "never"
+		if op.Return != never {
+			ret = time.Duration(op.Return).String()
+		}
+		fmt.Fprintf(f, "%12v %12v  %s\n", time.Duration(op.Call), ret, lockModel.DescribeOperation(op.Input, op.Output))
+	}
+}
+
+// chaosCluster starts the 3-member cluster the fault runs use: fast raft
+// settings so that elections and lease expiry happen within seconds.
+func chaosCluster(t *testing.T) *embedded.Cluster {
+	return etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+}

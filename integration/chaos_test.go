@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// The short fault suite that `make test` runs: fixed seeds, a few seconds
+// each. `make chaos` runs TestChaos with CHAOS_RUNS and CHAOS_SEED.
+func TestFaultSuite(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			r := runChaos(t, chaosConfig{seed: seed, workers: 4, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second})
+			t.Log(r)
+			if r.violations() != 0 || r.check != porcupine.Ok {
+				t.Errorf("violations in %v (porcupine: %s, visualization %s)", r, r.check, r.visualization)
+			}
+			if r.minLead < 0 && r.faults["pause"]+r.faults["partition"] > 0 {
+				t.Logf("no holder lost its lock by deadline in this run")
+			}
+		})
+	}
+}
+
+// Each negative control breaks one safety mechanism on purpose; the checks
+// must catch it every time, or the suite proves nothing.
+func TestFaultSuiteNegativeControls(t *testing.T) {
+	for _, control := range []string{controlUnfenced, controlNoDeadline, controlReleaseByName} {
+		t.Run(control, func(t *testing.T) {
+			r := runChaos(t, chaosConfig{seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
+			t.Log(r)
+			if !detected(r) {
+				t.Errorf("negative control %q went unnoticed: %v", control, r)
+			}
+		})
+	}
+}
+
+// detected reports whether the checks caught the control's breakage.
+func detected(r chaosResult) bool {
+	switch r.control {
+	case controlUnfenced:
+		return r.staleAccepted > 0 || r.check == porcupine.Illegal
+	case controlNoDeadline:
+		return r.doubleGrants > 0
+	case controlReleaseByName:
+		return r.badReleases > 0
+	}
+	return false
+}
+
+// TestChaos is `make chaos`: CHAOS_RUNS randomized runs from CHAOS_SEED on
+// one 3-member cluster; every tenth run is a negative control (cycling
+// through the three). It ends with a totals table.
+func TestChaos(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("CHAOS_RUNS"))
+	if runs <= 0 {
+		t.Skip("set CHAOS_RUNS (make chaos)")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("CHAOS_SEED"), 10, 64)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano() % 1_000_000)
+	}
+	fmt.Printf("CHAOS_SEED=%d CHAOS_RUNS=%d\n", seed, runs)
+	c := chaosCluster(t)
+	var tot chaosTotals
+	tot.faults = map[string]int{}
+	controls := []string{controlUnfenced, controlNoDeadline, controlReleaseByName}
+	start := time.Now()
+	for i := range runs {
+		cfg := chaosConfig{cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
+		if i%10 == 9 {
+			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
+		}
+		r := runChaos(t, cfg)
+		fmt.Printf("run %d/%d %v\n", i+1, runs, r)
+		tot.add(r)
+		if r.control == controlNone && r.violations() > 0 {
+			t.Errorf("run %d: violations (reproduce with CHAOS_SEED=%d CHAOS_RUNS=1); visualization: %s", i+1, r.seed, r.visualization)
+		}
+		if r.control != controlNone && !detected(r) {
+			t.Errorf("run %d: negative control %q went unnoticed", i+1, r.control)
+		}
+	}
+	fmt.Print(tot.table(time.Since(start)))
+}
+
+type chaosTotals struct {
+	runs, controlRuns, controlsDetected int
+	faults                              map[string]int
+	ops, ok, illegal, unknown           int
+	staleAttempted, staleRejected       int
+	staleAccepted, doubleGrants         int
+	tokenRegressions, badReleases       int
+	earlyDeletes, hashMismatches        int
+	minLead, maxStuck                   time.Duration
+	minLeadSet                          bool
+}
+
+func (t *chaosTotals) add(r chaosResult) {
+	t.runs++
+	for k, v := range r.faults {
+		t.faults[k] += v
+	}
+	if r.control != controlNone {
+		t.controlRuns++
+		if detected(r) {
+			t.controlsDetected++
+		}
+		return // a control's violations are the point, not findings
+	}
+	t.ops += r.ops
+	switch r.check {
+	case porcupine.Ok:
+		t.ok++
+	case porcupine.Illegal:
+		t.illegal++
+	default:
+		t.unknown++
+	}
+	t.staleAttempted += r.staleAttempted
+	t.staleRejected += r.staleRejected
+	t.staleAccepted += r.staleAccepted
+	t.doubleGrants += r.doubleGrants
+	t.tokenRegressions += r.tokenRegressions
+	t.badReleases += r.badReleases
+	t.earlyDeletes += r.earlyDeletes
+	if !r.hashesEqual {
+		t.hashMismatches++
+	}
+	if r.minLead >= 0 && (!t.minLeadSet || r.minLead < t.minLead) {
+		t.minLead, t.minLeadSet = r.minLead, true
+	}
+	t.maxStuck = max(t.maxStuck, r.maxStuck)
+}
+
+func (t *chaosTotals) table(took time.Duration) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
+	fmt.Fprintln(w, "\nchaos totals\t")
+	row("runs (of which negative controls)", fmt.Sprintf("%d (%d)", t.runs, t.controlRuns))
+	row("wall time", took.Round(time.Second))
+	keys := make([]string, 0, len(t.faults))
+	for k := range t.faults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row("faults: "+k, t.faults[k])
+	}
+	row("operations checked", t.ops)
+	row("histories Ok / Illegal / Unknown", fmt.Sprintf("%d / %d / %d", t.ok, t.illegal, t.unknown))
+	row("stale writes attempted / rejected / accepted", fmt.Sprintf("%d / %d / %d", t.staleAttempted, t.staleRejected, t.staleAccepted))
+	row("double grants", t.doubleGrants)
+	row("token regressions", t.tokenRegressions)
+	row("releases that deleted another holder's key", t.badReleases)
+	row("keys deleted before their holder's deadline", t.earlyDeletes)
+	row("runs with unequal HashKV", t.hashMismatches)
+	row("minimum lead time (server delete - client loss)", t.minLead.Round(time.Millisecond))
+	row("longest time a dead holder's lock stayed stuck", t.maxStuck.Round(time.Millisecond))
+	row("negative controls detected", fmt.Sprintf("%d/%d", t.controlsDetected, t.controlRuns))
+	w.Flush()
+	return b.String()
+}
