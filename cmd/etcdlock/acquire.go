@@ -47,21 +47,12 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	if o.ttl < time.Second {
 		return usageErr("--ttl %v: must be at least 1s", o.ttl)
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	d, err := lock.NewDetached(cli, g.lockOptions()...)
-	if err != nil {
-		return err
-	}
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	gr, err := d.Acquire(rctx, name, o.owner, o.ttl)
-	if err != nil {
-		return explainLocked(g, err)
-	}
-	printGrant(g, gr)
-	return nil
+	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+		gr, err := d.Acquire(ctx, name, o.owner, o.ttl)
+		if err != nil {
+			return explainLocked(g, err)
+		}
+		printGrant(g, gr)
+		return nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -38,20 +39,15 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 	if err != nil {
 		return err
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	h, err := lock.Break(rctx, cli, name, tok, lock.WithPrefix(g.prefix))
-	if err != nil {
-		return g.wrapEtcdErr(err)
-	}
-	v := viewOf(h)
-	g.printer.Print(v, func(w io.Writer) {
-		fmt.Fprintf(w, "broke %s: holder %s (token %s), lease %s revoked\n", name, v.Owner, v.Token, v.Lease)
+	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		h, err := lock.Break(ctx, cli, name, tok, lock.WithPrefix(g.prefix))
+		if err != nil {
+			return g.wrapEtcdErr(err)
+		}
+		v := viewOf(h)
+		g.printer.Print(v, func(w io.Writer) {
+			fmt.Fprintf(w, "broke %s: holder %s (token %s), lease %s revoked\n", name, v.Owner, v.Token, v.Lease)
+		})
+		return nil
 	})
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -33,14 +34,11 @@ func newListCommand(g *globalOptions) *cobra.Command {
 }
 
 func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
-	cli, err := g.client()
-	if err != nil {
+	var all []lock.Status
+	err := g.request(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		all, err = lock.List(ctx, cli, namePrefix, lock.WithPrefix(g.prefix))
 		return err
-	}
-	defer cli.Close()
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	all, err := lock.List(rctx, cli, namePrefix, lock.WithPrefix(g.prefix))
+	})
 	if err != nil {
 		return g.wrapEtcdErr(err)
 	}

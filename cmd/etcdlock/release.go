@@ -39,23 +39,14 @@ func runRelease(ctx context.Context, g *globalOptions, o *releaseOptions, name s
 	if err != nil {
 		return err
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	d, err := lock.NewDetached(cli, g.lockOptions()...)
-	if err != nil {
-		return err
-	}
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	err = d.Release(rctx, name, o.owner, tok)
-	if errors.Is(err, lock.ErrNotOwner) {
-		return withCode(exitLost, fmt.Errorf("cannot release: %w", err))
-	}
-	if err != nil {
-		return g.wrapEtcdErr(err)
-	}
-	return nil
+	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+		err := d.Release(ctx, name, o.owner, tok)
+		if errors.Is(err, lock.ErrNotOwner) {
+			return withCode(exitLost, fmt.Errorf("cannot release: %w", err))
+		}
+		if err != nil {
+			return g.wrapEtcdErr(err)
+		}
+		return nil
+	})
 }

@@ -39,24 +39,15 @@ func runRenew(ctx context.Context, g *globalOptions, o *renewOptions, name strin
 	if err != nil {
 		return err
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	d, err := lock.NewDetached(cli, g.lockOptions()...)
-	if err != nil {
-		return err
-	}
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	gr, err := d.Renew(rctx, name, o.owner, tok)
-	if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
-		return withCode(exitLost, fmt.Errorf("cannot renew: %w", err))
-	}
-	if err != nil {
-		return g.wrapEtcdErr(err)
-	}
-	printGrant(g, gr)
-	return nil
+	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+		gr, err := d.Renew(ctx, name, o.owner, tok)
+		if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
+			return withCode(exitLost, fmt.Errorf("cannot renew: %w", err))
+		}
+		if err != nil {
+			return g.wrapEtcdErr(err)
+		}
+		printGrant(g, gr)
+		return nil
+	})
 }

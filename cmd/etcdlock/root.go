@@ -221,6 +221,10 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 
 // wrapEtcdErr explains errors from talking to etcd.
 func (g *globalOptions) wrapEtcdErr(err error) error {
+	var done *exitErr
+	if errors.As(err, &done) {
+		return err // already explained
+	}
 	switch {
 	case isPermission(err):
 		return withCode(exitPermission, fmt.Errorf("etcd refused access: %w", err))
@@ -230,6 +234,30 @@ func (g *globalOptions) wrapEtcdErr(err error) error {
 		return withCode(exitUnavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
 	}
 	return err
+}
+
+// request connects to etcd and calls fn with the client and a context
+// bounded by --command-timeout, for commands that make a few requests.
+func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	rctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	return fn(rctx, cli)
+}
+
+// detached is request with a lock.Detached for the script commands.
+func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *lock.Detached) error) error {
+	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		d, err := lock.NewDetached(cli, g.lockOptions()...)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, d)
+	})
 }
 
 // requestCtx bounds one etcd request by --command-timeout.

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -49,24 +50,23 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	if err := lock.ValidateName(name); err != nil {
 		return usageErr("%v", err)
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	rctx, cancel := g.requestCtx(ctx)
-	defer cancel()
-	st, err := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
+	v := statusView{Name: name, Waiters: []contenderView{}}
+	var st lock.Status
+	err := g.request(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
+			return err
+		}
+		if st.Holder != nil {
+			h := viewOf(*st.Holder)
+			if ttl, err := cli.TimeToLive(ctx, st.Holder.LeaseID); err == nil {
+				h.LeaseTTL = ttl.TTL
+			}
+			v.Holder = &h
+		}
+		return nil
+	})
 	if err != nil {
 		return g.wrapEtcdErr(err)
-	}
-	v := statusView{Name: name, Waiters: []contenderView{}}
-	if st.Holder != nil {
-		h := viewOf(*st.Holder)
-		if ttl, err := cli.TimeToLive(rctx, st.Holder.LeaseID); err == nil {
-			h.LeaseTTL = ttl.TTL
-		}
-		v.Holder = &h
 	}
 	for _, w := range st.Waiters {
 		v.Waiters = append(v.Waiters, viewOf(w))
