@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`: every Go benchmark, each comparing contenders side by side in
-# one process (benchstat-friendly output). Starts a throwaway PostgreSQL for
+# `make bench`: every benchmark, each comparing contenders side by side in
+# one run (benchstat-friendly output for the Go ones). Starts a throwaway PostgreSQL for
 # the SQL fence benchmark unless ETCDLOCK_TEST_POSTGRES_DSN is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +12,9 @@ if [[ -z ${ETCDLOCK_TEST_POSTGRES_DSN:-} ]]; then
 	export ETCDLOCK_TEST_POSTGRES_DSN
 fi
 
-go test -run '^$' -bench "${BENCH:-.}" -benchmem -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" ./pkg/lock ./fencing/...
+# Per-operation benchmarks, repeated so benchstat can compare them.
+go test -run '^$' -bench "${BENCH:-Uncontended|Handoff|Throughput|WithFence}" -benchmem -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" ./pkg/lock ./fencing/...
+# One-shot measurements: loss lead time (20 trials) and memory per held lock.
+go test -run '^$' -bench 'LossLeadTime|MemoryPerLock' -benchtime 1x ./pkg/lock
+# The CLI against etcdctl.
+hack/bench-cli.sh
