@@ -100,7 +100,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
 	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
 	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
-	f.StringVar(&g.key, "key", "", "client private key file for TLS")
+	f.StringVar(&g.key, "key", "", "client private key file for TLS (environment: ETCDLOCK_KEY_FILE)")
 	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
 	f.StringVar(&g.user, "user", "", "etcd user name, or user:password")
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
