@@ -51,6 +51,7 @@ type term struct {
 	token         fencing.Token
 	start, end    time.Duration // believed ACTIVE interval, since the run's start
 	lostAt        time.Duration // when the client declared it lost by its deadline (0 if not)
+	releaseCall   time.Duration // when the holder called Release (0 if not yet)
 	partitionedAt time.Duration // when its worker was last cut off while holding (0 if never)
 }
 
@@ -199,8 +200,19 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 		if ctx.Err() != nil {
 			break
 		}
-		switch k := rng.IntN(10); {
-		case k < 3 || cfg.control != controlNone && step == 0: // pause a worker: stale writes follow
+		switch k := rng.IntN(12); {
+		case cfg.control != controlNone && step == 0:
+			// A control must meet the hazard it is built to mishandle:
+			// every worker pauses, at its next turn holding the lock, for
+			// longer than etcd takes to expire its lease and hand over.
+			for i := range paused {
+				select {
+				case paused[i] <- cfg.ttl + time.Duration(2000+rng.IntN(1000))*time.Millisecond:
+					c.fault("pause")
+				default:
+				}
+			}
+		case k < 3: // pause a worker: stale writes follow
 			i := rng.IntN(cfg.workers)
 			select {
 			case paused[i] <- time.Duration(2500+rng.IntN(1500)) * time.Millisecond:
@@ -231,7 +243,21 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 					p.UndelayTx()
 				}
 			}()
-		case k < 8: // move leadership
+		case k < 7: // lost replies: requests arrive, answers do not
+			i, d := rng.IntN(cfg.workers), time.Duration(300+rng.IntN(700))*time.Millisecond
+			c.fault("reply-loss")
+			faultWG.Add(1)
+			go func() {
+				defer faultWG.Done()
+				for _, p := range workers[i].proxies {
+					p.BlackholeRx()
+				}
+				time.Sleep(d)
+				for _, p := range workers[i].proxies {
+					p.UnblackholeRx()
+				}
+			}()
+		case k < 9: // move leadership
 			if l, err := c.cluster.Leader(ctx); err == nil {
 				to := c.cluster.Member(rng.IntN(3))
 				if to != l && to.Running() {
@@ -242,15 +268,33 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 					mcancel()
 				}
 			}
+		case k == 11 && allRunning(c.cluster): // crash and restart the whole cluster
+			c.fault("cluster-restart")
+			faultWG.Add(1)
+			go func() {
+				defer faultWG.Done()
+				var mwg sync.WaitGroup
+				for _, m := range c.cluster.Members() {
+					mwg.Add(1)
+					go func() { defer mwg.Done(); m.HardStop() }()
+				}
+				mwg.Wait()
+				for _, m := range c.cluster.Members() {
+					mwg.Add(1)
+					go func() {
+						defer mwg.Done()
+						rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+						defer rcancel()
+						if err := m.Restart(rctx); err != nil {
+							t.Errorf("restart %s: %v", m, err)
+						}
+					}()
+				}
+				mwg.Wait()
+			}()
 		default: // crash a member (leader or not) and restart it
 			m := c.cluster.Member(rng.IntN(3))
-			running := 0
-			for _, x := range c.cluster.Members() {
-				if x.Running() {
-					running++
-				}
-			}
-			if running == 3 {
+			if allRunning(c.cluster) {
 				c.fault("member-crash")
 				faultWG.Add(1)
 				go func() {
@@ -402,6 +446,9 @@ func (c *chaosRun) writes(ctx context.Context, name string, l *lock.Lock, cli *c
 func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
 	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
+	c.mu.Lock()
+	tm.releaseCall = c.now()
+	c.mu.Unlock()
 	if c.cfg.control != controlReleaseByName {
 		_ = l.Release(rctx)
 		return
@@ -542,7 +589,10 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 		}
 		for _, tm := range terms {
 			del, ok := c.deletedAt[tm.token]
-			if tm.lostAt > 0 && ok && c.cfg.control == controlNone {
+			// Only a deletion the server made counts: one seen after the
+			// holder's own Release call may be that release.
+			serverDeleted := ok && (tm.releaseCall == 0 || del < tm.releaseCall)
+			if tm.lostAt > 0 && serverDeleted && c.cfg.control == controlNone {
 				lead := del - tm.lostAt
 				if lead < 0 {
 					r.earlyDeletes++
@@ -612,4 +662,13 @@ func (c *chaosRun) dumpHistory(path string) {
 // settings so that elections and lease expiry happen within seconds.
 func chaosCluster(t *testing.T) *embedded.Cluster {
 	return etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+}
+
+func allRunning(c *embedded.Cluster) bool {
+	for _, m := range c.Members() {
+		if !m.Running() {
+			return false
+		}
+	}
+	return true
 }
