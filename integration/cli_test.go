@@ -383,3 +383,35 @@ func isZombie(pid int) bool {
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
 	return len(f) > 0 && f[0] == "Z"
 }
+
+// SIGINT while waiting for the lock ends the wait with 128+2 and leaves no
+// waiter key behind; the holder is undisturbed.
+func TestCLIInterruptWhileWaiting(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	hold := cliCommand(t, ep, nil, "run", "job", "--", "sleep", "3")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Wait()
+	cl := etcdtest.Client(t, ep)
+	waitQueued(t, context.Background(), cl, "job", 1)
+	waiter := cliCommand(t, ep, nil, "run", "job", "--", "true")
+	var stderr bytes.Buffer
+	waiter.Stderr = &stderr
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, context.Background(), cl, "job", 2)
+	if err := waiter.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := waiter.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("interrupted waiter exited with %v, want 130; stderr %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "held by") || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr %q: want the holder note and the interruption", stderr.String())
+	}
+	waitQueued(t, context.Background(), cl, "job", 1)
+}

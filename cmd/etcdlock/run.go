@@ -184,25 +184,39 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		defer close(done)
 		reportHolders(rctx, g, s, name)
 	}()
-	var interrupted os.Signal
+	intr := make(chan os.Signal, 1)
+	watched := make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case sig := <-sigc:
-			interrupted = sig
+			intr <- sig
 			cancel(errors.New("interrupted"))
 		case <-rctx.Done():
 		}
 	}()
 	l, err := s.Acquire(wctx, name)
 	stopReport()
-	if err == nil {
+	<-watched
+	var interrupted os.Signal
+	select {
+	case interrupted = <-intr:
+	default:
+	}
+	if err == nil && interrupted != nil {
+		// The signal came as the lock was granted: honour it.
+		relCtx, relCancel := g.requestCtx(context.WithoutCancel(ctx))
+		defer relCancel()
+		_ = l.Release(relCtx)
+	}
+	if err == nil && interrupted == nil {
 		return l, nil
 	}
 	switch cause := context.Cause(wctx); {
-	case errors.Is(cause, errWaitTimeout):
-		return nil, withCode(exitTimeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
 	case interrupted != nil:
 		return nil, withCode(128+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
+	case errors.Is(cause, errWaitTimeout):
+		return nil, withCode(exitTimeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
 	}
 	return nil, g.wrapEtcdErr(err)
 }
