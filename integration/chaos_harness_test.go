@@ -2,13 +2,9 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +15,8 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/fencing/etcdfence"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
-	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Negative controls: deliberately broken clients the checks must catch.
@@ -332,141 +326,6 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	return c.check(t)
 }
 
-// work is one worker: sessions, acquisitions, fenced writes, releases.
-func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
-	rng := rand.New(rand.NewPCG(c.cfg.seed, uint64(id)))
-	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := lock.NewSession(sctx, cli, lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
-			lock.WithPrefix(c.cfg.prefix), lock.WithCleanupTimeout(time.Second))
-		cancel()
-		if err != nil {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		for ctx.Err() == nil && s.Err() == nil {
-			c.hold(ctx, id, rng, s, cli, pause, cut)
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = s.Close(cctx)
-		cancel()
-	}
-}
-
-func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
-	name := c.cfg.names[rng.IntN(len(c.cfg.names))]
-	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	call := c.now()
-	l, err := s.Acquire(actx, name)
-	cancel()
-	if err != nil {
-		time.Sleep(50 * time.Millisecond)
-		return
-	}
-	tm := &term{name: name, worker: id, token: l.Token(), start: c.now()}
-	c.record(porcupine.Operation{Input: lockInput{name, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
-	c.mu.Lock()
-	c.terms = append(c.terms, tm)
-	c.mu.Unlock()
-
-	for n := 1 + rng.IntN(4); n > 0 && l.State() == lock.StateActive; n-- {
-		c.writes(ctx, name, l, cli)
-		select {
-		case d := <-pause:
-			// The process stops: nothing it sends or receives moves, and
-			// its code does not run. It resumes unaware, and writes.
-			tm.partitionedAt = c.now()
-			cut(true)
-			time.Sleep(d)
-			cut(false)
-			c.endTerm(tm, l, true)
-			c.writes(ctx, name, l, cli) // stale: a newer holder may exist
-			c.release(name, l, tm)
-			return
-		case <-time.After(time.Duration(20+rng.IntN(100)) * time.Millisecond):
-		case <-l.Context().Done():
-		}
-	}
-	c.endTerm(tm, l, false)
-	c.release(name, l, tm)
-}
-
-// endTerm fixes the end of the holder's believed ACTIVE interval.
-func (c *chaosRun) endTerm(tm *term, l *lock.Lock, resumed bool) {
-	end := c.now()
-	var lost *lock.LostError
-	if errors.As(l.Err(), &lost) {
-		tm.lostAt = lost.At.Sub(c.t0)
-		if errors.Is(lost, lock.ErrDeadlinePassed) && c.cfg.control != controlNoDeadline {
-			end = min(end, tm.lostAt)
-		}
-	}
-	c.mu.Lock()
-	tm.end = end
-	c.mu.Unlock()
-}
-
-// writes makes one write to each fenced resource with l's token.
-func (c *chaosRun) writes(ctx context.Context, name string, l *lock.Lock, cli *clientv3.Client) {
-	tok := l.Token()
-	call := c.now()
-	var err error
-	if c.cfg.control == controlUnfenced {
-		c.mu.Lock()
-		c.applied[name] = append(c.applied[name], tok)
-		c.mu.Unlock()
-	} else {
-		err = c.guard.Do(name, tok, func() error {
-			c.mu.Lock()
-			c.applied[name] = append(c.applied[name], tok)
-			c.mu.Unlock()
-			return nil
-		})
-	}
-	c.record(porcupine.Operation{Input: lockInput{name, opRegister, tok}, Output: err == nil, Call: int64(call), Return: int64(c.now())})
-
-	wctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	call = c.now()
-	if c.cfg.control == controlUnfenced {
-		_, err = cli.Put(wctx, strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String())
-	} else {
-		_, err = etcdfence.Commit(wctx, cli, l.Key(), tok, clientv3.OpPut(strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String()))
-	}
-	var stale *fencing.StaleTokenError
-	switch {
-	case err == nil:
-		c.record(porcupine.Operation{Input: lockInput{name, opFencedWrite, tok}, Output: true, Call: int64(call), Return: int64(c.now())})
-	case errors.As(err, &stale):
-		c.record(porcupine.Operation{Input: lockInput{name, opFencedWrite, tok}, Output: false, Call: int64(call), Return: int64(c.now())})
-	default: // outcome unknown: it may or may not have happened, and has no effect on the model
-	}
-}
-
-func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
-	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	c.mu.Lock()
-	tm.releaseCall = c.now()
-	c.mu.Unlock()
-	if c.cfg.control != controlReleaseByName {
-		_ = l.Release(rctx)
-		return
-	}
-	// The broken release: delete whatever key holds the name.
-	_ = l.Release(rctx) // ends the session's claim; its compare-and-delete is harmless
-	get, err := c.obs.Get(rctx, lock.NamePrefix(name, lock.WithPrefix(c.cfg.prefix)), clientv3.WithFirstCreate()...)
-	if err != nil || len(get.Kvs) == 0 {
-		return
-	}
-	del, err := c.obs.Delete(rctx, string(get.Kvs[0].Key), clientv3.WithPrevKV())
-	if err == nil && len(del.PrevKvs) == 1 && fencing.Token(del.PrevKvs[0].CreateRevision) != tm.token {
-		c.mu.Lock()
-		c.badReleases++
-		c.mu.Unlock()
-	}
-}
-
 // observe records every key creation and deletion under the lock prefix.
 func (c *chaosRun) observe(ctx context.Context) {
 	rev := int64(0)
@@ -502,159 +361,6 @@ func (c *chaosRun) observe(ctx context.Context) {
 			c.mu.Unlock()
 		}
 		cancel()
-	}
-}
-
-// check runs every check on the finished run.
-func (c *chaosRun) check(t *testing.T) chaosResult {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := chaosResult{seed: c.cfg.seed, control: c.cfg.control, ops: len(c.history), faults: c.faults, hashesEqual: true, minLead: -1}
-
-	// Deletions of holder keys, as operations: each happened after some
-	// Acquire saw its key alive (and after the observer saw it created),
-	// and before the observer saw it deleted. Deletions of keys that never
-	// held the lock cannot change the model and are left out.
-	firstAcquire := map[fencing.Token]int64{}
-	for _, op := range c.history {
-		if in := op.Input.(lockInput); in.Kind == opAcquire {
-			if at, ok := firstAcquire[in.Token]; !ok || op.Call < at {
-				firstAcquire[in.Token] = op.Call
-			}
-		}
-	}
-	for tok, at := range firstAcquire {
-		del, ok := c.deletedAt[tok]
-		if !ok {
-			continue
-		}
-		if put, seen := c.putAt[tok]; seen && int64(put) < at {
-			at = int64(put)
-		}
-		c.history = append(c.history, porcupine.Operation{ClientId: len(c.history),
-			Input: lockInput{c.deletedName[tok], opFree, tok}, Call: at, Return: int64(del)})
-	}
-
-	// Linearizability with porcupine.
-	res, info := porcupine.CheckOperationsVerbose(lockModel, c.history, 30*time.Second)
-	r.check = res
-	if res != porcupine.Ok {
-		f, err := os.CreateTemp("", fmt.Sprintf("etcdlock-chaos-seed%d-*.html", c.cfg.seed))
-		if err == nil {
-			_ = porcupine.Visualize(lockModel, info, f)
-			f.Close()
-			r.visualization = f.Name()
-			c.dumpHistory(f.Name() + ".txt")
-		}
-	}
-
-	// Register: writes in applied order never go back.
-	for _, log := range c.applied {
-		var high fencing.Token
-		for _, tok := range log {
-			if tok < high {
-				r.staleAccepted++
-			}
-			high = max(high, tok)
-		}
-	}
-	for _, op := range c.history {
-		in := op.Input.(lockInput)
-		if in.Kind == opRegister && op.Output == false {
-			r.staleRejected++
-		}
-	}
-	r.staleAttempted = r.staleRejected + r.staleAccepted
-
-	// Terms per name: no overlap, tokens strictly increase, the server
-	// never deletes a key before its holder stopped believing in it.
-	byName := map[string][]*term{}
-	for _, tm := range c.terms {
-		byName[tm.name] = append(byName[tm.name], tm)
-	}
-	for _, terms := range byName {
-		sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
-		for i := 1; i < len(terms); i++ {
-			if terms[i].start < terms[i-1].end {
-				r.doubleGrants++
-				t.Logf("double grant on %s: w%d (token %v) active until %v, w%d (token %v) from %v",
-					terms[i].name, terms[i-1].worker, terms[i-1].token, terms[i-1].end, terms[i].worker, terms[i].token, terms[i].start)
-			}
-			// Equal tokens are one key held across two terms of one
-			// worker (its release failed and it re-acquired): no gap.
-			if terms[i].token < terms[i-1].token || terms[i].token == terms[i-1].token && terms[i].worker != terms[i-1].worker {
-				r.tokenRegressions++
-				t.Logf("token regression on %s: w%d token %v after w%d token %v", terms[i].name, terms[i].worker, terms[i].token, terms[i-1].worker, terms[i-1].token)
-			}
-		}
-		for _, tm := range terms {
-			del, ok := c.deletedAt[tm.token]
-			// Only a deletion the server made counts: one seen after the
-			// holder's own Release call may be that release.
-			serverDeleted := ok && (tm.releaseCall == 0 || del < tm.releaseCall)
-			if tm.lostAt > 0 && serverDeleted && c.cfg.control == controlNone {
-				lead := del - tm.lostAt
-				if lead < 0 {
-					r.earlyDeletes++
-				}
-				if r.minLead < 0 || lead < r.minLead {
-					r.minLead = lead
-				}
-			}
-			if tm.partitionedAt > 0 && ok {
-				r.maxStuck = max(r.maxStuck, del-tm.partitionedAt)
-			}
-		}
-	}
-	r.badReleases = c.badReleases
-
-	// Every member holds the same data at the same revision.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := c.obs.Get(ctx, "x")
-	if err == nil {
-		var first uint32
-		for i, ep := range c.cluster.Endpoints() {
-			var h *clientv3.HashKVResponse
-			for range 50 { // a restarted member may still be catching up
-				if h, err = c.obs.HashKV(ctx, ep, st.Header.Revision); err == nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if err != nil {
-				r.hashesEqual = false
-				t.Logf("HashKV %s: %v", ep, err)
-				continue
-			}
-			if i == 0 {
-				first = h.Hash
-			} else if h.Hash != first {
-				r.hashesEqual = false
-			}
-		}
-	} else {
-		r.hashesEqual = false
-	}
-	return r
-}
-
-// dumpHistory writes the history as text, one operation per line in call
-// order, for reading next to the visualization.
-func (c *chaosRun) dumpHistory(path string) {
-	ops := append([]porcupine.Operation(nil), c.history...)
-	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	for _, op := range ops {
-		ret := "never"
-		if op.Return != never {
-			ret = time.Duration(op.Return).String()
-		}
-		fmt.Fprintf(f, "%12v %12v  %s\n", time.Duration(op.Call), ret, lockModel.DescribeOperation(op.Input, op.Output))
 	}
 }
 

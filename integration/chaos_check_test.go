@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// check runs every check on the finished run.
+func (c *chaosRun) check(t *testing.T) chaosResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := chaosResult{seed: c.cfg.seed, control: c.cfg.control, ops: len(c.history), faults: c.faults, hashesEqual: true, minLead: -1}
+
+	// Deletions of holder keys, as operations: each happened after some
+	// Acquire saw its key alive (and after the observer saw it created),
+	// and before the observer saw it deleted. Deletions of keys that never
+	// held the lock cannot change the model and are left out.
+	firstAcquire := map[fencing.Token]int64{}
+	for _, op := range c.history {
+		if in := op.Input.(lockInput); in.Kind == opAcquire {
+			if at, ok := firstAcquire[in.Token]; !ok || op.Call < at {
+				firstAcquire[in.Token] = op.Call
+			}
+		}
+	}
+	for tok, at := range firstAcquire {
+		del, ok := c.deletedAt[tok]
+		if !ok {
+			continue
+		}
+		if put, seen := c.putAt[tok]; seen && int64(put) < at {
+			at = int64(put)
+		}
+		c.history = append(c.history, porcupine.Operation{ClientId: len(c.history),
+			Input: lockInput{c.deletedName[tok], opFree, tok}, Call: at, Return: int64(del)})
+	}
+
+	// Linearizability with porcupine.
+	res, info := porcupine.CheckOperationsVerbose(lockModel, c.history, 30*time.Second)
+	r.check = res
+	if res != porcupine.Ok {
+		f, err := os.CreateTemp("", fmt.Sprintf("etcdlock-chaos-seed%d-*.html", c.cfg.seed))
+		if err == nil {
+			_ = porcupine.Visualize(lockModel, info, f)
+			f.Close()
+			r.visualization = f.Name()
+			c.dumpHistory(f.Name() + ".txt")
+		}
+	}
+
+	// Register: writes in applied order never go back.
+	for _, log := range c.applied {
+		var high fencing.Token
+		for _, tok := range log {
+			if tok < high {
+				r.staleAccepted++
+			}
+			high = max(high, tok)
+		}
+	}
+	for _, op := range c.history {
+		in := op.Input.(lockInput)
+		if in.Kind == opRegister && op.Output == false {
+			r.staleRejected++
+		}
+	}
+	r.staleAttempted = r.staleRejected + r.staleAccepted
+
+	// Terms per name: no overlap, tokens strictly increase, the server
+	// never deletes a key before its holder stopped believing in it.
+	byName := map[string][]*term{}
+	for _, tm := range c.terms {
+		byName[tm.name] = append(byName[tm.name], tm)
+	}
+	for _, terms := range byName {
+		sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
+		for i := 1; i < len(terms); i++ {
+			if terms[i].start < terms[i-1].end {
+				r.doubleGrants++
+				t.Logf("double grant on %s: w%d (token %v) active until %v, w%d (token %v) from %v",
+					terms[i].name, terms[i-1].worker, terms[i-1].token, terms[i-1].end, terms[i].worker, terms[i].token, terms[i].start)
+			}
+			// Equal tokens are one key held across two terms of one
+			// worker (its release failed and it re-acquired): no gap.
+			if terms[i].token < terms[i-1].token || terms[i].token == terms[i-1].token && terms[i].worker != terms[i-1].worker {
+				r.tokenRegressions++
+				t.Logf("token regression on %s: w%d token %v after w%d token %v", terms[i].name, terms[i].worker, terms[i].token, terms[i-1].worker, terms[i-1].token)
+			}
+		}
+		for _, tm := range terms {
+			del, ok := c.deletedAt[tm.token]
+			// Only a deletion the server made counts: one seen after the
+			// holder's own Release call may be that release.
+			serverDeleted := ok && (tm.releaseCall == 0 || del < tm.releaseCall)
+			if tm.lostAt > 0 && serverDeleted && c.cfg.control == controlNone {
+				lead := del - tm.lostAt
+				if lead < 0 {
+					r.earlyDeletes++
+				}
+				if r.minLead < 0 || lead < r.minLead {
+					r.minLead = lead
+				}
+			}
+			if tm.partitionedAt > 0 && ok {
+				r.maxStuck = max(r.maxStuck, del-tm.partitionedAt)
+			}
+		}
+	}
+	r.badReleases = c.badReleases
+
+	// Every member holds the same data at the same revision.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.obs.Get(ctx, "x")
+	if err == nil {
+		var first uint32
+		for i, ep := range c.cluster.Endpoints() {
+			var h *clientv3.HashKVResponse
+			for range 50 { // a restarted member may still be catching up
+				if h, err = c.obs.HashKV(ctx, ep, st.Header.Revision); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				r.hashesEqual = false
+				t.Logf("HashKV %s: %v", ep, err)
+				continue
+			}
+			if i == 0 {
+				first = h.Hash
+			} else if h.Hash != first {
+				r.hashesEqual = false
+			}
+		}
+	} else {
+		r.hashesEqual = false
+	}
+	return r
+}
+
+// dumpHistory writes the history as text, one operation per line in call
+// order, for reading next to the visualization.
+func (c *chaosRun) dumpHistory(path string) {
+	ops := append([]porcupine.Operation(nil), c.history...)
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	for _, op := range ops {
+		ret := "never"
+		if op.Return != never {
+			ret = time.Duration(op.Return).String()
+		}
+		fmt.Fprintf(f, "%12v %12v  %s\n", time.Duration(op.Call), ret, lockModel.DescribeOperation(op.Input, op.Output))
+	}
+}
