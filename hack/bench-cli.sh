@@ -27,7 +27,8 @@ for _ in $(seq 100); do "$dir/etcdlock" --endpoints "$ep" status probe >/dev/nul
 measure() {
 	local t0 t1 rss
 	t0=$(date +%s%N)
-	rss=$( { /usr/bin/time -f %M "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+	/usr/bin/time -f %M -o "$dir/rss" "$@" >/dev/null 2>&1 || true
+	rss=$(tail -1 "$dir/rss")
 	t1=$(date +%s%N)
 	echo "$(( (t1 - t0) / 1000 )) $rss"
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,11 +22,15 @@ import (
 // cliPath is the etcdlock binary built once by TestMain.
 var cliPath string
 
+// buildCLI builds etcdlock and etcdlock-dev (which `etcdlock dev` runs)
+// into dir.
 func buildCLI(dir string) error {
 	cliPath = filepath.Join(dir, "etcdlock")
-	out, err := exec.Command("go", "build", "-o", cliPath, "github.com/etcdlock/etcdlock/cmd/etcdlock").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go build etcdlock: %v\n%s", err, out)
+	for _, cmd := range []string{"etcdlock", "etcdlock-dev"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, cmd), "github.com/etcdlock/etcdlock/cmd/"+cmd).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", cmd, err, out)
+		}
 	}
 	return nil
 }
@@ -414,4 +419,40 @@ func TestCLIInterruptWhileWaiting(t *testing.T) {
 		t.Errorf("stderr %q: want the holder note and the interruption", stderr.String())
 	}
 	waitQueued(t, context.Background(), cl, "job", 1)
+}
+
+// `etcdlock dev` serves a real etcd on the address given, which the other
+// commands can use, and stops cleanly on SIGTERM.
+func TestCLIDevServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dev := exec.Command(cliPath, "dev", "--listen", addr, "--data-dir", t.TempDir())
+	var out bytes.Buffer
+	dev.Stdout = &out
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Process.Kill()
+	etcdtest.Eventually(t, 20*time.Second, func() bool {
+		return cli(t, addr, nil, "--command-timeout", "500ms", "status", "job").code == 0
+	}, "dev server never answered")
+	if r := cli(t, addr, nil, "run", "job", "--", "true"); r.code != 0 {
+		t.Errorf("run against the dev server: %d %s", r.code, r.stderr)
+	}
+	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Wait(); err != nil {
+		t.Errorf("dev server exit: %v", err)
+	}
+	if !strings.Contains(out.String(), "http://"+addr) {
+		t.Errorf("dev printed %q, want its endpoint", out.String())
+	}
+	if r := cli(t, "127.0.0.1:1", nil, "dev", "--listen", "0.0.0.0:2379"); r.code == 0 {
+		t.Errorf("dev accepted a non-loopback address")
+	}
 }
