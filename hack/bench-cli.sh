@@ -15,7 +15,7 @@ dir=$(mktemp -d /tmp/etcdlock-bench-cli.XXXXXX)
 dev=""
 cleanup() { [[ -n $dev ]] && kill "$dev" 2>/dev/null && wait "$dev" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
-go build -o "$dir/etcdlock" ./cmd/etcdlock
+go build -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev
 
 port=$((20000 + RANDOM % 20000))
 "$dir/etcdlock" dev --listen "127.0.0.1:$port" >/dev/null 2>&1 &
