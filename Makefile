@@ -1,6 +1,9 @@
 # etcdlock — see README.md. `make demo` and `make test` are the two set-up
 # commands; both work on a fresh machine with Go installed.
 
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+
 GO       ?= go
 PKGS     ?= ./...
 BENCHTIME ?= 1s
