@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -30,15 +29,7 @@ var cluster *embedded.Cluster
 
 func TestMain(m *testing.M) {
 	cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
-	code := m.Run()
-	cluster.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
 }
 
 func prefix(t *testing.T) string { return "/el/" + strings.ReplaceAll(t.Name(), "/", "_") + "/" }

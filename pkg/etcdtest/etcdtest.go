@@ -7,11 +7,13 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -98,4 +100,19 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg strin
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// RunMain runs a package's tests (from TestMain), then cleanup, then — if
+// the tests passed — checks that no goroutine leaked (goleak, with opts).
+// It returns the exit code for os.Exit.
+func RunMain(m *testing.M, cleanup func(), opts ...goleak.Option) int {
+	code := m.Run()
+	cleanup()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	return code
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
@@ -22,15 +21,7 @@ var cluster *embedded.Cluster
 
 func TestMain(m *testing.M) {
 	cluster = etcdtest.Start()
-	code := m.Run()
-	cluster.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
 }
 
 func testCtx(t *testing.T) context.Context {
