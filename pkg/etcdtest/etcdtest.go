@@ -75,10 +75,31 @@ func Proxy(t testing.TB, target string) (proxy.Server, string) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	return startProxy(t, addr, to.Host), "http://" + addr
+}
+
+// RestartProxy closes p, which drops every connection through it, and
+// starts a new proxy on the same address to the same target, so clients
+// reconnect. The new proxy is closed when t ends.
+func RestartProxy(t testing.TB, p proxy.Server) proxy.Server {
+	t.Helper()
+	from, err := url.Parse(p.From())
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := url.Parse(p.To())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	return startProxy(t, from.Host, to.Host)
+}
+
+func startProxy(t testing.TB, from, to string) proxy.Server {
 	p := proxy.NewServer(proxy.ServerConfig{
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)).Named("proxy"),
-		From:   url.URL{Scheme: "tcp", Host: addr},
-		To:     url.URL{Scheme: "tcp", Host: to.Host},
+		From:   url.URL{Scheme: "tcp", Host: from},
+		To:     url.URL{Scheme: "tcp", Host: to},
 	})
 	select {
 	case <-p.Ready():
@@ -86,7 +107,7 @@ func Proxy(t testing.TB, target string) (proxy.Server, string) {
 		t.Fatalf("proxy: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return p, "http://" + addr
+	return p
 }
 
 // Eventually polls cond every 10ms until it holds or timeout passes, then

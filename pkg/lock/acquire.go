@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -51,7 +50,7 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if !resp.Succeeded {
 		token = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
 	}
-	s.startMonitor(l, fencing.Token(token), resp.Header.Revision+1)
+	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
 	owner := resp.Responses[1].GetResponseRange().Kvs
 	if len(owner) == 0 || owner[0].CreateRevision != token {
 		if err := s.waitTurn(ctx, l, pfx); err != nil {
@@ -103,7 +102,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 		}
 		token = holder.CreateRevision
 	}
-	s.startMonitor(l, fencing.Token(token), resp.Header.Revision+1)
+	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
 	if err := l.activate(); err != nil {
 		return nil, s.abandon(l, err)
 	}
@@ -131,23 +130,15 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx string) error {
 		}
 		pred := string(preds[0].Key)
 		s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
-		wctx, cancel := context.WithCancel(ctx)
-		wch := s.client.Watch(wctx, pred, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
-		evc := make(chan struct{})
-		// waitEvent returns when wctx is canceled, so this goroutine
-		// ends before waitTurn returns.
-		go func() {
-			defer close(evc)
-			_, _, _ = waitEvent(wch, mvccpb.DELETE)
-		}()
+		deleted := make(chan struct{})
+		w := s.watch.add(pred, resp.Header.Revision+1, 0, func() { close(deleted) })
 		select {
-		case <-evc:
+		case <-deleted:
 			// Deleted, or the watch broke: either way re-read.
 		case <-l.ctx.Done():
 		case <-ctx.Done():
 		}
-		cancel()
-		<-evc
+		s.watch.remove(w)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -191,27 +182,28 @@ func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 	}
 }
 
-// unclaim drops l's claim on its name, if l still has it.
+// unclaim drops l's claim on its name, if l still has it, and stops
+// watching its key.
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.claims[l.name] == l {
 		delete(s.claims, l.name)
 	}
+	w := l.watch
+	s.mu.Unlock()
+	s.watch.remove(w)
 	l.unclaimOnce.Do(func() { close(l.unclaimed) })
 }
 
-// startMonitor records l's token and watches its key from rev on.
-func (s *Session) startMonitor(l *Lock, token fencing.Token, rev int64) {
+// watchKey records l's token and watches its key from rev on.
+func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	l.token = token
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return // l was finished by the session's end; nothing to watch
 	}
-	s.wg.Add(1)
-	l.mon.Add(1)
-	go l.monitor(rev)
+	l.watch = s.watch.add(l.key, rev, int64(token), func() { l.lose(ErrKeyDeleted, nil) })
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.
@@ -237,7 +229,6 @@ func (s *Session) abandon(l *Lock, err error) error {
 	}
 	l.finish(StateReleased, ErrReleased)
 	defer s.unclaim(l) // after the key is gone, so no new claim adopts it
-	l.mon.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var cerr error

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -61,7 +60,7 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{}
-	mon    sync.WaitGroup // the key monitor
+	watch  *keyWatch // on the key, from the first write until the claim ends
 
 	unclaimed   chan struct{} // closed when the session drops the claim
 	unclaimOnce sync.Once
@@ -151,62 +150,6 @@ func (l *Lock) lose(cause, detail error) {
 		l.s.unclaim(l)
 		l.s.log.Warn("lock lost", zap.String("name", l.name), zap.Stringer("token", l.token), zap.Error(err))
 	}
-}
-
-// monitor watches the lock's own key from rev on and loses the lock when
-// the key is deleted. It runs from the first write of the key until the
-// lock is lost or released.
-func (l *Lock) monitor(rev int64) {
-	defer l.mon.Done()
-	defer l.s.wg.Done()
-	for l.ctx.Err() == nil {
-		wctx, cancel := context.WithCancel(l.ctx)
-		wch := l.s.client.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
-		deleted, next, err := waitEvent(wch, mvccpb.DELETE)
-		cancel()
-		switch {
-		case deleted:
-			l.lose(ErrKeyDeleted, nil)
-			return
-		case l.ctx.Err() != nil:
-			return
-		}
-		// The watch ended (compaction, closed client, canceled stream):
-		// re-read the key; never treat a broken watch as "still held".
-		l.s.log.Debug("key watch ended; re-reading", zap.String("key", l.key), zap.Error(err))
-		resp, gerr := l.s.client.Get(l.ctx, l.key)
-		if gerr != nil {
-			// The session deadline bounds how long this can go on.
-			select {
-			case <-l.ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token) {
-			l.lose(ErrKeyDeleted, nil)
-			return
-		}
-		rev = max(next, resp.Header.Revision+1)
-	}
-}
-
-// waitEvent reads wch until an event of type typ arrives (true), or the
-// channel closes or reports an error (false). next is the revision to
-// resume watching from.
-func waitEvent(wch clientv3.WatchChan, typ mvccpb.Event_EventType) (found bool, next int64, err error) {
-	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			return false, next, err
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == typ {
-				return true, 0, nil
-			}
-		}
-		next = wr.Header.Revision + 1
-	}
-	return false, next, nil
 }
 
 func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {

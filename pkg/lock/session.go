@@ -26,9 +26,10 @@ import (
 // reply — and every lock it holds is lost with it. Loss is final: a new
 // session gets a new lease and new tokens.
 //
-// A session owns a renewal goroutine, a deadline watchdog and one goroutine
-// per claimed lock;
-// Close stops them all and waits for them.
+// A session owns four goroutines whatever the number of locks it holds: a
+// renewal loop, a deadline watchdog, and the two ends of one etcd watch
+// stream that carries every key watch of its locks and waiters (opened on
+// the first watch). Close stops them all and waits for them.
 type Session struct {
 	client *clientv3.Client
 	cfg    config
@@ -44,6 +45,7 @@ type Session struct {
 	alive  context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
+	watch  *watchMux
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -96,9 +98,11 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	}
 	s.alive, s.cancel = context.WithCancelCause(context.Background())
 	s.deadline = send.Add(ttl - margin)
-	s.wg.Add(2)
+	s.watch = newWatchMux(s)
+	s.wg.Add(3)
 	go s.renewLoop(send)
 	go s.watchdog()
+	go s.watch.run()
 	s.log.Debug("session started", zap.Duration("granted-ttl", ttl), zap.Duration("margin", margin), zap.Duration("renew-every", every))
 	return s, nil
 }

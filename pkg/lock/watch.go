@@ -1,0 +1,356 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// keyWatch waits for one key's deletion. It is registered with a session's
+// watchMux and fires at most once.
+type keyWatch struct {
+	id  int64
+	key string
+	rev int64 // watch from this revision on; moved forward by a re-read
+	// createRev is the create revision of the holder's own key, or 0 for a
+	// waiter's predecessor. When the server ends a watch without a delete
+	// (compaction, refused creation), an own-key watch re-reads its key and
+	// fires only if the key is gone or replaced; a predecessor watch fires
+	// at once, because its waiter re-reads anyway.
+	createRev int64
+	fire      func() // called at most once, never under watchMux.mu; must not block
+	state     watchState
+}
+
+type watchState int
+
+const (
+	watchUnsent watchState = iota // queued for a create request on the current stream
+	watchSent                     // the server has it, or will
+	watchReread                   // the server ended it; its key must be re-read
+)
+
+// watchMux multiplexes every key watch of one session — each held lock's
+// own key, each waiter's predecessor — over a single etcd watch stream, so
+// a held lock costs a map entry instead of a clientv3.Watch (a goroutine,
+// channels and buffers in the client) plus a goroutine of ours. It chooses
+// the watch IDs itself (etcd ≥ 3.4), sends create requests without waiting
+// for each reply (clientv3 creates one watch at a time per stream), and
+// re-creates every watch from its revision on a new stream after the old
+// one breaks, so no delete is missed: a watch from revision r reports every
+// deletion at r or later, or says that r was compacted, and then the key is
+// re-read.
+//
+// run owns the stream and sends on it; a second goroutine, started and
+// waited for by run, receives. Both end when the session ends.
+type watchMux struct {
+	s    *Session
+	kick chan struct{} // capacity 1: something to send
+
+	mu      sync.Mutex
+	nextID  int64
+	watches map[int64]*keyWatch
+	queue   []*keyWatch // watchUnsent watches (entries removed meanwhile are skipped)
+	pending []int64     // creates sent on the current stream, awaiting their reply, in order
+	cancels []int64     // cancel requests to send on the current stream
+	reread  []*keyWatch // watchReread watches
+	reset   bool        // the stream must be replaced (a creation was refused)
+}
+
+func newWatchMux(s *Session) *watchMux {
+	return &watchMux{s: s, kick: make(chan struct{}, 1), watches: make(map[int64]*keyWatch)}
+}
+
+// add watches key for deletions from revision rev on and calls fire once
+// when it sees one (see keyWatch.createRev for what a broken watch does).
+func (m *watchMux) add(key string, rev, createRev int64, fire func()) *keyWatch {
+	m.mu.Lock()
+	m.nextID++
+	w := &keyWatch{id: m.nextID, key: key, rev: rev, createRev: createRev, fire: fire}
+	m.watches[w.id] = w // the ID changes with every create request
+	m.queue = append(m.queue, w)
+	m.mu.Unlock()
+	m.poke()
+	return w
+}
+
+// remove stops w. It is idempotent, and a no-op after w fired.
+func (m *watchMux) remove(w *keyWatch) {
+	if w == nil {
+		return
+	}
+	m.mu.Lock()
+	_, ok := m.watches[w.id]
+	if ok {
+		m.drop(w)
+	}
+	m.mu.Unlock()
+	if ok {
+		m.poke()
+	}
+}
+
+// drop forgets w and, if the server has it, asks the server to cancel it.
+// m.mu must be held.
+func (m *watchMux) drop(w *keyWatch) {
+	delete(m.watches, w.id)
+	if w.state == watchSent {
+		m.cancels = append(m.cancels, w.id)
+	}
+}
+
+func (m *watchMux) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run keeps a watch stream open while there are watches, until the session
+// ends.
+func (m *watchMux) run() {
+	defer m.s.wg.Done()
+	ctx := m.s.alive
+	for {
+		// Open a stream only when something needs watching.
+		for m.idle() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.kick:
+			}
+		}
+		err := m.stream(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		m.s.log.Debug("watch stream ended; reopening", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (m *watchMux) idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.watches) == 0
+}
+
+// stream serves one watch stream until it breaks or ctx ends.
+func (m *watchMux) stream(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ws, err := pb.NewWatchClient(m.s.client.ActiveConnection()).Watch(sctx, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.queue, m.pending, m.cancels, m.reset = m.queue[:0], nil, nil, false
+	for _, w := range m.watches {
+		if w.state != watchReread {
+			w.state = watchUnsent // a new stream has none of them
+			m.queue = append(m.queue, w)
+		}
+	}
+	m.mu.Unlock()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- m.receive(ws) }()
+	received := false
+	defer func() {
+		cancel()
+		if !received {
+			<-recvErr
+		}
+	}()
+	var again <-chan time.Time // a failed re-read is retried
+	for {
+		retry, err := m.flush(sctx, ws)
+		if err != nil {
+			return err
+		}
+		again = nil
+		if retry {
+			again = time.After(50 * time.Millisecond)
+		}
+		select {
+		case <-m.kick:
+		case <-again:
+		case err := <-recvErr:
+			received = true
+			return err
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	}
+}
+
+// flush sends what is queued — cancels, then creates — and then re-reads
+// the keys of own-key watches the server ended. retry reports a re-read
+// that failed and must be tried again.
+func (m *watchMux) flush(ctx context.Context, ws pb.Watch_WatchClient) (retry bool, err error) {
+	m.mu.Lock()
+	if m.reset {
+		m.mu.Unlock()
+		return false, errors.New("a watch creation was refused")
+	}
+	reqs := make([]*pb.WatchRequest, 0, len(m.cancels)+len(m.queue))
+	for _, id := range m.cancels {
+		reqs = append(reqs, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
+			CancelRequest: &pb.WatchCancelRequest{WatchId: id}}})
+	}
+	m.cancels = m.cancels[:0]
+	for _, w := range m.queue {
+		if m.watches[w.id] != w || w.state != watchUnsent {
+			continue
+		}
+		// A fresh ID each time: etcd keeps the ID of a watch it ended
+		// for compaction until the client cancels it.
+		delete(m.watches, w.id)
+		m.nextID++
+		w.id, w.state = m.nextID, watchSent
+		m.watches[w.id] = w
+		m.pending = append(m.pending, w.id)
+		reqs = append(reqs, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
+			CreateRequest: &pb.WatchCreateRequest{
+				Key:           []byte(w.key),
+				StartRevision: w.rev,
+				Filters:       []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT},
+				WatchId:       w.id,
+			}}})
+	}
+	clear(m.queue)
+	m.queue = m.queue[:0]
+	reread := m.reread
+	m.reread = nil
+	m.mu.Unlock()
+
+	for _, r := range reqs {
+		if err := ws.Send(r); err != nil {
+			return false, err
+		}
+	}
+	for i, w := range reread {
+		if err := m.recheck(ctx, w); err != nil {
+			m.s.log.Debug("re-reading a watched key failed", zap.String("key", w.key), zap.Error(err))
+			m.mu.Lock()
+			m.reread = append(m.reread, reread[i:]...)
+			m.mu.Unlock()
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// recheck re-reads an own-key watch's key after the server ended its watch:
+// the key still there with the same create revision means no delete was
+// missed, and the watch resumes after the read; otherwise it fires.
+func (m *watchMux) recheck(ctx context.Context, w *keyWatch) error {
+	resp, err := m.s.client.Get(ctx, w.key)
+	if err != nil {
+		return err
+	}
+	gone := len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != w.createRev
+	m.mu.Lock()
+	if m.watches[w.id] != w {
+		m.mu.Unlock()
+		return nil // removed meanwhile
+	}
+	if gone {
+		delete(m.watches, w.id)
+	} else {
+		w.rev = resp.Header.Revision + 1
+		w.state = watchUnsent
+		m.queue = append(m.queue, w)
+	}
+	m.mu.Unlock()
+	if gone {
+		w.fire()
+	} else {
+		m.poke()
+	}
+	return nil
+}
+
+// receive reads responses until the stream fails.
+func (m *watchMux) receive(ws pb.Watch_WatchClient) error {
+	for {
+		resp, err := ws.Recv()
+		if err != nil {
+			return err
+		}
+		if fire := m.handle(resp); fire != nil {
+			fire()
+		}
+	}
+}
+
+// handle applies one response and returns the callback to run, if any.
+func (m *watchMux) handle(resp *pb.WatchResponse) func() {
+	m.mu.Lock()
+	defer m.poke() // runs after the Unlock below
+	defer m.mu.Unlock()
+	switch {
+	case resp.Created:
+		// Creation replies come in the order of the requests; a refused
+		// one carries no ID (-1), so the queue says which watch it was.
+		if len(m.pending) == 0 {
+			m.s.log.Error("unexpected watch creation reply", zap.Int64("watch-id", resp.WatchId))
+			m.reset = true
+			return nil
+		}
+		id := m.pending[0]
+		m.pending = m.pending[1:]
+		if !resp.Canceled && resp.WatchId == id {
+			return nil
+		}
+		m.s.log.Debug("watch creation refused", zap.Int64("watch-id", id), zap.Int64("reply-id", resp.WatchId), zap.String("reason", resp.CancelReason))
+		// The cause may be the stream's own credentials (an expired
+		// token): a new stream gets fresh ones.
+		m.reset = true
+		if w := m.watches[id]; w != nil {
+			return m.broken(w)
+		}
+		return nil
+	case resp.Canceled || resp.CompactRevision != 0:
+		// Ended by the server (a compacted start revision), or by a cancel
+		// of ours for a watch that is gone from the map already.
+		if w := m.watches[resp.WatchId]; w != nil {
+			m.s.log.Debug("watch ended by etcd", zap.String("key", w.key), zap.Int64("compact-revision", resp.CompactRevision), zap.String("reason", resp.CancelReason))
+			return m.broken(w)
+		}
+		return nil
+	}
+	for _, ev := range resp.Events {
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		if w := m.watches[resp.WatchId]; w != nil {
+			m.drop(w)
+			return w.fire
+		}
+	}
+	return nil
+}
+
+// broken handles a watch the server ended without reporting a delete: a
+// predecessor watch fires (its waiter re-reads), an own-key watch waits for
+// a re-read. m.mu must be held.
+func (m *watchMux) broken(w *keyWatch) func() {
+	if w.createRev == 0 {
+		delete(m.watches, w.id)
+		return w.fire
+	}
+	w.state = watchReread
+	m.reread = append(m.reread, w)
+	return nil
+}
