@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -54,23 +53,33 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	if !o.watch {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
-		l, err := election.GetLeader(rctx, cli, name, lock.WithPrefix(g.prefix))
+		st, err := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
 		if err != nil {
 			return g.wrapEtcdErr(err)
 		}
-		printLeader(g, name, l)
+		printLeader(g, name, st.Holder)
 		return nil
 	}
-	for l := range election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix)) {
-		printLeader(g, name, l)
-	}
-	return nil
+	// pkg/election's Observe does the same; the CLI stays off that package
+	// so that it does not link Prometheus (see README, Performance).
+	var last fencing.Token = -1
+	return lock.Follow(ctx, cli, name, func(st lock.Status) bool {
+		var token fencing.Token
+		if st.Holder != nil {
+			token = st.Holder.Token
+		}
+		if token != last {
+			last = token
+			printLeader(g, name, st.Holder)
+		}
+		return true
+	}, lock.WithPrefix(g.prefix))
 }
 
-func printLeader(g *globalOptions, name string, l election.Leader) {
+func printLeader(g *globalOptions, name string, h *lock.Contender) {
 	v := leaderView{Name: name}
-	if l.Identity != "" || l.Token != 0 {
-		v.Leader, v.Token, v.Since = l.Identity, l.Token, since(l.Since)
+	if h != nil {
+		v.Leader, v.Token, v.Since = h.Owner, h.Token, since(h.Acquired)
 	}
 	g.printer.Print(v, func(w io.Writer) {
 		if v.Token == 0 {

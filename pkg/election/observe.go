@@ -48,7 +48,7 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 	go func() {
 		defer close(ch)
 		var last *Leader
-		_ = Follow(ctx, client, name, func(st lock.Status) bool {
+		_ = lock.Follow(ctx, client, name, func(st lock.Status) bool {
 			l := leaderOf(st)
 			if last != nil && last.Token == l.Token {
 				return true
@@ -63,50 +63,4 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 		}, opts...)
 	}()
 	return ch
-}
-
-// Follow calls fn with the status of name now and after every change of
-// holder, until ctx ends (returning nil) or fn returns false. It retries etcd
-// errors with backoff, re-reading the state after any broken or compacted
-// watch. opts may set WithPrefix.
-func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(lock.Status) bool, opts ...lock.Option) error {
-	if err := lock.ValidateName(name); err != nil {
-		return err
-	}
-	prefix := lock.NamePrefix(name, opts...)
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		st, err := lock.Inspect(ctx, client, name, opts...)
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		if !fn(st) {
-			return nil
-		}
-		// Only a change of holder matters: wait for the holder's key to
-		// go, or, while the name is free, for the first key to appear.
-		// Waiters joining or leaving wake no one.
-		wctx, cancel := context.WithCancel(ctx)
-		var wch clientv3.WatchChan
-		if st.Holder != nil {
-			wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
-		} else {
-			wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
-		}
-		for wr := range wch {
-			if len(wr.Events) > 0 || wr.Err() != nil {
-				break
-			}
-		}
-		cancel()
-		for range wch { // drained once the watcher sees the cancel
-		}
-	}
-	return nil
 }

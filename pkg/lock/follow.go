@@ -1,0 +1,57 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Follow calls fn with the status of name now and after every change of
+// holder, until ctx ends (returning nil) or fn returns false. It learns of
+// changes by watching etcd, not by polling: the holder's key while the name
+// is held, the name's prefix while it is free, so waiters joining or
+// leaving wake no one. It retries etcd errors with backoff and re-reads the
+// state after any broken or compacted watch. It returns an error only for
+// an invalid name. opts may set WithPrefix.
+func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...Option) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	prefix := NamePrefix(name, opts...)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		st, err := Inspect(ctx, client, name, opts...)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if !fn(st) {
+			return nil
+		}
+		// Only a change of holder matters: wait for the holder's key to
+		// go, or, while the name is free, for the first key to appear.
+		// Waiters joining or leaving wake no one.
+		wctx, cancel := context.WithCancel(ctx)
+		var wch clientv3.WatchChan
+		if st.Holder != nil {
+			wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
+		} else {
+			wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
+		}
+		for wr := range wch {
+			if len(wr.Events) > 0 || wr.Err() != nil {
+				break
+			}
+		}
+		cancel()
+		for range wch { // drained once the watcher sees the cancel
+		}
+	}
+	return nil
+}
