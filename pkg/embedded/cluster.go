@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -55,7 +56,7 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 			return c, nil
 		}
 		c.stopAll()
-		if !isAddrInUse(err) || cfg.clientAddr != "" {
+		if _, port, _ := net.SplitHostPort(cfg.clientAddr); !isAddrInUse(err) || cfg.clientAddr != "" && port != "0" {
 			break
 		}
 	}
@@ -75,12 +76,12 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 	for i := range c.members {
 		m := &Member{cluster: c, name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i))}
 		m.clientURL, m.peerURL = c.cfg.clientAddr, ""
-		if m.clientURL == "" {
-			if m.clientURL, err = freeLoopbackAddr(); err != nil {
+		if host, port, _ := net.SplitHostPort(m.clientURL); m.clientURL == "" || port == "0" {
+			if m.clientURL, err = freeLoopbackAddr(cmp.Or(host, "127.0.0.1")); err != nil {
 				return err
 			}
 		}
-		if m.peerURL, err = freeLoopbackAddr(); err != nil {
+		if m.peerURL, err = freeLoopbackAddr("127.0.0.1"); err != nil {
 			return err
 		}
 		scheme := "http://"
@@ -176,8 +177,9 @@ func mustURL(s string) url.URL {
 	return *u
 }
 
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freeLoopbackAddr returns host:port with a port free at the moment.
+func freeLoopbackAddr(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("embedded: finding a free port: %w", err)
 	}

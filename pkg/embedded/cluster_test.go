@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,11 +26,14 @@ func newClient(t *testing.T, eps []string) *clientv3.Client {
 func TestSingleMemberServesAndRestartKeepsData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx)
+	c, err := Start(ctx, WithClientAddr("127.0.0.1:0")) // port 0: a free one
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if ep := c.Endpoints()[0]; strings.HasSuffix(ep, ":0") || !strings.HasPrefix(ep, "http://127.0.0.1:") {
+		t.Fatalf("endpoint %q, want the chosen port on 127.0.0.1", ep)
+	}
 	cli := newClient(t, c.Endpoints())
 	put, err := cli.Put(ctx, "k", "v")
 	if err != nil {

@@ -88,7 +88,8 @@ func WithUnsafeNoFsync() Option {
 }
 
 // WithClientAddr serves clients on addr (host:port, host must be a loopback
-// IP) instead of a free port. Only valid with a single member.
+// IP) instead of a free port; port 0 picks a free port on that host, which
+// Endpoints reports. Only valid with a single member.
 func WithClientAddr(addr string) Option {
 	return optionFunc(func(c *config) error {
 		host, _, err := net.SplitHostPort(addr)
