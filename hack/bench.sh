@@ -1,20 +1,36 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark, each comparing contenders side by side in
-# one run (benchstat-friendly output for the Go ones). Starts a throwaway PostgreSQL for
-# the SQL fence benchmark unless ETCDLOCK_TEST_POSTGRES_DSN is set.
+# one run (benchstat-friendly output for the Go ones). Starts a throwaway
+# PostgreSQL for the SQL fence benchmark unless ETCDLOCK_TEST_POSTGRES_DSN is
+# set, and an etcdlock-dev server for the memory benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+dir=$(mktemp -d /tmp/etcdlock-bench.XXXXXX)
+pgdir=""
+source hack/dev-server.sh
+cleanup() {
+	stop_dev
+	[[ -n $pgdir ]] && hack/pg.sh stop "$pgdir" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
 if [[ -z ${ETCDLOCK_TEST_POSTGRES_DSN:-} ]]; then
 	pgdir=$(mktemp -d /tmp/etcdlock-pg.XXXXXX)
-	trap 'hack/pg.sh stop "$pgdir" 2>/dev/null' EXIT
 	ETCDLOCK_TEST_POSTGRES_DSN=$(hack/pg.sh start "$pgdir" 2>/dev/null)
 	export ETCDLOCK_TEST_POSTGRES_DSN
 fi
 
 # Per-operation benchmarks, repeated so benchstat can compare them.
 go test -run '^$' -bench "${BENCH:-Uncontended|Handoff|Throughput|WithFence}" -benchmem -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" ./pkg/lock ./fencing/...
-# One-shot measurements: loss lead time (20 trials) and memory per held lock.
-go test -run '^$' -bench 'LossLeadTime|MemoryPerLock' -benchtime 1x ./pkg/lock
+# One-shot measurements: loss lead time (20 trials), then memory per held
+# lock against an etcd in another process, so that only the client's heap
+# is counted.
+go test -run '^$' -bench 'LossLeadTime' -benchtime 1x ./pkg/lock
+go build -o "$dir/" ./cmd/etcdlock-dev
+start_dev "$dir"
+ETCDLOCK_BENCH_ENDPOINTS=$dev_ep go test -run '^$' -bench 'MemoryPerLock' -benchtime 1x ./pkg/lock
+stop_dev
 # The CLI against etcdctl.
 hack/bench-cli.sh

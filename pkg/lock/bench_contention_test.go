@@ -3,7 +3,9 @@ package lock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -71,11 +74,7 @@ func BenchmarkHandoff(b *testing.B) {
 
 func benchHandoff(b *testing.B, impl string, n int) {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Client(b, cluster.Endpoints()...)
 	pfx := fmt.Sprintf("/bench/handoff/%s/%d/%d/", impl, n, time.Now().UnixNano())
 	lockers := make([]locker, n)
 	for i := range lockers {
@@ -162,11 +161,7 @@ func BenchmarkThroughput(b *testing.B) {
 
 func benchThroughput(b *testing.B, impl string, g, k int) {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Client(b, cluster.Endpoints()...)
 	pfx := fmt.Sprintf("/bench/tp/%s/%d/", impl, time.Now().UnixNano())
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
@@ -233,49 +228,57 @@ func benchThroughput(b *testing.B, impl string, g, k int) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acq/s")
 }
 
-// BenchmarkMemoryPerLock: one session holding 10,000 locks, next to the
-// floor of 10,000 raw keys under one lease. The embedded etcd server lives
-// in this process, so heap-B/lock counts its memory for the keys too; the
-// difference between the two is etcdlock's client-side cost per lock.
+// BenchmarkMemoryPerLock: one session holding 10,000 locks, next to one
+// concurrency.Session holding 10,000 concurrency.Mutexes. It reports the
+// client's heap and goroutines per held lock. Set ETCDLOCK_BENCH_ENDPOINTS
+// to an etcd in another process (make bench does): with the embedded etcd
+// of this process, heap-B/lock also counts the server's memory per key and
+// per watch.
 func BenchmarkMemoryPerLock(b *testing.B) {
 	const locks = 10000
-	for _, impl := range []string{"etcdlock", "raw"} {
+	eps := cluster.Endpoints()
+	if env := os.Getenv("ETCDLOCK_BENCH_ENDPOINTS"); env != "" {
+		eps = strings.Split(env, ",")
+	} else {
+		b.Log("etcd runs in this process: heap-B/lock includes the server's share")
+	}
+	for _, impl := range []string{"etcdlock", "mutex"} {
 		b.Run("impl="+impl, func(b *testing.B) {
 			ctx := context.Background()
-			cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cli.Close()
+			cli := etcdtest.Client(b, eps...)
 			for range b.N {
 				pfx := fmt.Sprintf("/bench/mem/%s/%d/", impl, time.Now().UnixNano())
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				g0 := runtime.NumGoroutine()
-				var held []*lock.Lock
-				var s *lock.Session
-				var lease clientv3.LeaseID
+				var held []any
+				var closeSession func()
 				if impl == "etcdlock" {
-					if s, err = lock.NewSession(ctx, cli, lock.WithPrefix(pfx)); err != nil {
-						b.Fatal(err)
-					}
-				} else {
-					g, err := cli.Grant(ctx, 60)
+					s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 					if err != nil {
 						b.Fatal(err)
 					}
-					lease = g.ID
-				}
-				for i := range locks {
-					if s != nil {
+					closeSession = func() { s.Close(ctx) }
+					for i := range locks {
 						l, err := s.Acquire(ctx, fmt.Sprintf("l%d", i))
 						if err != nil {
 							b.Fatal(err)
 						}
 						held = append(held, l)
-					} else if _, err := cli.Put(ctx, fmt.Sprintf("%sl%d/x", pfx, i), "", clientv3.WithLease(lease)); err != nil {
+					}
+				} else {
+					s, err := concurrency.NewSession(cli)
+					if err != nil {
 						b.Fatal(err)
+					}
+					closeSession = func() { s.Close() }
+					for i := range locks {
+						m := concurrency.NewMutex(s, fmt.Sprintf("%sl%d", pfx, i))
+						if err := m.Lock(ctx); err != nil {
+							b.Fatal(err)
+						}
+						held = append(held, m)
 					}
 				}
 				time.Sleep(time.Second) // let the watches settle
@@ -285,11 +288,7 @@ func BenchmarkMemoryPerLock(b *testing.B) {
 				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/locks, "heap-B/lock")
 				b.ReportMetric(float64(g1-g0)/locks, "goroutines/lock")
 				runtime.KeepAlive(held)
-				if s != nil {
-					s.Close(ctx)
-				} else {
-					cli.Revoke(ctx, lease)
-				}
+				closeSession()
 			}
 		})
 	}

@@ -3,11 +3,11 @@ package lock_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -17,11 +17,7 @@ import (
 // the least any etcd lock can do.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cli.Close()
+	cli := etcdtest.Client(b, cluster.Endpoints()...)
 
 	b.Run("impl=etcdlock", func(b *testing.B) {
 		s, err := lock.NewSession(ctx, cli, lock.WithPrefix("/bench/etcdlock/"))
