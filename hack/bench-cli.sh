@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wall time and peak RSS of wrapping `true` in a lock: `etcdlock run` versus
 # `etcdctl lock` (Debian's etcd-client, installed here when missing), both
-# against one `etcdlock dev` server, interleaved run by run so machine noise
+# against one etcdlock-dev server, interleaved run by run so machine noise
 # hits both alike. CLI_RUNS (default 30) rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,16 +12,13 @@ if ! command -v etcdctl >/dev/null; then
 	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-client >&2
 fi
 dir=$(mktemp -d /tmp/etcdlock-bench-cli.XXXXXX)
-dev=""
-cleanup() { [[ -n $dev ]] && kill "$dev" 2>/dev/null && wait "$dev" 2>/dev/null; rm -rf "$dir"; }
+source hack/dev-server.sh
+cleanup() { stop_dev; rm -rf "$dir"; }
 trap cleanup EXIT
-go build -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev
-
-port=$((20000 + RANDOM % 20000))
-"$dir/etcdlock" dev --listen "127.0.0.1:$port" >/dev/null 2>&1 &
-dev=$!
-ep="127.0.0.1:$port"
-for _ in $(seq 100); do "$dir/etcdlock" --endpoints "$ep" status probe >/dev/null 2>&1 && break; sleep 0.1; done
+# Built as `make build` builds them: static, as etcd's releases are.
+CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev
+start_dev "$dir"
+ep=$dev_ep
 
 # measure CMD...: prints "wall_ms rss_kb"
 measure() {

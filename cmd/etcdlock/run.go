@@ -132,10 +132,13 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	if err != nil {
 		return g.wrapEtcdErr(err)
 	}
+	closed := false
 	defer func() {
-		cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		_ = s.Close(cctx)
+		if !closed {
+			cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			_ = s.Close(cctx)
+		}
 	}()
 
 	l, err := acquireWaiting(ctx, g, s, name, o, sigc)
@@ -147,9 +150,13 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	if lostErr != nil {
 		return withCode(exitLost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr))
 	}
+	// Closing the session releases the lock: revoking the lease deletes
+	// the key, and only this lease's key, in one write (a Release first
+	// would be a second).
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	if err := l.Release(rctx); err != nil {
+	closed = true
+	if err := s.Close(rctx); err != nil {
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
 	if code != 0 {
