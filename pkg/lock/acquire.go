@@ -15,7 +15,8 @@ import (
 // Acquire blocks until the session owns name, ctx ends, or the session is
 // lost. Contenders are served in FIFO order of their keys' creation; each
 // waiter watches only its immediate predecessor, so a release wakes exactly
-// one waiter. Ownership is re-checked in one read after every wait.
+// one waiter. Ownership is re-checked in one read after every wait (a
+// serializable one, see waitTurn for why that is safe).
 //
 // An uncontended Acquire costs one round trip. If a previous Acquire of
 // name on this session wrote its key but its reply was lost, Acquire adopts
@@ -37,23 +38,36 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 		return nil, err
 	}
 	pfx := namePrefix(s.cfg.prefix, name)
+	// The Get before the Put returns the newest key already under the
+	// name — the new key's predecessor — so a waiter can start watching it
+	// without another read.
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-		Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease)),
-			clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+		Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
+			clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
 		Else(clientv3.OpGet(l.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 		Commit()
 	if err != nil {
 		return nil, s.abandon(l, err)
 	}
-	token := resp.Header.Revision
-	if !resp.Succeeded {
+	var (
+		token  = resp.Header.Revision
+		pred   string // the key to wait for, if known
+		queued bool
+	)
+	if resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			pred, queued = string(kvs[0].Key), true
+		}
+	} else {
+		// A key from an earlier attempt whose reply was lost: adopt it.
 		token = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+		owner := resp.Responses[1].GetResponseRange().Kvs
+		queued = len(owner) == 0 || owner[0].CreateRevision != token
 	}
 	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
-	owner := resp.Responses[1].GetResponseRange().Kvs
-	if len(owner) == 0 || owner[0].CreateRevision != token {
-		if err := s.waitTurn(ctx, l, pfx); err != nil {
+	if queued {
+		if err := s.waitTurn(ctx, l, pfx, pred, resp.Header.Revision+1); err != nil {
 			return nil, s.abandon(l, err)
 		}
 	}
@@ -110,41 +124,91 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return l, nil
 }
 
-// waitTurn waits until no key under pfx is older than l's key, checking in
-// the same read that l's key still exists.
-func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx string) error {
+// waitTurn waits until no key under pfx is older than l's key. pred, if
+// set, is the newest older key as of revision rev-1; otherwise the wait
+// starts with a read.
+//
+// Each predecessor is watched from the revision etcd creates the watch at
+// (see watchMux.watchFromNow), then read again at that revision or later:
+// if it is still there, the watch will see it go. Every read checks, in one
+// request, that l's key still exists and which older key is the newest.
+//
+// The reads after the first are serializable: served by one member without
+// a round through raft, which would wait behind other writes' fsyncs. That
+// is safe. Keys older than l's can only disappear, so a state without any,
+// at whatever revision, stays without any; a state that still has l's key
+// shows that l's key outlived its predecessors, which is the lock's claim,
+// and a deletion after that is a loss the key watch reports, as after a
+// linearizable read. A member that has not reached the revision the read
+// needs (the watch's, or l's key's) could show a stale state, so such a
+// reply is discarded and the read repeated linearizably.
+func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev int64) error {
+	var (
+		w            *keyWatch
+		watching     string        // the key w watches
+		gone         chan struct{} // closed when w fires
+		serializable = pred != ""  // the first read after the acquiring write may be
+	)
+	defer func() { s.watch.remove(w) }()
 	for {
-		resp, err := s.client.Txn(ctx).Then(
-			clientv3.OpGet(l.key),
-			clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
-		).Commit()
-		if err != nil {
-			return err
+		if pred == "" {
+			var opts []clientv3.OpOption
+			if serializable {
+				opts = []clientv3.OpOption{clientv3.WithSerializable()}
+			}
+			resp, err := s.client.Txn(ctx).Then(
+				clientv3.OpGet(l.key, opts...),
+				clientv3.OpGet(pfx, append(opts, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...)...),
+			).Commit()
+			if err != nil {
+				return err
+			}
+			if serializable && resp.Header.Revision < rev {
+				serializable = false // this member lags behind what we need
+				continue
+			}
+			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+				return ErrKeyDeleted
+			}
+			preds := resp.Responses[1].GetResponseRange().Kvs
+			if len(preds) == 0 {
+				return nil
+			}
+			pred = string(preds[0].Key)
 		}
-		if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
-			return ErrKeyDeleted
+		if pred != watching {
+			// A new predecessor: watch it, then read again.
+			s.watch.remove(w)
+			s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
+			g, created := make(chan struct{}), make(chan int64, 1)
+			w = s.watch.watchFromNow(pred, func() { close(g) }, func(rev int64) {
+				select {
+				case created <- rev:
+				default:
+				}
+			})
+			watching, gone = pred, g
+			select {
+			case rev = <-created:
+			case <-gone:
+				watching = "" // gone already, or the watch broke
+			case <-l.ctx.Done():
+				return context.Cause(l.ctx)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			pred, serializable = "", true
+			continue
 		}
-		preds := resp.Responses[1].GetResponseRange().Kvs
-		if len(preds) == 0 {
-			return nil
-		}
-		pred := string(preds[0].Key)
-		s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
-		deleted := make(chan struct{})
-		w := s.watch.add(pred, resp.Header.Revision+1, 0, func() { close(deleted) })
 		select {
-		case <-deleted:
+		case <-gone:
 			// Deleted, or the watch broke: either way re-read.
 		case <-l.ctx.Done():
-		case <-ctx.Done():
-		}
-		s.watch.remove(w)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if l.ctx.Err() != nil {
 			return context.Cause(l.ctx)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		watching, pred, serializable = "", "", true
 	}
 }
 
@@ -182,16 +246,13 @@ func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 	}
 }
 
-// unclaim drops l's claim on its name, if l still has it, and stops
-// watching its key.
+// unclaim drops l's claim on its name, if l still has it.
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
 	if s.claims[l.name] == l {
 		delete(s.claims, l.name)
 	}
-	w := l.watch
 	s.mu.Unlock()
-	s.watch.remove(w)
 	l.unclaimOnce.Do(func() { close(l.unclaimed) })
 }
 
@@ -203,7 +264,12 @@ func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	if s.err != nil {
 		return // l was finished by the session's end; nothing to watch
 	}
-	l.watch = s.watch.add(l.key, rev, int64(token), func() { l.lose(ErrKeyDeleted, nil) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != stateAcquiring {
+		return
+	}
+	l.watch = s.watch.watchOwn(l.key, rev, int64(token), func() { l.lose(ErrKeyDeleted, nil) })
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.

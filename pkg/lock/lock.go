@@ -51,6 +51,13 @@ func (s State) String() string {
 // deadline — before etcd could expire the lease and grant the name to
 // someone else — provided the process is running. Pass Token with every
 // write to a fenced resource: that is what rejects a stale holder's writes.
+//
+// A deletion of the lock's key by someone else (Break, an operator's
+// etcdctl del) also loses the lock. The holder learns of it through a watch
+// on its key, which starts at the acquisition's revision but is created
+// only 100 ms after the acquisition (a lock released sooner costs etcd no
+// watch at all), so that notice can come up to 100 ms plus one watch
+// event's delivery after the deletion.
 type Lock struct {
 	s     *Session
 	name  string
@@ -60,7 +67,6 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{}
-	watch  *keyWatch // on the key, from the first write until the claim ends
 
 	unclaimed   chan struct{} // closed when the session drops the claim
 	unclaimOnce sync.Once
@@ -68,6 +74,7 @@ type Lock struct {
 	mu    sync.Mutex
 	state State
 	err   error
+	watch *keyWatch // on the key, from its first write until a final state
 }
 
 // Name returns the lock name.
@@ -138,7 +145,12 @@ func (l *Lock) finish(state State, err error) bool {
 	if state == StateLost {
 		close(l.lost)
 	}
+	w := l.watch
+	l.watch = nil
 	l.mu.Unlock()
+	// Stop watching the key before a Release deletes it, so etcd does not
+	// send the holder its own delete.
+	l.s.watch.remove(w)
 	l.cancel(err)
 	return true
 }

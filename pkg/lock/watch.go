@@ -24,17 +24,31 @@ type keyWatch struct {
 	// fires only if the key is gone or replaced; a predecessor watch fires
 	// at once, because its waiter re-reads anyway.
 	createRev int64
-	fire      func() // called at most once, never under watchMux.mu; must not block
-	state     watchState
+	due       time.Time // when a watchDelayed watch is to be created
+	fire      func()    // called at most once, never under watchMux.mu; must not block
+	// created, if set, is called with the revision etcd reported when it
+	// created the watch (a watch from "now" sees deletions after it).
+	created func(rev int64)
+	state   watchState
 }
 
 type watchState int
 
 const (
-	watchUnsent watchState = iota // queued for a create request on the current stream
-	watchSent                     // the server has it, or will
-	watchReread                   // the server ended it; its key must be re-read
+	watchUnsent  watchState = iota // queued for a create request on the current stream
+	watchSent                      // the server has it, or will
+	watchReread                    // the server ended it; its key must be re-read
+	watchDelayed                   // an own-key watch not yet due (see ownWatchDelay)
 )
+
+// ownWatchDelay is how long a held lock's key goes unwatched after the
+// acquisition. Most locks are held briefly, and a lock released within the
+// delay never costs etcd a watch to create and cancel. Nothing is missed:
+// the watch starts at the acquisition's revision, so a deletion during the
+// delay is reported as soon as the watch is created; only its notice comes
+// up to this much later. The lease deadline, not this watch, is what stops
+// a holder before etcd can expire its lease.
+const ownWatchDelay = 100 * time.Millisecond
 
 // watchMux multiplexes every key watch of one session — each held lock's
 // own key, each waiter's predecessor — over a single etcd watch stream, so
@@ -57,6 +71,7 @@ type watchMux struct {
 	nextID  int64
 	watches map[int64]*keyWatch
 	queue   []*keyWatch // watchUnsent watches (entries removed meanwhile are skipped)
+	delayed []*keyWatch // watchDelayed watches, in the order they become due
 	pending []int64     // creates sent on the current stream, awaiting their reply, in order
 	cancels []int64     // cancel requests to send on the current stream
 	reread  []*keyWatch // watchReread watches
@@ -67,14 +82,39 @@ func newWatchMux(s *Session) *watchMux {
 	return &watchMux{s: s, kick: make(chan struct{}, 1), watches: make(map[int64]*keyWatch)}
 }
 
-// add watches key for deletions from revision rev on and calls fire once
-// when it sees one (see keyWatch.createRev for what a broken watch does).
-func (m *watchMux) add(key string, rev, createRev int64, fire func()) *keyWatch {
+// watchOwn watches the holder's own key, created at createRev, for
+// deletions from revision rev on, and calls fire once when it sees one.
+// The watch is created ownWatchDelay later; it survives broken streams and
+// compactions (see keyWatch.createRev).
+func (m *watchMux) watchOwn(key string, rev, createRev int64, fire func()) *keyWatch {
+	return m.add(&keyWatch{key: key, rev: rev, createRev: createRev, fire: fire,
+		state: watchDelayed, due: time.Now().Add(ownWatchDelay)})
+}
+
+// watchFromNow watches a waiter's predecessor for deletions after the
+// revision at which etcd creates the watch, which it passes to created.
+// fire is called once, on a deletion or when the watch breaks.
+//
+// A watch from a past revision would be exact without a second read, but
+// etcd serves a watch whose start revision is already behind the store
+// from its "unsynced" group, caught up only every 100 ms
+// (watchResyncPeriod in etcd's mvcc), which under load delayed most
+// handoffs. The waiter instead reads the key again at a revision no older
+// than the one passed to created.
+func (m *watchMux) watchFromNow(key string, fire func(), created func(rev int64)) *keyWatch {
+	return m.add(&keyWatch{key: key, fire: fire, created: created})
+}
+
+func (m *watchMux) add(w *keyWatch) *keyWatch {
 	m.mu.Lock()
 	m.nextID++
-	w := &keyWatch{id: m.nextID, key: key, rev: rev, createRev: createRev, fire: fire}
+	w.id = m.nextID
 	m.watches[w.id] = w // the ID changes with every create request
-	m.queue = append(m.queue, w)
+	if w.state == watchDelayed {
+		m.delayed = append(m.delayed, w)
+	} else {
+		m.queue = append(m.queue, w)
+	}
 	m.mu.Unlock()
 	m.poke()
 	return w
@@ -155,13 +195,23 @@ func (m *watchMux) stream(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.queue, m.pending, m.cancels, m.reset = m.queue[:0], nil, nil, false
+	var fire []func()
 	for _, w := range m.watches {
-		if w.state != watchReread {
+		switch {
+		case w.state == watchSent && w.createRev == 0:
+			// Re-created from "now", it would miss what happened while
+			// no stream was open: its waiter re-reads instead.
+			delete(m.watches, w.id)
+			fire = append(fire, w.fire)
+		case w.state != watchReread && w.state != watchDelayed:
 			w.state = watchUnsent // a new stream has none of them
 			m.queue = append(m.queue, w)
 		}
 	}
 	m.mu.Unlock()
+	for _, f := range fire {
+		f()
+	}
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- m.receive(ws) }()
@@ -172,19 +222,25 @@ func (m *watchMux) stream(ctx context.Context) error {
 			<-recvErr
 		}
 	}()
-	var again <-chan time.Time // a failed re-read is retried
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
-		retry, err := m.flush(sctx, ws)
+		retry, next, err := m.flush(sctx, ws)
 		if err != nil {
 			return err
 		}
-		again = nil
+		// Wake up for a failed re-read's retry or the next delayed watch.
+		wait := time.Hour
 		if retry {
-			again = time.After(50 * time.Millisecond)
+			wait = 50 * time.Millisecond
 		}
+		if !next.IsZero() {
+			wait = min(wait, time.Until(next))
+		}
+		timer.Reset(wait)
 		select {
 		case <-m.kick:
-		case <-again:
+		case <-timer.C:
 		case err := <-recvErr:
 			received = true
 			return err
@@ -194,14 +250,29 @@ func (m *watchMux) stream(ctx context.Context) error {
 	}
 }
 
-// flush sends what is queued — cancels, then creates — and then re-reads
-// the keys of own-key watches the server ended. retry reports a re-read
-// that failed and must be tried again.
-func (m *watchMux) flush(ctx context.Context, ws pb.Watch_WatchClient) (retry bool, err error) {
+// flush sends what is queued — cancels, then creates, including delayed
+// watches now due — and then re-reads the keys of own-key watches the
+// server ended. retry reports a re-read that failed and must be tried
+// again; next is when the next delayed watch is due (zero if none).
+func (m *watchMux) flush(ctx context.Context, ws pb.Watch_WatchClient) (retry bool, next time.Time, err error) {
 	m.mu.Lock()
 	if m.reset {
 		m.mu.Unlock()
-		return false, errors.New("a watch creation was refused")
+		return false, next, errors.New("a watch creation was refused")
+	}
+	now := time.Now()
+	for len(m.delayed) > 0 {
+		w := m.delayed[0]
+		if m.watches[w.id] == w && w.state == watchDelayed {
+			if w.due.After(now) {
+				next = w.due
+				break
+			}
+			w.state = watchUnsent
+			m.queue = append(m.queue, w)
+		}
+		m.delayed[0] = nil
+		m.delayed = m.delayed[1:]
 	}
 	reqs := make([]*pb.WatchRequest, 0, len(m.cancels)+len(m.queue))
 	for _, id := range m.cancels {
@@ -236,7 +307,7 @@ func (m *watchMux) flush(ctx context.Context, ws pb.Watch_WatchClient) (retry bo
 
 	for _, r := range reqs {
 		if err := ws.Send(r); err != nil {
-			return false, err
+			return false, next, err
 		}
 	}
 	for i, w := range reread {
@@ -245,10 +316,10 @@ func (m *watchMux) flush(ctx context.Context, ws pb.Watch_WatchClient) (retry bo
 			m.mu.Lock()
 			m.reread = append(m.reread, reread[i:]...)
 			m.mu.Unlock()
-			return true, nil
+			return true, next, nil
 		}
 	}
-	return false, nil
+	return false, next, nil
 }
 
 // recheck re-reads an own-key watch's key after the server ended its watch:
@@ -311,6 +382,10 @@ func (m *watchMux) handle(resp *pb.WatchResponse) func() {
 		id := m.pending[0]
 		m.pending = m.pending[1:]
 		if !resp.Canceled && resp.WatchId == id {
+			if w := m.watches[id]; w != nil && w.created != nil {
+				rev := resp.Header.Revision
+				return func() { w.created(rev) }
+			}
 			return nil
 		}
 		m.s.log.Debug("watch creation refused", zap.Int64("watch-id", id), zap.Int64("reply-id", resp.WatchId), zap.String("reason", resp.CancelReason))
