@@ -32,5 +32,11 @@ go build -o "$dir/" ./cmd/etcdlock-dev
 start_dev "$dir"
 ETCDLOCK_BENCH_ENDPOINTS=$dev_ep go test -run '^$' -bench 'MemoryPerLock' -benchtime 1x ./pkg/lock
 stop_dev
+# Election failover, next to client-go's documented defaults (not run here:
+# client-go needs a Kubernetes API server).
+go test -run '^$' -bench 'Failover' -benchtime "${FAILOVERS:-5}x" ./pkg/election
+echo "reference: client-go leaderelection defaults (LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s):" \
+	"graceful release -> next leader up to 2000 ms (followers poll every RetryPeriod)," \
+	"crash -> next leader up to 17000 ms (LeaseDuration + RetryPeriod)"
 # The CLI against etcdctl.
 hack/bench-cli.sh

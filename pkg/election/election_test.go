@@ -1,6 +1,7 @@
 package election_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
 }
 
-func prefix(t *testing.T) string { return "/el/" + strings.ReplaceAll(t.Name(), "/", "_") + "/" }
+func prefix(t testing.TB) string { return "/el/" + strings.ReplaceAll(t.Name(), "/", "_") + "/" }
 
 // candidate runs an Elector until the test ends.
 type candidate struct {
@@ -42,16 +43,20 @@ type candidate struct {
 	done   chan struct{}
 }
 
-func start(t *testing.T, cfg election.Config) *candidate {
+// start runs a candidate for the election "ctl" under cfg.Prefix (default:
+// the test's prefix).
+func start(t testing.TB, cfg election.Config) *candidate {
 	t.Helper()
 	if cfg.Client == nil {
 		cfg.Client = etcdtest.Client(t, cluster.Endpoints()...)
 	}
-	cfg.Name, cfg.Prefix = "ctl", prefix(t)
+	cfg.Name, cfg.Prefix = "ctl", cmp.Or(cfg.Prefix, prefix(t))
 	if cfg.TTL == 0 {
 		cfg.TTL = 2 * time.Second
 	}
-	cfg.Logger = zaptest.NewLogger(t).Named(cfg.Identity)
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t).Named(cfg.Identity)
+	}
 	e, err := election.New(cfg)
 	if err != nil {
 		t.Fatal(err)
