@@ -110,13 +110,19 @@ func (m *watchMux) add(w *keyWatch) *keyWatch {
 	m.nextID++
 	w.id = m.nextID
 	m.watches[w.id] = w // the ID changes with every create request
+	wake := true
 	if w.state == watchDelayed {
 		m.delayed = append(m.delayed, w)
+		// Due times only grow, so the run loop's timer, set for the
+		// first delayed watch, comes no later than this one's.
+		wake = len(m.delayed) == 1
 	} else {
 		m.queue = append(m.queue, w)
 	}
 	m.mu.Unlock()
-	m.poke()
+	if wake {
+		m.poke()
+	}
 	return w
 }
 
@@ -127,12 +133,13 @@ func (m *watchMux) remove(w *keyWatch) {
 	}
 	m.mu.Lock()
 	_, ok := m.watches[w.id]
+	cancel := ok && w.state == watchSent
 	if ok {
 		m.drop(w)
 	}
 	m.mu.Unlock()
-	if ok {
-		m.poke()
+	if cancel {
+		m.poke() // a cancel request to send
 	}
 }
 
