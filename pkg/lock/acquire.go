@@ -147,7 +147,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev i
 		w            *keyWatch
 		watching     string        // the key w watches
 		gone         chan struct{} // closed when w fires
-		serializable = pred != ""  // the first read after the acquiring write may be
+		serializable = pred != ""  // true once rev says how new a reply must be
 	)
 	defer func() { s.watch.remove(w) }()
 	for {

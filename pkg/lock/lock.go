@@ -56,8 +56,8 @@ func (s State) String() string {
 // etcdctl del) also loses the lock. The holder learns of it through a watch
 // on its key, which starts at the acquisition's revision but is created
 // only 100 ms after the acquisition (a lock released sooner costs etcd no
-// watch at all), so that notice can come up to 100 ms plus one watch
-// event's delivery after the deletion.
+// watch at all); etcd catches such a watch up within another 100 ms, so
+// the notice can come about 200 ms after the deletion.
 type Lock struct {
 	s     *Session
 	name  string

@@ -45,9 +45,10 @@ const (
 // acquisition. Most locks are held briefly, and a lock released within the
 // delay never costs etcd a watch to create and cancel. Nothing is missed:
 // the watch starts at the acquisition's revision, so a deletion during the
-// delay is reported as soon as the watch is created; only its notice comes
-// up to this much later. The lease deadline, not this watch, is what stops
-// a holder before etcd can expire its lease.
+// delay is reported once the watch is created and etcd has caught it up
+// (its start revision is then in the past: up to another 100 ms, see
+// watchFromNow). The lease deadline, not this watch, is what stops a
+// holder before etcd can expire its lease.
 const ownWatchDelay = 100 * time.Millisecond
 
 // watchMux multiplexes every key watch of one session — each held lock's
@@ -373,10 +374,16 @@ func (m *watchMux) receive(ws pb.Watch_WatchClient) error {
 }
 
 // handle applies one response and returns the callback to run, if any.
+// It wakes the run loop only when the response left it something to do.
 func (m *watchMux) handle(resp *pb.WatchResponse) func() {
 	m.mu.Lock()
-	defer m.poke() // runs after the Unlock below
-	defer m.mu.Unlock()
+	defer func() {
+		wake := len(m.cancels) > 0 || len(m.reread) > 0 || m.reset
+		m.mu.Unlock()
+		if wake {
+			m.poke()
+		}
+	}()
 	switch {
 	case resp.Created:
 		// Creation replies come in the order of the requests; a refused
