@@ -15,8 +15,7 @@ import (
 // Acquire blocks until the session owns name, ctx ends, or the session is
 // lost. Contenders are served in FIFO order of their keys' creation; each
 // waiter watches only its immediate predecessor, so a release wakes exactly
-// one waiter. Ownership is re-checked in one read after every wait (a
-// serializable one, see waitTurn for why that is safe).
+// one waiter. Ownership is re-checked in one read after every wait.
 //
 // An uncontended Acquire costs one round trip. If a previous Acquire of
 // name on this session wrote its key but its reply was lost, Acquire adopts
@@ -67,7 +66,7 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 	}
 	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
 	if queued {
-		if err := s.waitTurn(ctx, l, pfx, pred, resp.Header.Revision+1); err != nil {
+		if err := s.waitTurn(ctx, l, pfx, pred); err != nil {
 			return nil, s.abandon(l, err)
 		}
 	}
@@ -125,47 +124,34 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 }
 
 // waitTurn waits until no key under pfx is older than l's key. pred, if
-// set, is the newest older key as of revision rev-1; otherwise the wait
-// starts with a read.
+// set, is the newest older key as of the acquiring write; otherwise the
+// wait starts with a read.
 //
 // Each predecessor is watched from the revision etcd creates the watch at
-// (see watchMux.watchFromNow), then read again at that revision or later:
-// if it is still there, the watch will see it go. Every read checks, in one
-// request, that l's key still exists and which older key is the newest.
+// (see watchMux.watchFromNow), then read again: if it is still there, the
+// watch will see it go. Every read checks, in one linearizable request,
+// that l's key still exists and which older key is the newest.
 //
-// The reads after the first are serializable: served by one member without
-// a round through raft, which would wait behind other writes' fsyncs. That
-// is safe. Keys older than l's can only disappear, so a state without any,
-// at whatever revision, stays without any; a state that still has l's key
-// shows that l's key outlived its predecessors, which is the lock's claim,
-// and a deletion after that is a loss the key watch reports, as after a
-// linearizable read. A member that has not reached the revision the read
-// needs (the watch's, or l's key's) could show a stale state, so such a
-// reply is discarded and the read repeated linearizably.
-func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev int64) error {
+// The reads are linearizable, not serializable, although a serializable
+// read would be safe here (older keys only ever disappear) and faster
+// under write load: etcd can panic serving a serializable read on a member
+// that is stopping (etcd-io/etcd#17223), which this project's fault suite
+// hit with embedded members.
+func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error {
 	var (
-		w            *keyWatch
-		watching     string        // the key w watches
-		gone         chan struct{} // closed when w fires
-		serializable = pred != ""  // true once rev says how new a reply must be
+		w        *keyWatch
+		watching string        // the key w watches
+		gone     chan struct{} // closed when w fires
 	)
 	defer func() { s.watch.remove(w) }()
 	for {
 		if pred == "" {
-			var opts []clientv3.OpOption
-			if serializable {
-				opts = []clientv3.OpOption{clientv3.WithSerializable()}
-			}
 			resp, err := s.client.Txn(ctx).Then(
-				clientv3.OpGet(l.key, opts...),
-				clientv3.OpGet(pfx, append(opts, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...)...),
+				clientv3.OpGet(l.key),
+				clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
 			).Commit()
 			if err != nil {
 				return err
-			}
-			if serializable && resp.Header.Revision < rev {
-				serializable = false // this member lags behind what we need
-				continue
 			}
 			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
 				return ErrKeyDeleted
@@ -189,7 +175,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev i
 			})
 			watching, gone = pred, g
 			select {
-			case rev = <-created:
+			case <-created:
 			case <-gone:
 				watching = "" // gone already, or the watch broke
 			case <-l.ctx.Done():
@@ -197,7 +183,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev i
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			pred, serializable = "", true
+			pred = ""
 			continue
 		}
 		select {
@@ -208,7 +194,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string, rev i
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		watching, pred, serializable = "", "", true
+		watching, pred = "", ""
 	}
 }
 
