@@ -36,7 +36,7 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if cfg.clientAddr != "" && cfg.members != 1 {
+	if (cfg.clientAddr != "" || cfg.clientHost != "") && cfg.members != 1 {
 		return nil, fmt.Errorf("embedded: WithClientAddr needs exactly one member, have %d", cfg.members)
 	}
 	c := &Cluster{cfg: cfg}
@@ -56,7 +56,7 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 			return c, nil
 		}
 		c.stopAll()
-		if _, port, _ := net.SplitHostPort(cfg.clientAddr); !isAddrInUse(err) || cfg.clientAddr != "" && port != "0" {
+		if !isAddrInUse(err) || cfg.clientAddr != "" {
 			break
 		}
 	}
@@ -76,8 +76,8 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 	for i := range c.members {
 		m := &Member{cluster: c, name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i))}
 		m.clientURL, m.peerURL = c.cfg.clientAddr, ""
-		if host, port, _ := net.SplitHostPort(m.clientURL); m.clientURL == "" || port == "0" {
-			if m.clientURL, err = freeLoopbackAddr(cmp.Or(host, "127.0.0.1")); err != nil {
+		if m.clientURL == "" {
+			if m.clientURL, err = freeLoopbackAddr(cmp.Or(c.cfg.clientHost, "127.0.0.1")); err != nil {
 				return err
 			}
 		}

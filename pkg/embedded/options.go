@@ -24,7 +24,8 @@ type config struct {
 	tick       time.Duration
 	election   time.Duration
 	noFsync    bool
-	clientAddr string
+	clientAddr string // fixed client address, or "" for a free port
+	clientHost string // loopback IP of a free client port, "" for 127.0.0.1
 	clientTLS  *transport.TLSInfo
 	tweak      []func(*embed.Config)
 }
@@ -92,14 +93,18 @@ func WithUnsafeNoFsync() Option {
 // Endpoints reports. Only valid with a single member.
 func WithClientAddr(addr string) Option {
 	return optionFunc(func(c *config) error {
-		host, _, err := net.SplitHostPort(addr)
+		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
 			return fmt.Errorf("embedded: client address %q: %w", addr, err)
 		}
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 			return fmt.Errorf("embedded: client address %q: host must be a loopback IP", addr)
 		}
-		c.clientAddr = addr
+		if port == "0" {
+			c.clientAddr, c.clientHost = "", host
+		} else {
+			c.clientAddr, c.clientHost = addr, ""
+		}
 		return nil
 	})
 }
