@@ -166,10 +166,10 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 			// A new predecessor: watch it, then read again.
 			s.watch.remove(w)
 			s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
-			g, created := make(chan struct{}), make(chan int64, 1)
-			w = s.watch.watchFromNow(pred, func() { close(g) }, func(rev int64) {
+			g, created := make(chan struct{}), make(chan struct{}, 1)
+			w = s.watch.watchFromNow(pred, func() { close(g) }, func() {
 				select {
-				case created <- rev:
+				case created <- struct{}{}:
 				default:
 				}
 			})

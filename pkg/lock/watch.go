@@ -26,9 +26,9 @@ type keyWatch struct {
 	createRev int64
 	due       time.Time // when a watchDelayed watch is to be created
 	fire      func()    // called at most once, never under watchMux.mu; must not block
-	// created, if set, is called with the revision etcd reported when it
-	// created the watch (a watch from "now" sees deletions after it).
-	created func(rev int64)
+	// created, if set, is called when etcd has created the watch; a
+	// watch from "now" sees the deletions after that moment.
+	created func()
 	state   watchState
 }
 
@@ -92,17 +92,17 @@ func (m *watchMux) watchOwn(key string, rev, createRev int64, fire func()) *keyW
 		state: watchDelayed, due: time.Now().Add(ownWatchDelay)})
 }
 
-// watchFromNow watches a waiter's predecessor for deletions after the
-// revision at which etcd creates the watch, which it passes to created.
-// fire is called once, on a deletion or when the watch breaks.
+// watchFromNow watches a waiter's predecessor for deletions after etcd
+// creates the watch, and then calls created. fire is called once, on a
+// deletion or when the watch breaks.
 //
 // A watch from a past revision would be exact without a second read, but
 // etcd serves a watch whose start revision is already behind the store
 // from its "unsynced" group, caught up only every 100 ms
 // (watchResyncPeriod in etcd's mvcc), which under load delayed most
-// handoffs. The waiter instead reads the key again at a revision no older
-// than the one passed to created.
-func (m *watchMux) watchFromNow(key string, fire func(), created func(rev int64)) *keyWatch {
+// handoffs. The waiter instead reads the key again, linearizably, once
+// created was called.
+func (m *watchMux) watchFromNow(key string, fire func(), created func()) *keyWatch {
 	return m.add(&keyWatch{key: key, fire: fire, created: created})
 }
 
@@ -396,9 +396,8 @@ func (m *watchMux) handle(resp *pb.WatchResponse) func() {
 		id := m.pending[0]
 		m.pending = m.pending[1:]
 		if !resp.Canceled && resp.WatchId == id {
-			if w := m.watches[id]; w != nil && w.created != nil {
-				rev := resp.Header.Revision
-				return func() { w.created(rev) }
+			if w := m.watches[id]; w != nil {
+				return w.created // nil unless a watch from "now"
 			}
 			return nil
 		}
