@@ -28,7 +28,8 @@ go test -run '^$' -bench "${BENCH:-Uncontended|Handoff|Throughput|WithFence}" -b
 # lock against an etcd in another process, so that only the client's heap
 # is counted.
 go test -run '^$' -bench 'LossLeadTime' -benchtime 1x ./pkg/lock
-go build -o "$dir/" ./cmd/etcdlock-dev
+# Built as bench-cli.sh builds it, so that the second build is a cache hit.
+CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock-dev
 start_dev "$dir"
 ETCDLOCK_BENCH_ENDPOINTS=$dev_ep go test -run '^$' -bench 'MemoryPerLock' -benchtime 1x ./pkg/lock
 stop_dev
