@@ -160,6 +160,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{"no dash", nil, []string{"run", "a", "true"}, 64, "--"},
 		{"bad ttl", nil, []string{"run", "--ttl", "0s", "a", "--", "true"}, 64, "--ttl"},
 		{"bad ttl env", []string{"ETCDLOCK_TTL=soon"}, []string{"run", "a", "--", "true"}, 64, "ETCDLOCK_TTL"},
+		{"huge ttl", nil, []string{"run", "--ttl", "2562047h", "a", "--", "true"}, 64, "maximum"},
+		{"huge acquire ttl", nil, []string{"acquire", "a", "--owner", "o", "--ttl", "2562047h"}, 64, "maximum"},
 		{"bad name", nil, []string{"status", "a/b"}, 64, "invalid name"},
 		{"bad token", nil, []string{"renew", "a", "--owner", "o", "--token", "-1"}, 64, "invalid token"},
 		{"missing owner", nil, []string{"acquire", "a"}, 64, "--owner"},

@@ -44,8 +44,8 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	if err := scriptArgs(name, o.owner); err != nil {
 		return err
 	}
-	if o.ttl < time.Second {
-		return usageErr("--ttl %v: must be at least 1s", o.ttl)
+	if err := lock.ValidateTTL(o.ttl); err != nil {
+		return usageErr("--ttl: %w", err)
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		gr, err := d.Acquire(ctx, name, o.owner, o.ttl)

@@ -93,8 +93,8 @@ func commandArgs(cmd *cobra.Command, args []string) error {
 }
 
 func (o *runOptions) validate() (syscall.Signal, error) {
-	if o.ttl < time.Second {
-		return 0, usageErr("--ttl %v: must be at least 1s", o.ttl)
+	if err := lock.ValidateTTL(o.ttl); err != nil {
+		return 0, usageErr("--ttl: %w", err)
 	}
 	if o.timeout < 0 || o.killGrace < 0 {
 		return 0, usageErr("--timeout and --kill-grace must not be negative")

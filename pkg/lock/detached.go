@@ -61,11 +61,11 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if owner == "" {
 		return Grant{}, invalid("empty owner")
 	}
-	if ttl < time.Second {
-		return Grant{}, invalid("TTL %v is below one second", ttl)
+	if err := ValidateTTL(ttl); err != nil {
+		return Grant{}, err
 	}
 	send := d.cfg.clock.Now()
-	lease, err := d.client.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+	lease, err := d.client.Grant(ctx, ttlSeconds(ttl))
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}

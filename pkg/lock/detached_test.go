@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -114,6 +115,23 @@ func TestDetachedRejectsBadInput(t *testing.T) {
 	}
 	if _, err := d.Acquire(ctx, "a", "o", 0); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("zero ttl: %v", err)
+	}
+	if _, err := d.Acquire(ctx, "a", "o", math.MaxInt64); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("ttl near the largest Duration: %v", err)
+	}
+	if _, err := d.Acquire(ctx, "a", "o", lock.MaxTTL+time.Second); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("ttl above MaxTTL: %v", err)
+	}
+	// MaxTTL itself is etcd's maximum, granted as asked.
+	g, err := d.Acquire(ctx, "max", "o", lock.MaxTTL)
+	if err != nil {
+		t.Fatalf("MaxTTL: %v", err)
+	}
+	if g.TTL != lock.MaxTTL {
+		t.Errorf("granted TTL %v, want %v", g.TTL, lock.MaxTTL)
+	}
+	if err := d.Release(ctx, "max", "o", g.Token); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := d.Renew(ctx, "a", "o", 0); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("zero token: %v", err)

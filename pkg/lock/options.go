@@ -17,6 +17,33 @@ const DefaultPrefix = "/etcdlock/"
 // DefaultTTL is the lease TTL requested by default.
 const DefaultTTL = 10 * time.Second
 
+// MaxTTL is the longest lease TTL etcd grants (its lease.MaxLeaseTTL,
+// 9,000,000,000 s); a longer request fails there with "too large TTL".
+const MaxTTL = 9_000_000_000 * time.Second
+
+// ValidateTTL reports whether ttl can be requested from etcd: at least one
+// second and at most MaxTTL. etcd may still raise it to its minimum.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl < time.Second {
+		return invalid("TTL %v is below one second", ttl)
+	}
+	if ttl > MaxTTL {
+		return invalid("TTL %v is above etcd's maximum %v", ttl, MaxTTL)
+	}
+	return nil
+}
+
+// ttlSeconds is ttl rounded up to whole seconds, as etcd grants them. It
+// does not overflow: ValidateTTL bounds ttl far below the largest Duration,
+// and the rounding never adds to ttl itself.
+func ttlSeconds(ttl time.Duration) int64 {
+	s := int64(ttl / time.Second)
+	if ttl%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
 // Clock is the time source. clock.RealClock is the default; tests inject
 // k8s.io/utils/clock/testing.FakeClock.
 type Clock = clock.Clock
@@ -64,13 +91,15 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 }
 
-// WithTTL sets the lease TTL requested from etcd (default 10s). etcd works
-// in whole seconds and raises TTLs below its minimum (about 2s with default
-// raft settings); the session uses the TTL etcd granted, never the request.
+// WithTTL sets the lease TTL requested from etcd (default 10s), between one
+// second and MaxTTL (see ValidateTTL). etcd works in whole seconds (the
+// request is rounded up) and raises TTLs below its minimum (about 2s with
+// default raft settings); the session uses the TTL etcd granted, never the
+// request.
 func WithTTL(ttl time.Duration) Option {
 	return optionFunc(func(c *config) error {
-		if ttl < time.Second {
-			return invalid("TTL %v is below one second", ttl)
+		if err := ValidateTTL(ttl); err != nil {
+			return err
 		}
 		c.ttl = ttl
 		return nil

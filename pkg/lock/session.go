@@ -66,7 +66,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		return nil, err
 	}
 	send := cfg.clock.Now()
-	resp, err := client.Grant(ctx, int64((cfg.ttl+time.Second-1)/time.Second))
+	resp, err := client.Grant(ctx, ttlSeconds(cfg.ttl))
 	if err != nil {
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}
@@ -79,7 +79,8 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if every == 0 {
 		every = ttl / 3
 	}
-	if every+margin >= ttl {
+	// Compared without adding the two, which could overflow.
+	if margin >= ttl || every >= ttl-margin {
 		revokeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
 		defer cancel()
 		_, _ = client.Revoke(revokeCtx, resp.ID)

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -141,6 +142,12 @@ func TestSessionOptionsValidated(t *testing.T) {
 		"zero cleanup":     lock.WithCleanupTimeout(0),
 		"margin above ttl": lock.WithSafetyMargin(time.Minute),
 		"renew above ttl":  lock.WithRenewInterval(time.Minute),
+		// Near the largest Duration, rounding up to seconds used to wrap
+		// to a negative TTL, for which etcd grants its minimum.
+		"ttl max duration": lock.WithTTL(math.MaxInt64),
+		"ttl above max":    lock.WithTTL(lock.MaxTTL + time.Second),
+		// margin + interval used to wrap below the TTL.
+		"margin max duration": lock.WithSafetyMargin(math.MaxInt64),
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := lock.NewSession(ctx, cli, opt)
