@@ -401,3 +401,37 @@ func TestReleaseOnCancel(t *testing.T) {
 		})
 	}
 }
+
+// A Resign that fails (its context already ended) still ends the term, and
+// the elector campaigns again on the same session. The next term must get a
+// new, larger token: the failed resign left the old key in etcd, and a term
+// that inherited it would share its token with the term before.
+func TestFailedResignNextTermGetsNewToken(t *testing.T) {
+	tokens := make(chan fencing.Token, 10)
+	a := start(t, election.Config{Identity: "a", ReleaseOnCancel: true, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term election.Term) { tokens <- term.Token; <-ctx.Done() },
+	}})
+	next := func() fencing.Token {
+		t.Helper()
+		select {
+		case tok := <-tokens:
+			return tok
+		case <-time.After(10 * time.Second):
+			t.Fatal("no term started")
+			return 0
+		}
+	}
+	prev := next()
+	for i := range 3 {
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := a.e.Resign(ended); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Resign(canceled) = %v, want context.Canceled", err)
+		}
+		tok := next()
+		if tok <= prev {
+			t.Fatalf("term %d after a failed resign has token %v, want above the previous term's %v", i+2, tok, prev)
+		}
+		prev = tok
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -17,9 +18,15 @@ import (
 // waiter watches only its immediate predecessor, so a release wakes exactly
 // one waiter. Ownership is re-checked in one read after every wait.
 //
-// An uncontended Acquire costs one round trip. If a previous Acquire of
-// name on this session wrote its key but its reply was lost, Acquire adopts
-// that key (and its token) instead of queueing behind itself.
+// An uncontended Acquire costs one round trip.
+//
+// Every successful Acquire gets a token no earlier acquisition was given:
+// it never adopts an existing key. A key that an earlier acquisition of
+// name on this session left behind (its Release or clean-up failed, or its
+// delete is still in flight) is removed by a compare-and-delete on that
+// key's own token and replaced by a fresh key, whose new create revision
+// the earlier acquisition's retried Release cannot match. That costs two
+// more round trips, only when there is such a leftover.
 //
 // On failure — ctx ended, the waiter's key deleted, the session lost — the
 // waiter's key is removed on a fresh context bounded by the cleanup timeout,
@@ -29,43 +36,41 @@ import (
 // active, or another Acquire/TryAcquire of name is in progress, Acquire
 // returns ErrAlreadyClaimed at once. After the Lock is released or lost, the
 // name can be acquired again; an Acquire that overlaps the previous Lock's
-// Release waits for that Release to finish, so it never adopts the key being
-// deleted.
+// Release waits for that Release to finish, and replaces the key if the
+// Release failed to delete it.
 func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 	l, err := s.claim(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	pfx := namePrefix(s.cfg.prefix, name)
-	// The Get before the Put returns the newest key already under the
-	// name — the new key's predecessor — so a waiter can start watching it
-	// without another read.
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-		Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
-			clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
-		Else(clientv3.OpGet(l.key), clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-		Commit()
-	if err != nil {
-		return nil, s.abandon(l, err)
-	}
-	var (
-		token  = resp.Header.Revision
-		pred   string // the key to wait for, if known
-		queued bool
-	)
-	if resp.Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			pred, queued = string(kvs[0].Key), true
+	var resp *clientv3.TxnResponse
+	for {
+		// The Get before the Put returns the newest key already under the
+		// name — the new key's predecessor — so a waiter can start
+		// watching it without another read.
+		resp, err = s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
+			Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
+				clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
+			Else(clientv3.OpGet(l.key)).
+			Commit()
+		if err != nil {
+			return nil, s.abandon(l, err)
 		}
-	} else {
-		// A key from an earlier attempt whose reply was lost: adopt it.
-		token = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-		owner := resp.Responses[1].GetResponseRange().Kvs
-		queued = len(owner) == 0 || owner[0].CreateRevision != token
+		if resp.Succeeded {
+			break
+		}
+		if err := s.removeLeftover(ctx, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
+			return nil, s.abandon(l, err)
+		}
 	}
-	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
-	if queued {
+	var pred string // the key to wait for, if any
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		pred = string(kvs[0].Key)
+	}
+	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	if pred != "" {
 		if err := s.waitTurn(ctx, l, pfx, pred); err != nil {
 			return nil, s.abandon(l, err)
 		}
@@ -79,43 +84,48 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
 // trip, and otherwise returns a *LockedError (wrapping ErrLocked) naming the
-// current holder, leaving no key behind. Like Acquire it adopts a key that
-// this session's earlier, reply-lost attempt wrote, and returns
-// ErrAlreadyClaimed while the session already claims name.
+// current holder, leaving no key behind. Like Acquire it never adopts an
+// existing key (a leftover of this session's earlier acquisition of name is
+// removed and, if the name is then free, replaced by a fresh key), and it
+// returns ErrAlreadyClaimed while the session already claims name.
 func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	l, err := s.claim(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	pfx := namePrefix(s.cfg.prefix, name)
-	// The put happens only if no key exists under the name: a range
-	// comparison is true for an empty range.
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
-		Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
-		Commit()
-	if err != nil {
-		return nil, s.abandon(l, err)
-	}
-	var token int64
-	if resp.Succeeded {
-		token = resp.Header.Revision
-	} else {
-		holder := resp.Responses[0].GetResponseRange().Kvs[0]
-		if string(holder.Key) != l.key {
-			if mine := resp.Responses[1].GetResponseRange().Kvs; len(mine) > 0 {
-				// A waiting key left by an earlier, failed attempt.
-				l.token = fencing.Token(mine[0].CreateRevision)
-				return nil, errors.Join(lockedError(name, holder), s.abandon(l, nil))
-			}
-			s.unclaim(l)
-			l.finish(StateReleased, ErrReleased)
-			return nil, lockedError(name, holder)
+	var resp *clientv3.TxnResponse
+	for {
+		// The put happens only if no key exists under the name: a range
+		// comparison is true for an empty range.
+		resp, err = s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
+			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
+			Commit()
+		if err != nil {
+			return nil, s.abandon(l, err)
 		}
-		token = holder.CreateRevision
+		if resp.Succeeded {
+			break
+		}
+		holder := resp.Responses[0].GetResponseRange().Kvs[0]
+		mine := resp.Responses[1].GetResponseRange().Kvs
+		if len(mine) > 0 {
+			// Left by an earlier acquisition: never adopted. Removed, then
+			// the name is tried again if that leftover was its holder.
+			if err := s.removeLeftover(ctx, mine[0]); err != nil {
+				return nil, s.abandon(l, err)
+			}
+			if string(holder.Key) == l.key {
+				continue
+			}
+		}
+		s.unclaim(l)
+		l.finish(StateReleased, ErrReleased)
+		return nil, lockedError(name, holder)
 	}
-	s.watchKey(l, fencing.Token(token), resp.Header.Revision+1)
+	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
 	if err := l.activate(); err != nil {
 		return nil, s.abandon(l, err)
 	}
@@ -200,8 +210,9 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 
 // claim registers a new claim on name, or explains why there can be none.
 // A claim whose lock is already released or lost but whose clean-up (the
-// key's deletion) is still in flight is waited for, so that a new claim
-// never adopts a key that is about to be deleted.
+// key's deletion) is still in flight is waited for, so that the new claim
+// usually finds the name clean; what a failed clean-up leaves behind is
+// replaced, not adopted (see removeLeftover).
 func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -280,18 +291,23 @@ func (s *Session) abandon(l *Lock, err error) error {
 		err = cause
 	}
 	l.finish(StateReleased, ErrReleased)
-	defer s.unclaim(l) // after the key is gone, so no new claim adopts it
+	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var cerr error
 	if l.token != 0 {
 		_, cerr = compareAndDelete(ctx, s.client, l.key, int64(l.token))
 	} else {
-		// The reply was lost: the key may or may not exist. It carries
-		// this session's lease in its name, so only this session writes it.
-		_, cerr = s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.LeaseValue(l.key), "=", s.lease)).
-			Then(clientv3.OpDelete(l.key)).Commit()
+		// The reply was lost: the key may or may not exist, or its put may
+		// still be on its way. A delete by name could, if it arrived late,
+		// remove the key of this session's next acquisition of the name:
+		// read the key and delete it by its own create revision instead.
+		// A put that lands after the read leaves a key that the next
+		// acquisition replaces (see removeLeftover) or the lease removes.
+		var resp *clientv3.GetResponse
+		if resp, cerr = s.client.Get(ctx, l.key); cerr == nil && len(resp.Kvs) > 0 {
+			cerr = s.removeLeftover(ctx, resp.Kvs[0])
+		}
 	}
 	if cerr != nil {
 		s.log.Warn("could not remove abandoned key; it goes away with the lease", zap.String("key", l.key), zap.Error(cerr))
@@ -300,4 +316,16 @@ func (s *Session) abandon(l *Lock, err error) error {
 		return nil
 	}
 	return fmt.Errorf("lock: acquire %q: %w", l.name, err)
+}
+
+// removeLeftover deletes kv, a key of this session's lease under a name
+// the session is claiming now, which an earlier acquisition of that name
+// left behind. The compare on kv's create revision makes the delete exact:
+// it can remove only that earlier key, never one written after it.
+func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error {
+	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
+	if _, err := compareAndDelete(ctx, s.client, string(kv.Key), kv.CreateRevision); err != nil {
+		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
+	}
+	return nil
 }

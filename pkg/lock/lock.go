@@ -121,9 +121,11 @@ func (l *Lock) Err() error {
 //
 // Release is idempotent: calling it again after an error (or a lost reply)
 // is safe, and releasing a lock whose key is already gone returns nil. It
-// never deletes another owner's key. A non-nil error means the delete may
-// not have happened; the key then goes away when the lease expires or the
-// session closes.
+// never deletes another owner's key, nor a later lock's key of this same
+// session. A non-nil error means the delete may not have happened; the key
+// then goes away when the session next acquires the name (the new Acquire
+// replaces it, with a new token), when the session closes, or when the
+// lease expires.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim

@@ -243,9 +243,12 @@ func TestInvalidNames(t *testing.T) {
 	}
 }
 
-// A previous attempt wrote the key but its reply never arrived: the retry
-// adopts that key and token instead of queueing behind itself.
-func TestRetryAdoptsKeyOfLostReply(t *testing.T) {
+// A key of this session's lease is already under the name — an earlier
+// attempt's reply was lost, or its release failed. A new Acquire must not
+// adopt it (a token is never handed to two acquisitions): it replaces the
+// key with a fresh one, which a compare-and-delete on the old token cannot
+// touch.
+func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 	for _, try := range []bool{false, true} {
 		t.Run(fmt.Sprintf("try=%v", try), func(t *testing.T) {
 			ctx, cli := testCtx(t), client(t)
@@ -261,13 +264,22 @@ func TestRetryAdoptsKeyOfLostReply(t *testing.T) {
 			}
 			l, err := acquire(ctx, "job")
 			if err != nil {
-				t.Fatalf("retry: %v", err)
+				t.Fatalf("acquire: %v", err)
 			}
-			if l.Key() != key || l.Token() != fencing.Token(put.Header.Revision) {
-				t.Errorf("adopted %s@%v, want %s@%d", l.Key(), l.Token(), key, put.Header.Revision)
+			if l.Key() != key || l.Token() <= fencing.Token(put.Header.Revision) {
+				t.Errorf("got %s@%v, want %s with a token above the leftover's %d", l.Key(), l.Token(), key, put.Header.Revision)
 			}
 			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
-				t.Errorf("keys = %v, want exactly the adopted one", keys)
+				t.Errorf("keys = %v, want exactly the new one", keys)
+			}
+			// The earlier attempt's clean-up, arriving late, changes nothing.
+			del, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", put.Header.Revision)).
+				Then(clientv3.OpDelete(key)).Commit()
+			if err != nil || del.Succeeded {
+				t.Errorf("compare-and-delete on the leftover's token: succeeded=%v err=%v, want no delete", del != nil && del.Succeeded, err)
+			}
+			if l.State() != lock.StateActive {
+				t.Errorf("state %v: %v", l.State(), l.Err())
 			}
 		})
 	}

@@ -1,0 +1,99 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// A Release that fails (here: its context is already canceled) leaves the
+// key in etcd. The session's next Acquire of the name must get a new token,
+// and retrying the failed Release — documented as always safe — must not
+// free the new lock.
+func TestFailedReleaseThenReacquire(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		name := map[bool]string{false: "acquire", true: "try-acquire"}[try]
+		t.Run(name, func(t *testing.T) {
+			ctx, cli := testCtx(t), client(t)
+			s := newSession(t, cli)
+			acquire := s.Acquire
+			if try {
+				acquire = s.TryAcquire
+			}
+			old, err := acquire(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			canceled, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := old.Release(canceled); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Release(canceled) = %v, want context.Canceled", err)
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+				t.Fatalf("keys after the failed release = %v, want the old key still there", keys)
+			}
+
+			next, err := acquire(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Token() <= old.Token() {
+				t.Fatalf("new lock's token %v, want above the unreleased lock's %v", next.Token(), old.Token())
+			}
+			if err := old.Release(ctx); err != nil {
+				t.Fatalf("retried Release = %v, want nil", err)
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 || keys[0] != next.Key() {
+				t.Fatalf("keys after the retried release = %v, want the new lock's", keys)
+			}
+			other := newSession(t, cli)
+			if l, err := other.TryAcquire(ctx, "r"); !errors.Is(err, lock.ErrLocked) {
+				if l != nil {
+					l.Release(ctx)
+				}
+				t.Fatalf("another session's TryAcquire while the new lock is held = %v, want ErrLocked", err)
+			}
+			if next.State() != lock.StateActive {
+				t.Errorf("new lock %v: %v", next.State(), next.Err())
+			}
+		})
+	}
+}
+
+// Many quick cycles on one session, each release failing first and
+// retried after the next acquisition: every acquisition's token is new,
+// and no retried release ever ends a later lock.
+func TestFailedReleasesNeverShareTokens(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	seen := map[int64]bool{}
+	var pending *lock.Lock
+	for i := range 40 {
+		l, err := s.Acquire(ctx, "q")
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if seen[int64(l.Token())] {
+			t.Fatalf("cycle %d: token %v handed out twice", i, l.Token())
+		}
+		seen[int64(l.Token())] = true
+		if pending != nil {
+			if err := pending.Release(ctx); err != nil {
+				t.Fatalf("cycle %d: retried release: %v", i, err)
+			}
+			if l.State() != lock.StateActive {
+				t.Fatalf("cycle %d: a retried release ended the next lock: %v", i, l.Err())
+			}
+		}
+		short, cancel := context.WithTimeout(ctx, time.Duration(i%3)*time.Microsecond)
+		if err := l.Release(short); err != nil {
+			pending = l
+		} else {
+			pending = nil
+		}
+		cancel()
+	}
+}
