@@ -60,9 +60,10 @@ var lockModel = porcupine.Model{
 		st, op := s.(lockState), in.(lockInput)
 		switch op.Kind {
 		case opAcquire:
-			// A session that re-acquires a name whose release failed
-			// adopts its own, still-held key: same token, no gap.
-			if st.Holder != 0 && st.Holder != op.Token {
+			// Never while held, not even by the same token: a session that
+			// re-acquires a name whose release failed replaces its leftover
+			// key (a delete, then a new token), it never adopts it.
+			if st.Holder != 0 {
 				return false, st
 			}
 			st.Holder = op.Token

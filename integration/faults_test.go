@@ -14,8 +14,9 @@ import (
 )
 
 // Scenario: the acquire request reaches etcd but its reply is lost. The
-// caller sees an error; its retry adopts the key the first attempt wrote
-// (same token) instead of queueing behind itself.
+// caller sees an error; its retry finds the key the first attempt wrote and
+// replaces it (a new token) instead of queueing behind itself. Scripts
+// (Detached) adopt their grant by owner instead: they keep no handle.
 func TestScenarioAcquireReplyLost(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
