@@ -16,13 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
-)
-
-// Exit codes shared with etcdlock: 64 usage, 78 configuration.
-const (
-	exitUsage  = 64
-	exitConfig = 78
 )
 
 type options struct {
@@ -47,12 +42,12 @@ accepted: this is a development server. Also available as 'etcdlock dev'.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			err := run(cmd.Context(), o)
 			if err != nil {
-				code = exitConfig
+				code = exitcode.Config
 			}
 			return err
 		},
 	}
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { code = exitUsage; return err })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { code = exitcode.Usage; return err })
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "keep etcd's data here (default: a temporary directory)")
 	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:2379", "client address (loopback only)")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "error", "etcd's log level on stderr: debug, info, warn, error")

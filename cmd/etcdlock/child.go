@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -125,7 +126,7 @@ func exitStatus(err error) int {
 		}
 		return ee.ExitCode()
 	}
-	return exitError
+	return exitcode.Error
 }
 
 // parseSignal accepts TERM, SIGTERM, term or a number.

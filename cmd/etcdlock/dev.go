@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // devBinary is the separate program that `etcdlock dev` runs: keeping the
@@ -31,7 +33,7 @@ are --data-dir, --listen and --log-level.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := findDevBinary()
 			if err != nil {
-				return withCode(exitConfig, err)
+				return withCode(exitcode.Config, err)
 			}
 			// Replace this process, so signals reach the server directly.
 			return syscall.Exec(path, append([]string{path}, args...), os.Environ())

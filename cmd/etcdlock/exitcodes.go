@@ -13,40 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
-
-// Exit codes. Listed in the README and in `etcdlock help exit-codes`; any
-// other code is the wrapped command's own (128+N when a signal N killed it).
-const (
-	exitOK          = 0
-	exitError       = 1   // any other failure
-	exitUsage       = 64  // bad command line: unknown flag, missing argument, bad value
-	exitUnavailable = 69  // etcd could not be reached
-	exitNotAcquired = 75  // the lock is held by someone else (--try, acquire)
-	exitPermission  = 77  // etcd refused: authentication or RBAC
-	exitConfig      = 78  // configuration error: unreadable TLS files, bad certificates
-	exitLost        = 79  // the lock was lost (while the command ran, or before renew/release)
-	exitTimeout     = 124 // --timeout passed while waiting for the lock
-)
-
-const exitCodesHelp = `Exit codes:
-
-  0    success (for run/elect: the command exited 0)
-  1    other failure
-  64   usage error: unknown flag, missing or bad argument, bad TTL or token
-  69   etcd unreachable (no endpoint answered within --command-timeout)
-  75   not acquired: the lock is held by someone else (run --try, acquire)
-  77   permission denied by etcd (authentication failed, or RBAC forbids the key)
-  78   configuration error: TLS files missing or unreadable, bad certificate
-  79   lock lost: while the command ran (the command was killed), or the
-       token given to renew/release/break no longer holds the lock
-  124  timed out waiting for the lock (run/elect --timeout)
-  126  run/elect: the command could not be executed
-  127  run/elect: the command was not found
-  N    run/elect: the command's own exit code; 128+N if signal N killed it
-`
 
 // exitErr carries an exit code and an optional message (nil err means the
 // code speaks for itself, e.g. the child's own exit status).
@@ -67,7 +37,7 @@ func (e *exitErr) Unwrap() error { return e.err }
 func withCode(code int, err error) error { return &exitErr{code: code, err: err} }
 
 func usageErr(format string, args ...any) error {
-	return withCode(exitUsage, fmt.Errorf(format, args...))
+	return withCode(exitcode.Usage, fmt.Errorf(format, args...))
 }
 
 // errWaitTimeout is the cause of a context canceled by --timeout.
@@ -82,21 +52,21 @@ func exitCode(err error) int {
 	var locked *lock.LockedError
 	switch {
 	case errors.Is(err, errWaitTimeout):
-		return exitTimeout
+		return exitcode.Timeout
 	case errors.As(err, &locked):
-		return exitNotAcquired
+		return exitcode.NotAcquired
 	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrNotOwner), errors.Is(err, lock.ErrLost):
-		return exitLost
+		return exitcode.Lost
 	case errors.Is(err, lock.ErrInvalidName), errors.Is(err, lock.ErrInvalidOption), errors.Is(err, fencing.ErrInvalidToken):
-		return exitUsage
+		return exitcode.Usage
 	case isPermission(err):
-		return exitPermission
+		return exitcode.Permission
 	case isConfig(err):
-		return exitConfig
+		return exitcode.Config
 	case isUnavailable(err):
-		return exitUnavailable
+		return exitcode.Unavailable
 	}
-	return exitError
+	return exitcode.Error
 }
 
 func isPermission(err error) bool {

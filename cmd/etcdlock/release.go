@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -42,7 +43,7 @@ func runRelease(ctx context.Context, g *globalOptions, o *releaseOptions, name s
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		err := d.Release(ctx, name, o.owner, tok)
 		if errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitLost, fmt.Errorf("cannot release: %w", err))
+			return withCode(exitcode.Lost, fmt.Errorf("cannot release: %w", err))
 		}
 		if err != nil {
 			return g.wrapEtcdErr(err)

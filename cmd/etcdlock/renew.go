@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -42,7 +43,7 @@ func runRenew(ctx context.Context, g *globalOptions, o *renewOptions, name strin
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		gr, err := d.Renew(ctx, name, o.owner, tok)
 		if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitLost, fmt.Errorf("cannot renew: %w", err))
+			return withCode(exitcode.Lost, fmt.Errorf("cannot renew: %w", err))
 		}
 		if err != nil {
 			return g.wrapEtcdErr(err)

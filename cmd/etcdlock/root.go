@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -52,13 +53,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
-		return exitOK
+		return exitcode.OK
 	}
 	code := exitCode(err)
 	var e *exitErr
 	if !errors.As(err, &e) || e.err != nil {
 		g.printer.Error(err)
-		if code == exitUsage && !strings.Contains(err.Error(), "--help") {
+		if code == exitcode.Usage && !strings.Contains(err.Error(), "--help") {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
 		}
 	}
@@ -92,7 +93,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			return g.setup()
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
@@ -112,7 +113,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
 		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
 		newDevCommand(g), newVersionCommand(g),
-		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitCodesHelp},
+		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	return root
 }
@@ -198,20 +199,20 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 	}
 	if g.cacert != "" || g.cert != "" || g.key != "" || g.insecureTLS {
 		if (g.cert == "") != (g.key == "") {
-			return nil, withCode(exitConfig, errors.New("--cert and --key must be given together"))
+			return nil, withCode(exitcode.Config, errors.New("--cert and --key must be given together"))
 		}
 		for _, f := range []string{g.cacert, g.cert, g.key} {
 			if f == "" {
 				continue
 			}
 			if _, err := os.Stat(f); err != nil {
-				return nil, withCode(exitConfig, fmt.Errorf("TLS file: %w", err))
+				return nil, withCode(exitcode.Config, fmt.Errorf("TLS file: %w", err))
 			}
 		}
 		info := transport.TLSInfo{CertFile: g.cert, KeyFile: g.key, TrustedCAFile: g.cacert, InsecureSkipVerify: g.insecureTLS}
 		tlsCfg, err := info.ClientConfig()
 		if err != nil {
-			return nil, withCode(exitConfig, fmt.Errorf("TLS configuration: %w", err))
+			return nil, withCode(exitcode.Config, fmt.Errorf("TLS configuration: %w", err))
 		}
 		cfg.TLS = tlsCfg
 	}
@@ -230,11 +231,11 @@ func (g *globalOptions) wrapEtcdErr(err error) error {
 	}
 	switch {
 	case isPermission(err):
-		return withCode(exitPermission, fmt.Errorf("etcd refused access: %w", err))
+		return withCode(exitcode.Permission, fmt.Errorf("etcd refused access: %w", err))
 	case isConfig(err):
-		return withCode(exitConfig, err)
+		return withCode(exitcode.Config, err)
 	case isUnavailable(err):
-		return withCode(exitUnavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
+		return withCode(exitcode.Unavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
 	}
 	return err
 }

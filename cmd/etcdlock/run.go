@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -148,7 +149,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	g.logger.Info("acquired", fieldsOf(l)...)
 	code, lostErr := superviseCommand(ctx, g, l, s, argv, o, killSig, sigc)
 	if lostErr != nil {
-		return withCode(exitLost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr))
+		return withCode(exitcode.Lost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr))
 	}
 	// Closing the session releases the lock: revoking the lease deletes
 	// the key, and only this lease's key, in one write (a Release first
@@ -223,7 +224,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	case interrupted != nil:
 		return nil, withCode(128+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
 	case errors.Is(cause, errWaitTimeout):
-		return nil, withCode(exitTimeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
+		return nil, withCode(exitcode.Timeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
 	}
 	return nil, g.wrapEtcdErr(err)
 }
@@ -231,7 +232,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 func explainLocked(g *globalOptions, err error) error {
 	var locked *lock.LockedError
 	if errors.As(err, &locked) {
-		return withCode(exitNotAcquired, fmt.Errorf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since)))
+		return withCode(exitcode.NotAcquired, fmt.Errorf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since)))
 	}
 	return g.wrapEtcdErr(err)
 }

@@ -1,0 +1,66 @@
+// Package exitcode is the one table of the exit codes of the etcdlock
+// commands (etcdlock and etcdlock-dev). `etcdlock help exit-codes` prints
+// it, and a test checks that the README's table says the same.
+package exitcode
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Exit codes. Any other code of `run` or `elect` is the wrapped command's
+// own (128+N when a signal N killed it).
+const (
+	OK          = 0
+	Error       = 1   // any other failure
+	Usage       = 64  // bad command line: unknown flag, missing argument, bad value
+	Unavailable = 69  // etcd could not be reached
+	NotAcquired = 75  // the lock is held by someone else (--try, acquire)
+	Permission  = 77  // etcd refused: authentication or RBAC
+	Config      = 78  // configuration error: unreadable TLS files, bad certificates
+	Lost        = 79  // the lock was lost (while the command ran, or before renew/release)
+	Timeout     = 124 // --timeout passed while waiting for the lock
+)
+
+// Row is one line of the table: the code as printed ("126, 127" for a
+// pair) and its meaning, in Markdown (code spans in backquotes).
+type Row struct {
+	Code    string
+	Meaning string
+}
+
+// Table lists every exit code in order, with the codes the wrapped command
+// decides.
+var Table = []Row{
+	{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
+	{fmt.Sprint(Error), "other failure"},
+	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
+	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
+	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
+	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
+	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
+	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed), or the token given to `renew`/`release`/`break` no longer holds the lock"},
+	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
+	{"126, 127", "the command could not be executed / was not found"},
+	{"N, 128+N", "the command's own exit code; 128+N if signal N killed it"},
+}
+
+// Help is the table as plain text, for `etcdlock help exit-codes`.
+func Help() string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n\n")
+	for _, r := range Table {
+		fmt.Fprintf(&b, "  %-9s %s\n", r.Code, strings.ReplaceAll(r.Meaning, "`", ""))
+	}
+	return b.String()
+}
+
+// Markdown is the table as the README prints it.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| code | meaning |\n|---|---|\n")
+	for _, r := range Table {
+		fmt.Fprintf(&b, "| %s | %s |\n", r.Code, r.Meaning)
+	}
+	return b.String()
+}

@@ -1,0 +1,45 @@
+package exitcode
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The README's exit-code table is this package's table, row for row.
+func TestREADMETableMatches(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n### Exit codes\n")
+	if !ok {
+		t.Fatal("README has no '### Exit codes' section")
+	}
+	var table strings.Builder
+	started := false
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "|") {
+			started = true
+			table.WriteString(line + "\n")
+		} else if started {
+			break
+		}
+	}
+	if got, want := table.String(), Markdown(); got != want {
+		t.Errorf("README's exit-code table differs from exitcode.Table:\n--- README\n%s--- want\n%s", got, want)
+	}
+}
+
+// Every code named in the constants appears in the table once.
+func TestTableHasEveryCode(t *testing.T) {
+	seen := map[string]int{}
+	for _, r := range Table {
+		seen[r.Code]++
+	}
+	for _, c := range []string{"0", "1", "64", "69", "75", "77", "78", "79", "124"} {
+		if seen[c] != 1 {
+			t.Errorf("code %s appears %d times in Table", c, seen[c])
+		}
+	}
+}
