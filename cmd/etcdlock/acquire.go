@@ -26,8 +26,10 @@ renew: the script must call 'etcdlock renew' before the deadline, and
 or JSON with -w json.
 
 If NAME is held by someone else, exits 75 naming the holder. If NAME is already
-held under the same --owner (an earlier acquire whose output was lost), that
-grant is renewed and printed again.`,
+held under the same --owner (an earlier acquire whose output was lost, or whose
+release failed), that grant is replaced by a new one with a new token: the
+earlier token no longer renews or releases anything. So --owner must be unique
+to each run that may overlap another (add $$ or a run ID).`,
 		Example: `  eval "$(etcdlock acquire nightly --owner "cron@$(hostname)" --ttl 60s)"
   do_work --fencing-token "$ETCDLOCK_TOKEN"
   etcdlock renew nightly --owner "cron@$(hostname)" --token "$ETCDLOCK_TOKEN"

@@ -52,7 +52,7 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 		resp, err = s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
 			Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
-				clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
+				clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
@@ -100,7 +100,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 		// comparison is true for an empty range.
 		resp, err = s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(l.key, newRecord(s.cfg.owner, s.cfg.clock.Now()), clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
@@ -225,7 +225,9 @@ func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 		}
 		old, ok := s.claims[name]
 		if !ok {
-			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{})}
+			s.seq++
+			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}),
+				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq)}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
 			s.claims[name] = l
 			s.mu.Unlock()
@@ -298,15 +300,25 @@ func (s *Session) abandon(l *Lock, err error) error {
 	if l.token != 0 {
 		_, cerr = compareAndDelete(ctx, s.client, l.key, int64(l.token))
 	} else {
-		// The reply was lost: the key may or may not exist, or its put may
-		// still be on its way. A delete by name could, if it arrived late,
-		// remove the key of this session's next acquisition of the name:
-		// read the key and delete it by its own create revision instead.
-		// A put that lands after the read leaves a key that the next
-		// acquisition replaces (see removeLeftover) or the lease removes.
-		var resp *clientv3.GetResponse
-		if resp, cerr = s.client.Get(ctx, l.key); cerr == nil && len(resp.Kvs) > 0 {
-			cerr = s.removeLeftover(ctx, resp.Kvs[0])
+		// The reply was lost: the key may or may not exist. The delete
+		// compares the value this acquisition wrote (unique within the
+		// lease, see Record.Seq), so even arriving late it cannot remove
+		// the key of this session's next acquisition of the name. It is a
+		// write, which etcd orders after a put it received first (a read
+		// could be served before that put is applied).
+		// etcd may still apply a put it received after the clean-up (the
+		// two requests race on the server, or the put was delayed in the
+		// network): the key is then a stray, which the renewal loop
+		// deletes after the next renewals (sweepStrays), and which the
+		// session's next acquisition of the name would replace.
+		var resp *clientv3.TxnResponse
+		resp, cerr = s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(l.key), "=", l.value)).
+			Then(clientv3.OpDelete(l.key)).Commit()
+		if cerr != nil || !resp.Succeeded {
+			s.mu.Lock()
+			s.strays = append(s.strays, stray{key: l.key, value: l.value})
+			s.mu.Unlock()
 		}
 	}
 	if cerr != nil {

@@ -18,8 +18,8 @@ import (
 // identifies itself on every call by owner and token. It keeps no state
 // between calls; its methods are safe for concurrent use.
 //
-// Owner strings must be unique per actor: Acquire treats a lock already held
-// under the same owner as the caller's own earlier attempt.
+// Owner strings must be unique per actor: Acquire replaces a lock already
+// held under the same owner, taking it to be the caller's own earlier grant.
 type Detached struct {
 	client *clientv3.Client
 	cfg    config
@@ -51,9 +51,16 @@ func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
 
 // Acquire grants a fresh lease of ttl and takes name with it if nobody holds
 // or waits for it (one lease grant and one transaction). If name is held by
-// someone else it revokes the new lease and returns a *LockedError. If name
-// is already held under owner — the caller's earlier attempt whose reply was
-// lost — it renews that lease and returns its grant.
+// someone else it revokes the new lease and returns a *LockedError.
+//
+// If name is held under owner — the caller's earlier acquire whose reply was
+// lost, or whose release did not complete — that grant is replaced, never
+// adopted: its key is compare-and-deleted on its token, its lease revoked,
+// and name is taken with the new lease and a new token. A token is never
+// handed to two acquisitions, so the earlier grant's release, retried or
+// late, cannot free the new one. Owner strings must therefore be unique per
+// actor: a second actor acquiring under the same owner takes the name from
+// the first, whose Renew then fails with ErrNotHeld.
 func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	if err := ValidateName(name); err != nil {
 		return Grant{}, err
@@ -64,6 +71,9 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err := ValidateTTL(ttl); err != nil {
 		return Grant{}, err
 	}
+	if d.cfg.margin >= ttl {
+		return Grant{}, invalid("safety margin %v must be below the TTL %v", d.cfg.margin, ttl)
+	}
 	send := d.cfg.clock.Now()
 	lease, err := d.client.Grant(ctx, ttlSeconds(ttl))
 	if err != nil {
@@ -71,27 +81,35 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	}
 	pfx := namePrefix(d.cfg.prefix, name)
 	key := contenderKey(d.cfg.prefix, name, lease.ID)
-	resp, err := d.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(key, newRecord(owner, send), clientv3.WithLease(lease.ID))).
-		Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
-		Commit()
-	if err != nil {
-		// The put may have happened; a retry adopts it by owner. Until
-		// then the lease holds it for at most ttl.
-		return Grant{}, fmt.Errorf("lock: acquire %q: %w", name, err)
+	for replaced := false; ; replaced = true {
+		resp, err := d.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(key, newRecord(owner, send, 0), clientv3.WithLease(lease.ID))).
+			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
+			Commit()
+		if err != nil {
+			// The put may have happened; a retry replaces it by owner.
+			// Until then the lease holds it for at most ttl.
+			return Grant{}, fmt.Errorf("lock: acquire %q: %w", name, err)
+		}
+		if resp.Succeeded {
+			g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: lease.ID, TTL: time.Duration(lease.TTL) * time.Second}
+			g.Deadline = send.Add(g.TTL - d.margin(g.TTL))
+			return g, nil
+		}
+		holder := resp.Responses[0].GetResponseRange().Kvs[0]
+		// Replaced once at most: holding it again under owner means a
+		// concurrent acquire under the same owner, which wins.
+		if replaced || parseRecord(holder.Value).Owner != owner {
+			d.revoke(lease.ID)
+			return Grant{}, lockedError(name, holder)
+		}
+		if _, err := compareAndDelete(ctx, d.client, string(holder.Key), holder.CreateRevision); err != nil {
+			d.revoke(lease.ID)
+			return Grant{}, fmt.Errorf("lock: acquire %q: replace the earlier grant of %q: %w", name, owner, err)
+		}
+		d.revoke(clientv3.LeaseID(holder.Lease))
 	}
-	g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: lease.ID, TTL: time.Duration(lease.TTL) * time.Second}
-	if resp.Succeeded {
-		g.Deadline = send.Add(g.TTL - d.margin(g.TTL))
-		return g, nil
-	}
-	d.revoke(lease.ID)
-	holder := resp.Responses[0].GetResponseRange().Kvs[0]
-	if parseRecord(holder.Value).Owner == owner {
-		return d.renewKV(ctx, name, owner, holder)
-	}
-	return Grant{}, lockedError(name, holder)
 }
 
 // Renew refreshes the lease of the lock that owner holds on name with token

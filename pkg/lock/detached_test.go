@@ -74,17 +74,46 @@ func TestDetachedAcquireRenewRelease(t *testing.T) {
 	}
 }
 
-func TestDetachedRetryAdoptsOwnLock(t *testing.T) {
+// An acquire under an owner that already holds the name (its reply was
+// lost, or its release did not complete) replaces that grant: a new token,
+// and the earlier grant's release, retried later, frees nothing.
+func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
 	ctx := testCtx(t)
 	d := newDetached(t)
 	g, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The reply to the first Acquire was lost; alice retries.
 	again, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
-	if err != nil || again.Token != g.Token || again.Key != g.Key {
-		t.Fatalf("retry = %+v, %v; want the first grant %+v", again, err, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Token <= g.Token || again.Key == g.Key {
+		t.Fatalf("re-acquire = %+v; want a new key and a token above %v", again, g.Token)
+	}
+	if err := d.Release(ctx, "n", "alice", g.Token); err != nil {
+		t.Fatalf("late release of the first grant = %v, want nil", err)
+	}
+	if _, err := d.Renew(ctx, "n", "alice", again.Token); err != nil {
+		t.Fatalf("the new grant after the first grant's release: %v", err)
+	}
+	if _, err := d.Renew(ctx, "n", "alice", g.Token); !errors.Is(err, lock.ErrNotHeld) {
+		t.Errorf("renew of the replaced grant = %v, want ErrNotHeld", err)
+	}
+	if _, err := d.Acquire(ctx, "n", "bob", 5*time.Second); !errors.Is(err, lock.ErrLocked) {
+		t.Errorf("another owner = %v, want ErrLocked", err)
+	}
+}
+
+// A safety margin at or above the TTL would return a grant whose deadline
+// has already passed.
+func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
+	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)), lock.WithSafetyMargin(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := d.Acquire(testCtx(t), "m", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("Acquire with a 1h margin and a 5s TTL = %+v, %v; want ErrInvalidOption", g, err)
 	}
 }
 

@@ -63,6 +63,7 @@ type Lock struct {
 	name  string
 	key   string
 	token fencing.Token // 0 until the key exists
+	value string        // the record this acquisition writes into key
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

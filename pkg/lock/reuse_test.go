@@ -97,3 +97,57 @@ func TestFailedReleasesNeverShareTokens(t *testing.T) {
 		cancel()
 	}
 }
+
+// An Acquire or TryAcquire whose context ends while its write is in flight
+// must not leave its key behind: the clean-up runs while etcd may still
+// apply the put, and a key that lands after it is swept at a later renewal.
+// Deadlines are swept across one uncontended round trip, so that many calls
+// end exactly while their write is in flight.
+func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
+	for _, try := range []bool{false, true} {
+		name := map[bool]string{false: "acquire", true: "try-acquire"}[try]
+		t.Run(name, func(t *testing.T) {
+			ctx, cli := testCtx(t), client(t)
+			s := newSession(t, cli, lock.WithTTL(3*time.Second)) // renewed every second
+			acquire := s.Acquire
+			if try {
+				acquire = s.TryAcquire
+			}
+			t0 := time.Now()
+			l, err := acquire(ctx, "n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rtt := time.Since(t0)
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			failed, left := 0, 0
+			for i := range 150 {
+				actx, cancel := context.WithTimeout(ctx, time.Duration(i%30)*rtt/20)
+				l, err := acquire(actx, "n")
+				cancel()
+				if err == nil {
+					if err := l.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				failed++
+				// Three renewals (3 s) sweep a key that landed late.
+				deadline := time.Now().Add(3500 * time.Millisecond)
+				for len(keysUnder(t, cli, prefix(t))) > 0 && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if keys := keysUnder(t, cli, prefix(t)); len(keys) > 0 {
+					left++
+					t.Errorf("iteration %d: failed %v left %v", i, err, keys)
+				}
+			}
+			t.Logf("%d of 150 calls failed, %d left a key", failed, left)
+			if failed == 0 {
+				t.Fatal("no call failed: the deadlines never cut a write short")
+			}
+		})
+	}
+}

@@ -53,6 +53,52 @@ type Session struct {
 	err      error // nil while valid
 	done     chan struct{}
 	claims   map[string]*Lock
+	seq      uint64 // acquisitions so far (Record.Seq)
+	strays   []stray
+}
+
+// stray is the key of a failed acquisition whose put may still land after
+// its clean-up ran (see Session.abandon): the renewal loop deletes it, by
+// its exact value, after the next few renewals.
+type stray struct {
+	key, value string
+	sweeps     int
+}
+
+// straySweeps is how many renewals look for a stray key before it is
+// forgotten; by then a put still in flight is a network pathology, and the
+// session's next acquisition of the name replaces such a key anyway.
+const straySweeps = 3
+
+// sweepStrays deletes the stray keys that have landed, each only if it
+// still holds the value its own acquisition wrote. It runs on the renewal
+// loop after a renewal, bounded well within the renewal interval.
+func (s *Session) sweepStrays() {
+	s.mu.Lock()
+	strays := s.strays
+	s.strays = nil
+	s.mu.Unlock()
+	if len(strays) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
+	defer cancel()
+	var keep []stray
+	for _, st := range strays {
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(st.key), "=", st.value)).
+			Then(clientv3.OpDelete(st.key)).Commit()
+		if err == nil && resp.Succeeded {
+			s.log.Info("removed the key of a failed acquisition that landed after its clean-up", zap.String("key", st.key))
+			continue
+		}
+		if st.sweeps++; st.sweeps < straySweeps {
+			keep = append(keep, st)
+		}
+	}
+	s.mu.Lock()
+	s.strays = append(s.strays, keep...)
+	s.mu.Unlock()
 }
 
 // NewSession grants a lease and starts renewing it. ctx bounds only the
@@ -280,6 +326,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 			s.renewed(send, time.Duration(resp.TTL)*time.Second)
 			lastSend = send
 			t.Reset(max(s.every-s.cfg.clock.Since(lastSend), 0))
+			s.sweepStrays()
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.lose(ErrLeaseExpired, err)
 			return
