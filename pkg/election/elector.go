@@ -227,7 +227,9 @@ func lossReason(err error) string {
 // compare-and-delete so the next candidate takes over at once, and
 // OnStartedLeading's context is canceled. The elector then campaigns again
 // (cancel Run's context to stop campaigning). Resign without a term does
-// nothing.
+// nothing. Resign ends the term current when it is called: a Resign that
+// failed still ended its term, so retrying it would end the next term,
+// whose token is new — check Term first if that is not what you want.
 func (e *Elector) Resign(ctx context.Context) error {
 	t := e.Term()
 	if t == nil {
