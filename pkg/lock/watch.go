@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,19 +112,15 @@ func (m *watchMux) add(w *keyWatch) *keyWatch {
 	m.nextID++
 	w.id = m.nextID
 	m.watches[w.id] = w // the ID changes with every create request
-	wake := true
 	if w.state == watchDelayed {
 		m.delayed = append(m.delayed, w)
-		// Due times only grow, so the run loop's timer, set for the
-		// first delayed watch, comes no later than this one's.
-		wake = len(m.delayed) == 1
 	} else {
 		m.queue = append(m.queue, w)
 	}
 	m.mu.Unlock()
-	if wake {
-		m.poke()
-	}
+	// Always: the loop may be idle, without a stream, even with delayed
+	// watches queued (removed ones, which flush skips).
+	m.poke()
 	return w
 }
 
@@ -148,8 +145,15 @@ func (m *watchMux) remove(w *keyWatch) {
 // m.mu must be held.
 func (m *watchMux) drop(w *keyWatch) {
 	delete(m.watches, w.id)
-	if w.state == watchSent {
+	switch w.state {
+	case watchSent:
 		m.cancels = append(m.cancels, w.id)
+	case watchDelayed:
+		// Removed at once: flush, which would skip it, runs only while
+		// a stream is open.
+		if i := slices.Index(m.delayed, w); i >= 0 {
+			m.delayed = slices.Delete(m.delayed, i, i+1)
+		}
 	}
 }
 

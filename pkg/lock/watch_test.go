@@ -102,3 +102,37 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 		}
 	}
 }
+
+// A lock released within the own-key watch delay on a fresh session must
+// not leave the session's watch stream asleep: the next lock's key watch is
+// still created, so a plain delete of its key is noticed.
+func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	start := time.Now()
+	quick, err := s.Acquire(ctx, "quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quick.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= 100*time.Millisecond {
+		t.Logf("acquire and release took %v, longer than the own-key watch delay: this run proves less", d)
+	}
+	held, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, held.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the lock whose key was deleted is still %v after 2s", held.State())
+	}
+	if !errors.Is(held.Err(), lock.ErrKeyDeleted) {
+		t.Errorf("lost with %v, want ErrKeyDeleted", held.Err())
+	}
+}
