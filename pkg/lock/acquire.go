@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // Acquire blocks until the session owns name, ctx ends, or the session is
@@ -138,7 +139,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // wait starts with a read.
 //
 // Each predecessor is watched from the revision etcd creates the watch at
-// (see watchMux.watchFromNow), then read again: if it is still there, the
+// (see watchmux.Mux.WatchFromNow), then read again: if it is still there, the
 // watch will see it go. Every read checks, in one linearizable request,
 // that l's key still exists and which older key is the newest.
 //
@@ -149,11 +150,11 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // hit with embedded members.
 func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error {
 	var (
-		w        *keyWatch
-		watching string        // the key w watches
-		gone     chan struct{} // closed when w fires
+		w        *watchmux.Watch
+		watching string     // the key w watches
+		gone     chan error // receives w's firing: nil, or why etcd refused the watch
 	)
-	defer func() { s.watch.remove(w) }()
+	defer func() { s.mux.Remove(w) }()
 	for {
 		if pred == "" {
 			resp, err := s.client.Txn(ctx).Then(
@@ -174,10 +175,10 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 		}
 		if pred != watching {
 			// A new predecessor: watch it, then read again.
-			s.watch.remove(w)
+			s.mux.Remove(w)
 			s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
-			g, created := make(chan struct{}), make(chan struct{}, 1)
-			w = s.watch.watchFromNow(pred, func() { close(g) }, func() {
+			g, created := make(chan error, 1), make(chan struct{}, 1)
+			w = s.mux.WatchFromNow(pred, func(err error) { g <- err }, func() {
 				select {
 				case created <- struct{}{}:
 				default:
@@ -186,7 +187,10 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 			watching, gone = pred, g
 			select {
 			case <-created:
-			case <-gone:
+			case err := <-gone:
+				if err != nil {
+					return fmt.Errorf("%w: %w", ErrWatchRefused, err)
+				}
 				watching = "" // gone already, or the watch broke
 			case <-l.ctx.Done():
 				return context.Cause(l.ctx)
@@ -197,7 +201,10 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 			continue
 		}
 		select {
-		case <-gone:
+		case err := <-gone:
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrWatchRefused, err)
+			}
 			// Deleted, or the watch broke: either way re-read.
 		case <-l.ctx.Done():
 			return context.Cause(l.ctx)
@@ -268,7 +275,13 @@ func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	if l.state != stateAcquiring {
 		return
 	}
-	l.watch = s.watch.watchOwn(l.key, rev, int64(token), func() { l.lose(ErrKeyDeleted, nil) })
+	l.watch = s.mux.WatchKey(l.key, rev, int64(token), ownWatchDelay, func(err error) {
+		if err != nil {
+			l.lose(ErrWatchRefused, err)
+			return
+		}
+		l.lose(ErrKeyDeleted, nil)
+	})
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.

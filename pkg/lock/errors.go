@@ -44,6 +44,12 @@ var (
 	// ErrKeyDeleted: the lock's key was deleted by someone else (the lock
 	// was broken, or etcd expired the lease).
 	ErrKeyDeleted = errors.New("lock: key deleted")
+	// ErrWatchRefused: etcd refused to watch the lock's key (a holder is
+	// then lost: it could not learn of the key's deletion) or a waiter's
+	// predecessor (its Acquire fails), because the session's etcd user
+	// may not read it. The error also wraps etcd's reason, which matches
+	// rpctypes.ErrPermissionDenied.
+	ErrWatchRefused = errors.New("lock: etcd refused to watch the key")
 
 	// ErrNotHeld: Detached.Renew found no lock with that token: it expired,
 	// was released, or never existed.
@@ -71,8 +77,8 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // LostError says why a session or lock stopped being valid. It wraps Kind
 // (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseExpired,
-// ErrKeyDeleted, or a session's LostError for a lock) and Detail (the last
-// etcd error seen, if any).
+// ErrKeyDeleted, ErrWatchRefused, or a session's LostError for a lock) and
+// Detail (the last etcd error seen, if any).
 type LostError struct {
 	Kind   error
 	Cause  error

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // State is a lock's state as its holder sees it.
@@ -72,10 +73,12 @@ type Lock struct {
 	unclaimed   chan struct{} // closed when the session drops the claim
 	unclaimOnce sync.Once
 
+	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
+	// the session Mux's mutex.
 	mu    sync.Mutex
 	state State
 	err   error
-	watch *keyWatch // on the key, from its first write until a final state
+	watch *watchmux.Watch // on the key, from its first write until a final state
 }
 
 // Name returns the lock name.
@@ -153,7 +156,7 @@ func (l *Lock) finish(state State, err error) bool {
 	l.mu.Unlock()
 	// Stop watching the key before a Release deletes it, so etcd does not
 	// send the holder its own delete.
-	l.s.watch.remove(w)
+	l.s.mux.Remove(w)
 	l.cancel(err)
 	return true
 }

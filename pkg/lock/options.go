@@ -167,7 +167,9 @@ func WithRenewInterval(d time.Duration) Option {
 	})
 }
 
-// WithClock sets the time source (default the real clock).
+// WithClock sets the time source of the lease deadline and renewals
+// (default the real clock). The watch stream's delays and retries always
+// run on the real clock.
 func WithClock(clk Clock) Option {
 	return optionFunc(func(c *config) error {
 		if clk == nil {

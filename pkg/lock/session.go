@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // Session is one etcd lease, renewed in the background, under which locks
@@ -26,10 +28,13 @@ import (
 // reply — and every lock it holds is lost with it. Loss is final: a new
 // session gets a new lease and new tokens.
 //
-// A session owns four goroutines whatever the number of locks it holds: a
-// renewal loop, a deadline watchdog, and the two ends of one etcd watch
-// stream that carries every key watch of its locks and waiters (opened on
-// the first watch). Close stops them all and waits for them.
+// A session owns the same few goroutines whatever the number of locks it
+// holds: a renewal loop, a deadline watchdog, the run loop of its watch
+// multiplexer, and the receiving end of the one etcd watch stream that
+// carries every key watch of its locks and waiters (open while there are
+// watches, and for watchmux.IdleTimeout after), plus one while held keys
+// are re-read after the stream broke. Close stops them all and waits for
+// them.
 type Session struct {
 	client *clientv3.Client
 	cfg    config
@@ -45,8 +50,10 @@ type Session struct {
 	alive  context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
-	watch  *watchMux
+	mux    *watchmux.Mux // every key watch of the session's locks and waiters
 
+	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
+	// the Mux's own mutex (Session.watchKey takes all three).
 	mu       sync.Mutex
 	deadline time.Time
 	lastErr  error // last renewal error since the last success
@@ -145,11 +152,14 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	}
 	s.alive, s.cancel = context.WithCancelCause(context.Background())
 	s.deadline = send.Add(ttl - margin)
-	s.watch = newWatchMux(s)
+	s.mux = newMux(client, s.log)
 	s.wg.Add(3)
 	go s.renewLoop(send)
 	go s.watchdog()
-	go s.watch.run()
+	go func() {
+		defer s.wg.Done()
+		s.mux.Run(s.alive)
+	}()
 	s.log.Debug("session started", zap.Duration("granted-ttl", ttl), zap.Duration("margin", margin), zap.Duration("renew-every", every))
 	return s, nil
 }

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -101,4 +104,167 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 			t.Fatalf("%s not lost after its key was deleted", l.Name())
 		}
 	}
+}
+
+// A lock released within the own-key watch delay on a fresh session must
+// not leave the session's watch stream asleep: the next lock's key watch is
+// still created, so a plain delete of its key is noticed.
+func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	start := time.Now()
+	quick, err := s.Acquire(ctx, "quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quick.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= 100*time.Millisecond {
+		t.Logf("acquire and release took %v, longer than the own-key watch delay: this run proves less", d)
+	}
+	held, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, held.Key()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatalf("the lock whose key was deleted is still %v after 2s", held.State())
+	}
+	if !errors.Is(held.Err(), lock.ErrKeyDeleted) {
+		t.Errorf("lost with %v, want ErrKeyDeleted", held.Err())
+	}
+}
+
+// A holder whose watch stream sits on a member cut off from the rest of
+// the cluster still learns, within seconds, that its key was deleted
+// through the majority: the member, without a leader, ends the stream
+// (the session opens it with WithRequireLeader), and the session reopens
+// it on a healthy member, where it re-reads the key.
+func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut *embedded.Member
+	var majority []string
+	for _, m := range c.Members() {
+		if m != leader && cut == nil {
+			cut = m
+		} else {
+			majority = append(majority, m.Endpoint())
+		}
+	}
+	// The session's client knows only cut while the stream is opened, and
+	// every member afterwards.
+	cli := etcdtest.Client(t, cut.Endpoint())
+	s := newSession(t, cli, lock.WithTTL(30*time.Second))
+	l, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the key watch is created, on cut
+	cli.SetEndpoints(c.Endpoints()...)
+
+	isolate(t, c, cut)
+	if _, err := etcdtest.Client(t, majority...).Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	select {
+	case <-l.Lost():
+		t.Logf("lost %v after the delete", time.Since(deleted))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the holder on the partitioned member did not notice its key's deletion (state %v)", l.State())
+	}
+	if !errors.Is(l.Err(), lock.ErrKeyDeleted) {
+		t.Errorf("lost with %v, want ErrKeyDeleted", l.Err())
+	}
+}
+
+// isolate cuts m off from the other members of c (raft messages both ways
+// are dropped) until t ends.
+func isolate(t *testing.T, c *embedded.Cluster, m *embedded.Member) {
+	t.Helper()
+	e := m.Etcd().Server
+	var others []*embedded.Member
+	for _, o := range c.Members() {
+		if o == m {
+			continue
+		}
+		others = append(others, o)
+		oe := o.Etcd().Server
+		e.CutPeer(oe.MemberID())
+		oe.CutPeer(e.MemberID())
+	}
+	t.Cleanup(func() {
+		for _, o := range others {
+			if oe := o.Etcd(); oe != nil {
+				e.MendPeer(oe.Server.MemberID())
+				oe.Server.MendPeer(e.MemberID())
+			}
+		}
+	})
+}
+
+// A holder whose etcd user may no longer read its key cannot watch it: it
+// is lost with ErrWatchRefused, carrying etcd's reason, instead of holding
+// on unwatched or retrying forever.
+func TestHolderLostWhenWatchRefused(t *testing.T) {
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t)
+	pfx, end := prefix(t), clientv3.GetPrefixRangeEnd(prefix(t))
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := etcdtest.Client(t, c.Endpoints()...)
+	must(root.RoleAdd(ctx, "root"))
+	must(root.UserAdd(ctx, "root", "root-pw"))
+	must(root.UserGrantRole(ctx, "root", "root"))
+	must(root.RoleAdd(ctx, "locker"))
+	must(root.RoleGrantPermission(ctx, "locker", pfx, end, clientv3.PermissionType(clientv3.PermReadWrite)))
+	must(root.UserAdd(ctx, "u", "u-pw"))
+	must(root.UserGrantRole(ctx, "u", "locker"))
+	must(root.AuthEnable(ctx))
+	admin := authClient(t, c.Endpoints()[0], "root", "root-pw")
+
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	s := newSession(t, authClient(t, url, "u", "u-pw"), lock.WithTTL(30*time.Second))
+	l, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the session off, so that its key watch is created (or, if it was
+	// already, its key re-read) only after the permission is gone.
+	p.Close()
+	must(admin.RoleRevokePermission(ctx, "locker", pfx, end))
+	etcdtest.RestartProxy(t, p)
+	select {
+	case <-l.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the holder that may not watch its key is still %v", l.State())
+	}
+	if err := l.Err(); !errors.Is(err, lock.ErrWatchRefused) || !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("lost with %v, want ErrWatchRefused and etcd's permission denied", err)
+	}
+	t.Log(l.Err())
+}
+
+func authClient(t *testing.T, endpoint, user, password string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, Username: user, Password: password, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }

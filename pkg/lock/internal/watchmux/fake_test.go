@@ -1,0 +1,302 @@
+package watchmux
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// wait bounds every wait for the Mux to do something, in real time; quiet
+// is how long it is given to do something it must not do.
+const (
+	wait  = 5 * time.Second
+	quiet = 50 * time.Millisecond
+)
+
+// fakeStream is the client end of a watch stream whose server is the test.
+// Send blocks until the test takes the request, so the test sees every
+// request in order and the Mux queues up what it would send meanwhile.
+type fakeStream struct {
+	grpc.ClientStream // not used by the Mux; nil
+	t                 *testing.T
+	ctx               context.Context
+	sent              chan *pb.WatchRequest
+	resps             chan *pb.WatchResponse
+	fail              chan error
+}
+
+var _ pb.Watch_WatchClient = (*fakeStream)(nil)
+
+func (s *fakeStream) Send(r *pb.WatchRequest) error {
+	select {
+	case s.sent <- r:
+		return nil
+	case <-s.ctx.Done():
+		return io.EOF
+	}
+}
+
+func (s *fakeStream) Recv() (*pb.WatchResponse, error) {
+	select {
+	case r := <-s.resps:
+		return r, nil
+	case err := <-s.fail:
+		return nil, err
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *fakeStream) Context() context.Context { return s.ctx }
+
+func (s *fakeStream) CloseSend() error { return nil }
+
+// next returns the next request the Mux sends.
+func (s *fakeStream) next() *pb.WatchRequest {
+	s.t.Helper()
+	select {
+	case r := <-s.sent:
+		return r
+	case <-time.After(wait):
+		s.t.Fatal("no request sent")
+		return nil
+	}
+}
+
+// create returns the next request, which must be a create.
+func (s *fakeStream) create() *pb.WatchCreateRequest {
+	s.t.Helper()
+	r := s.next()
+	c := r.GetCreateRequest()
+	if c == nil {
+		s.t.Fatalf("sent %v, want a create request", r)
+	}
+	return c
+}
+
+// cancel returns the ID of the next request, which must be a cancel.
+func (s *fakeStream) cancel() int64 {
+	s.t.Helper()
+	r := s.next()
+	c := r.GetCancelRequest()
+	if c == nil {
+		s.t.Fatalf("sent %v, want a cancel request", r)
+	}
+	return c.WatchId
+}
+
+// silent checks that the Mux sends nothing for a while.
+func (s *fakeStream) silent() {
+	s.t.Helper()
+	select {
+	case r := <-s.sent:
+		s.t.Fatalf("sent %v, want nothing", r)
+	case <-time.After(quiet):
+	}
+}
+
+func (s *fakeStream) reply(r *pb.WatchResponse) {
+	s.t.Helper()
+	select {
+	case s.resps <- r:
+	case <-time.After(wait):
+		s.t.Fatal("the Mux does not receive")
+	}
+}
+
+// created replies that etcd created the watch c asked for.
+func (s *fakeStream) created(c *pb.WatchCreateRequest) {
+	s.t.Helper()
+	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: c.WatchId, Created: true})
+}
+
+// deleted sends the deletion of c's key to c's watch.
+func (s *fakeStream) deleted(c *pb.WatchCreateRequest, rev int64) {
+	s.t.Helper()
+	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: c.WatchId, Events: []*mvccpb.Event{
+		{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: c.Key, ModRevision: rev}}}})
+}
+
+// broken ends the stream with err, as a failed connection does.
+func (s *fakeStream) broken(err error) {
+	s.t.Helper()
+	select {
+	case s.fail <- err:
+	case <-time.After(wait):
+		s.t.Fatal("the Mux does not receive")
+	}
+}
+
+// closed waits until the Mux has ended the stream.
+func (s *fakeStream) closed() {
+	s.t.Helper()
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(wait):
+		s.t.Fatal("the stream is still open")
+	}
+}
+
+// readCall is one call of the Mux's ReadFunc, answered by the test.
+type readCall struct {
+	keys  []string
+	ctx   context.Context
+	reply chan readResult
+}
+
+func (c *readCall) answer(rev int64, createRevs ...int64) {
+	c.reply <- readResult{rev: rev, createRevs: createRevs}
+}
+
+func (c *readCall) fail(err error) { c.reply <- readResult{err: err} }
+
+// harness runs a Mux against fake streams, a fake reader and a fake clock.
+type harness struct {
+	t     *testing.T
+	clk   *testingclock.FakeClock
+	mux   *Mux
+	opens chan *fakeStream
+	reads chan *readCall
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{
+		t:     t,
+		clk:   testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
+		opens: make(chan *fakeStream),
+		reads: make(chan *readCall),
+	}
+	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
+		s := &fakeStream{t: t, ctx: ctx, sent: make(chan *pb.WatchRequest), resps: make(chan *pb.WatchResponse), fail: make(chan error)}
+		select {
+		case h.opens <- s:
+			return s, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	read := func(ctx context.Context, keys []string) (int64, []int64, error) {
+		c := &readCall{keys: keys, ctx: ctx, reply: make(chan readResult, 1)}
+		select {
+		case h.reads <- c:
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+		select {
+		case r := <-c.reply:
+			return r.rev, r.createRevs, r.err
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+	h.mux = New(open, read, h.clk, zaptest.NewLogger(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.mux.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return h
+}
+
+// stream returns the next stream the Mux opens.
+func (h *harness) stream() *fakeStream {
+	h.t.Helper()
+	select {
+	case s := <-h.opens:
+		return s
+	case <-time.After(wait):
+		h.t.Fatal("no stream opened")
+		return nil
+	}
+}
+
+// noStream checks that the Mux opens no stream for a while.
+func (h *harness) noStream() {
+	h.t.Helper()
+	select {
+	case <-h.opens:
+		h.t.Fatal("a stream was opened, want none")
+	case <-time.After(quiet):
+	}
+}
+
+// read returns the Mux's next re-read.
+func (h *harness) read() *readCall {
+	h.t.Helper()
+	select {
+	case c := <-h.reads:
+		return c
+	case <-time.After(wait):
+		h.t.Fatal("no re-read")
+		return nil
+	}
+}
+
+// step moves the fake clock on by d once the Mux waits for a timer. A
+// timer's duration is computed from the clock's time, so the clock must
+// not move while the Mux sets one: step waits until a timer has been
+// waiting for a few milliseconds.
+func (h *harness) step(d time.Duration) {
+	h.t.Helper()
+	end := time.Now().Add(wait)
+	for settled := 0; settled < 3; {
+		if time.Now().After(end) {
+			h.t.Fatal("the Mux waits for no timer")
+		}
+		if h.clk.HasWaiters() {
+			settled++
+		} else {
+			settled = 0
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.clk.Step(d)
+}
+
+// firing records a watch's callback.
+type firing chan error
+
+func newFiring() firing { return make(chan error, 2) }
+
+func (f firing) fire(err error) { f <- err }
+
+// fired waits for the callback and returns its error.
+func (f firing) fired(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-f:
+		return err
+	case <-time.After(wait):
+		t.Fatal("the watch did not fire")
+		return nil
+	}
+}
+
+// notFired checks that the callback has not run (and does not, for a while).
+func (f firing) notFired(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-f:
+		t.Fatalf("the watch fired (%v), want it not to", err)
+	case <-time.After(quiet):
+	}
+}
+
+// entries counts what the Mux holds for its watches, in any state.
+func (m *Mux) entries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.watches) + len(m.delayed) + len(m.queue) + len(m.reread) + len(m.orphans) + len(m.pending) + len(m.cancels)
+}

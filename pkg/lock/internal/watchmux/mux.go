@@ -1,0 +1,213 @@
+package watchmux
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+)
+
+// OpenFunc opens a new watch stream; the stream ends when ctx ends. ctx
+// carries the metadata of clientv3.WithRequireLeader, which the opener
+// must pass on to the gRPC call.
+type OpenFunc func(ctx context.Context) (pb.Watch_WatchClient, error)
+
+// ReadFunc reads at most MaxReadKeys keys at one revision, linearizably. It
+// returns that revision and each key's create revision, 0 for a key that
+// does not exist, in the order of keys. It must return once ctx ends. An
+// error matching rpctypes.ErrPermissionDenied says that the stream's user
+// may not read one of the keys.
+type ReadFunc func(ctx context.Context, keys []string) (rev int64, createRevs []int64, err error)
+
+// MaxReadKeys is the most keys one ReadFunc call is given: etcd's default
+// limit of operations in one transaction (--max-txn-ops).
+const MaxReadKeys = 128
+
+// Timing of streams and re-reads, on the Mux's clock.
+const (
+	// IdleTimeout is how long a stream stays open without watches.
+	IdleTimeout = 30 * time.Second
+	// minBackoff and maxBackoff bound the wait before reopening a
+	// broken stream or retrying a failed re-read; it doubles from
+	// minBackoff after every failure, with jitter, and starts again
+	// from minBackoff once a stream has created a watch or a read has
+	// succeeded.
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
+	// readTimeout bounds one re-read.
+	readTimeout = 5 * time.Second
+)
+
+// Mux multiplexes key watches over one etcd watch stream, so that a watch
+// costs a map entry instead of a clientv3.Watch (a goroutine, channels and
+// buffers in the client). It chooses the watch IDs itself (etcd ≥ 3.4), a
+// fresh one for every create request, and sends create requests without
+// waiting for each reply (clientv3 creates one watch at a time per stream).
+//
+// Its methods are safe for concurrent use. Run serves the watches; until
+// it is called, and after it returns, watches are registered but none is
+// created or fires.
+type Mux struct {
+	open OpenFunc
+	read ReadFunc
+	clk  clock.Clock
+	log  *zap.Logger
+	kick chan struct{} // capacity 1: something to do for Run
+
+	// mu guards what follows. It is the last lock taken: pkg/lock takes
+	// Session.mu, then Lock.mu, then calls into the Mux; callbacks are
+	// never called with mu held.
+	mu      sync.Mutex
+	nextID  int64
+	watches map[int64]*Watch // every live watch, by its current ID
+	delayed []*Watch         // stateDelayed, in order of due time
+	queue   []*Watch         // stateQueued, in order
+	reread  []*Watch         // stateReread
+	orphans []*Watch         // stateOrphan
+	pending []int64          // creates sent on the current stream awaiting their reply, in order
+	cancels []int64          // cancel requests to send on the current stream
+	reset   error            // why the current stream must be replaced, if it must
+	works   bool             // the current stream has created a watch
+}
+
+// Watch is one registered watch, the handle for Mux.Remove. Its fields
+// belong to its Mux.
+type Watch struct {
+	key       string
+	rev       int64 // watch from this revision on (0: from now); moved on by a re-read
+	createRev int64 // WatchKey: the key's create revision; 0 for WatchFromNow
+	due       time.Time
+	fire      func(error)
+	created   func()
+	id        int64
+	state     state
+	alone     bool // re-read on its own: etcd refused to read a batch with it
+}
+
+type state int
+
+const (
+	stateDelayed state = iota // not yet due (WatchKey's after)
+	stateQueued               // to be created on the current or next stream
+	stateSent                 // its create request went out on the current stream
+	stateOrphan               // was sent on a stream that broke
+	stateReread               // its key must be re-read before it is created again
+	stateReading              // its key is being re-read
+	stateDone                 // fired or removed
+)
+
+// New returns a Mux that opens its streams with open, re-reads keys with
+// read, measures time with clk and logs to log. None may be nil.
+func New(open OpenFunc, read ReadFunc, clk clock.Clock, log *zap.Logger) *Mux {
+	return &Mux{open: open, read: read, clk: clk, log: log, kick: make(chan struct{}, 1), watches: make(map[int64]*Watch)}
+}
+
+// WatchKey watches key, which exists with create revision createRev (> 0),
+// for its deletion at revision rev or later. The watch is created on the stream
+// once after has passed (at once if after ≤ 0); a deletion meanwhile is
+// reported then, since the watch starts at rev.
+//
+// fire is called at most once: with nil when the key is deleted or found
+// gone or re-created (by a re-read after a broken stream or a compaction),
+// or with a *RefusedError when etcd refuses for good to watch or re-read
+// the key. It runs on one of the Mux's goroutines and must not block.
+func (m *Mux) WatchKey(key string, rev, createRev int64, after time.Duration, fire func(error)) *Watch {
+	w := &Watch{key: key, rev: rev, createRev: createRev, fire: fire, state: stateQueued}
+	if after > 0 {
+		w.state, w.due = stateDelayed, m.clk.Now().Add(after)
+	}
+	return m.add(w)
+}
+
+// WatchFromNow watches key for a deletion after the revision etcd creates
+// the watch at, and calls created (if not nil) once it has. fire is called
+// at most once: with nil on a deletion or when the watch breaks before
+// seeing one (the caller reads the key again), or with a *RefusedError
+// when etcd refuses for good to watch the key. created is not called after
+// fire. Both run on one of the Mux's goroutines and must not block.
+//
+// A watch from a past revision would be exact without a second read, but
+// etcd serves a watch whose start revision is behind the store from its
+// "unsynced" group, caught up only every 100 ms (watchResyncPeriod in
+// etcd's mvcc).
+func (m *Mux) WatchFromNow(key string, fire func(error), created func()) *Watch {
+	return m.add(&Watch{key: key, fire: fire, created: created, state: stateQueued})
+}
+
+func (m *Mux) add(w *Watch) *Watch {
+	m.mu.Lock()
+	m.nextID++
+	w.id = m.nextID
+	m.watches[w.id] = w
+	if w.state == stateDelayed {
+		// Insert in due order; with one delay, that is at the end.
+		i := len(m.delayed)
+		for i > 0 && m.delayed[i-1].due.After(w.due) {
+			i--
+		}
+		m.delayed = slices.Insert(m.delayed, i, w)
+	} else {
+		m.queue = append(m.queue, w)
+	}
+	m.mu.Unlock()
+	m.poke() // a create to send, or a due time to wake up for
+	return w
+}
+
+// Remove stops w: after it returns, the Mux holds nothing of w but a cancel
+// request to send if etcd has the watch. A callback of w already under
+// way may still run. Remove is idempotent, accepts nil, and is a no-op
+// after w fired.
+func (m *Mux) Remove(w *Watch) {
+	if w == nil {
+		return
+	}
+	m.mu.Lock()
+	if m.watches[w.id] != w {
+		m.mu.Unlock()
+		return
+	}
+	sent := w.state == stateSent
+	m.drop(w)
+	m.mu.Unlock()
+	if sent {
+		m.poke() // a cancel request to send
+	}
+}
+
+// drop forgets w and, if the current stream has its watch, queues a cancel
+// request for it. m.mu must be held.
+func (m *Mux) drop(w *Watch) {
+	delete(m.watches, w.id)
+	switch w.state {
+	case stateDelayed:
+		m.delayed = without(m.delayed, w)
+	case stateQueued:
+		m.queue = without(m.queue, w)
+	case stateReread:
+		m.reread = without(m.reread, w)
+	case stateOrphan:
+		m.orphans = without(m.orphans, w)
+	case stateSent:
+		m.cancels = append(m.cancels, w.id)
+	}
+	w.state = stateDone
+}
+
+func without(ws []*Watch, w *Watch) []*Watch {
+	if i := slices.Index(ws, w); i >= 0 {
+		return slices.Delete(ws, i, i+1) // clears the vacated slot
+	}
+	return ws
+}
+
+func (m *Mux) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,305 @@
+package watchmux
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+var errIdle = errors.New("idle")
+
+// Run serves the watches until ctx ends: it keeps a stream open while
+// watches need one, and replaces a stream that breaks. It returns once ctx
+// has ended and every goroutine it started has returned; no callback runs
+// after that. Run must be called once.
+func (m *Mux) Run(ctx context.Context) {
+	reconnect := backoff{next: minBackoff}
+	for m.awaitWork(ctx) {
+		err := m.serve(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errIdle) {
+			m.log.Debug("watch stream closed: no watches")
+			continue
+		}
+		if m.worked() {
+			reconnect = backoff{next: minBackoff}
+		}
+		d := reconnect.wait()
+		m.log.Debug("watch stream ended; reopening", zap.Error(err), zap.Duration("after", d))
+		if !m.sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+// awaitWork waits without a stream until something needs one, and reports
+// whether it does (false once ctx has ended).
+func (m *Mux) awaitWork(ctx context.Context) bool {
+	for {
+		now := m.clk.Now()
+		m.mu.Lock()
+		m.promote(now)
+		ready := len(m.queue)+len(m.reread)+len(m.orphans) > 0
+		var next time.Time
+		if len(m.delayed) > 0 {
+			next = m.delayed[0].due
+		}
+		m.mu.Unlock()
+		if ready {
+			return true
+		}
+		tc, stop := m.timer(next)
+		select {
+		case <-ctx.Done():
+			stop()
+			return false
+		case <-m.kick:
+		case <-tc:
+		}
+		stop()
+	}
+}
+
+// promote queues the delayed watches due at now. m.mu must be held.
+func (m *Mux) promote(now time.Time) {
+	n := 0
+	for n < len(m.delayed) && !m.delayed[n].due.After(now) {
+		w := m.delayed[n]
+		w.state = stateQueued
+		m.queue = append(m.queue, w)
+		n++
+	}
+	m.delayed = slices.Delete(m.delayed, 0, n)
+}
+
+// serve opens a stream and serves it until it breaks, has been idle for
+// IdleTimeout (errIdle), or ctx ends.
+func (m *Mux) serve(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ws, err := m.open(sctx)
+	if err != nil {
+		return err
+	}
+	m.begin()
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- m.receive(ws) }()
+	var rd *reading // the re-read in flight
+	readRetry := backoff{next: minBackoff}
+	var readAt time.Time // no re-read before
+	var idleSince time.Time
+	defer func() {
+		cancel()
+		if recvErr != nil {
+			<-recvErr
+		}
+		if rd != nil {
+			m.finishRead(rd, <-rd.done)
+		}
+		m.end()
+	}()
+	for {
+		now := m.clk.Now()
+		reqs, idle, err := m.take(now)
+		if err != nil {
+			return err
+		}
+		for _, r := range reqs {
+			if err := ws.Send(r); err != nil {
+				return err
+			}
+		}
+		if rd == nil && !now.Before(readAt) {
+			rd = m.startRead(sctx, now)
+		}
+		if idle && rd == nil {
+			if idleSince.IsZero() {
+				idleSince = now
+			}
+			if !now.Before(idleSince.Add(IdleTimeout)) {
+				return errIdle
+			}
+		} else {
+			idleSince = time.Time{}
+		}
+
+		// Wake up for the next delayed watch, a re-read's timeout or
+		// retry, or the idle timeout.
+		next := m.nextDue()
+		var readDone <-chan readResult
+		switch {
+		case rd != nil:
+			readDone = rd.done
+			if rd.deadline.IsZero() {
+				break // canceled already
+			}
+			if now.Before(rd.deadline) {
+				next = earliest(next, rd.deadline)
+			} else {
+				rd.cancel() // its result comes with ctx's error
+				rd.deadline = time.Time{}
+			}
+		case m.rereading():
+			next = earliest(next, readAt)
+		}
+		if !idleSince.IsZero() {
+			next = earliest(next, idleSince.Add(IdleTimeout))
+		}
+		tc, stop := m.timer(next)
+		select {
+		case <-m.kick:
+		case <-tc:
+		case res := <-readDone:
+			if m.finishRead(rd, res) {
+				readRetry = backoff{next: minBackoff}
+			} else {
+				readAt = m.clk.Now().Add(readRetry.wait())
+			}
+			rd = nil
+		case err := <-recvErr:
+			recvErr = nil
+			stop()
+			return err
+		}
+		stop()
+	}
+}
+
+// begin prepares the state for a new stream: watches of the broken one are
+// re-read (WatchKey) or fire (WatchFromNow: re-created from "now", they
+// would miss what happened while no stream was open).
+func (m *Mux) begin() {
+	m.mu.Lock()
+	m.pending, m.cancels, m.reset, m.works = nil, nil, nil, false
+	var fire []func(error)
+	for _, w := range m.orphans {
+		if w.createRev == 0 {
+			delete(m.watches, w.id)
+			w.state = stateDone
+			fire = append(fire, w.fire)
+		} else {
+			w.state = stateReread
+			m.reread = append(m.reread, w)
+		}
+	}
+	clear(m.orphans)
+	m.orphans = m.orphans[:0]
+	m.mu.Unlock()
+	for _, f := range fire {
+		f(nil)
+	}
+}
+
+// end records that the stream is gone: the watches it carried are orphans
+// until the next stream.
+func (m *Mux) end() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.watches {
+		if w.state == stateSent {
+			w.state = stateOrphan
+			m.orphans = append(m.orphans, w)
+		}
+	}
+	m.pending, m.cancels = nil, nil
+}
+
+// worked reports whether the last stream created a watch.
+func (m *Mux) worked() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.works
+}
+
+// take returns the requests to send now — cancels, then creates, including
+// delayed watches now due — and whether the Mux has no watches at all. It
+// returns an error if the stream must be replaced.
+func (m *Mux) take(now time.Time) (reqs []*pb.WatchRequest, idle bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reset != nil {
+		return nil, false, m.reset
+	}
+	m.promote(now)
+	for _, id := range m.cancels {
+		reqs = append(reqs, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
+			CancelRequest: &pb.WatchCancelRequest{WatchId: id}}})
+	}
+	m.cancels = m.cancels[:0]
+	for _, w := range m.queue {
+		// A fresh ID each time: etcd keeps the ID of a watch it ended
+		// for compaction until the client cancels it.
+		delete(m.watches, w.id)
+		m.nextID++
+		w.id, w.state = m.nextID, stateSent
+		m.watches[w.id] = w
+		m.pending = append(m.pending, w.id)
+		reqs = append(reqs, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
+			CreateRequest: &pb.WatchCreateRequest{
+				Key:           []byte(w.key),
+				StartRevision: w.rev,
+				Filters:       []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT},
+				WatchId:       w.id,
+			}}})
+	}
+	clear(m.queue)
+	m.queue = m.queue[:0]
+	return reqs, len(m.watches) == 0, nil
+}
+
+func (m *Mux) nextDue() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.delayed) == 0 {
+		return time.Time{}
+	}
+	return m.delayed[0].due
+}
+
+// timer returns a channel that receives at next (never, for a zero next),
+// and a function that releases the timer.
+func (m *Mux) timer(next time.Time) (<-chan time.Time, func()) {
+	if next.IsZero() {
+		return nil, func() {}
+	}
+	t := m.clk.NewTimer(max(next.Sub(m.clk.Now()), 0))
+	return t.C(), func() { t.Stop() }
+}
+
+// sleep waits for d on the clock and reports false if ctx ended first.
+func (m *Mux) sleep(ctx context.Context, d time.Duration) bool {
+	t := m.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// backoff is an exponential backoff with equal jitter: each wait is drawn
+// from [next/2, next), and next doubles up to maxBackoff.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) wait() time.Duration {
+	d := b.next/2 + rand.N(b.next/2)
+	b.next = min(2*b.next, maxBackoff)
+	return d
+}
