@@ -31,7 +31,8 @@ import (
 //
 // On failure — ctx ended, the waiter's key deleted, the session lost — the
 // waiter's key is removed on a fresh context bounded by the cleanup timeout,
-// and the error says why (ctx.Err(), ErrKeyDeleted, the session's error).
+// and the error says why (ctx.Err(), ErrKeyDeleted, ErrWatchRefused, the
+// session's error).
 //
 // A session holds at most one claim per name: while a Lock for name is
 // active, or another Acquire/TryAcquire of name is in progress, Acquire

@@ -24,7 +24,8 @@ const (
 	// passed.
 	StateActive
 	// StateLost: ownership can no longer be proven (deadline passed,
-	// renewal refused, key deleted, session lost). Another owner may exist.
+	// renewal refused, key deleted, its watch refused, session lost).
+	// Another owner may exist.
 	StateLost
 	// StateReleased: Release or Session.Close gave the lock up.
 	StateReleased
