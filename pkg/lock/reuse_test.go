@@ -134,7 +134,9 @@ func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
 					continue
 				}
 				failed++
-				// Three renewals (3 s) sweep a key that landed late.
+				// Let a put still in flight land, then give the renewals
+				// (every second, three sweeps) time to remove it.
+				time.Sleep(50 * time.Millisecond)
 				deadline := time.Now().Add(3500 * time.Millisecond)
 				for len(keysUnder(t, cli, prefix(t))) > 0 && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
