@@ -139,7 +139,7 @@ func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
 	}
 	// The broken release: delete whatever key holds the name.
 	_ = l.Release(rctx) // ends the session's claim; its compare-and-delete is harmless
-	get, err := c.obs.Get(rctx, lock.NamePrefix(name, lock.WithPrefix(c.cfg.prefix)), clientv3.WithFirstCreate()...)
+	get, err := c.obs.Get(rctx, lock.NamePrefix(c.cfg.prefix, name), clientv3.WithFirstCreate()...)
 	if err != nil || len(get.Kvs) == 0 {
 		return
 	}

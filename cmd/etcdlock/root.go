@@ -256,7 +256,7 @@ func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context
 // detached is request with a lock.Detached for the script commands.
 func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *lock.Detached) error) error {
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		d, err := lock.NewDetached(cli, g.lockOptions()...)
+		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix))
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,6 +87,14 @@ func (c *Config) validate() error {
 	}
 	if err := lock.ValidateName(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
+		return fmt.Errorf("%w: Prefix %q must end in '/'", ErrInvalidConfig, c.Prefix)
+	}
+	// Checked here, once, so that Run does not retry a configuration
+	// error forever.
+	if err := lock.ValidateSessionOptions(c.SessionOptions...); err != nil {
+		return fmt.Errorf("%w: SessionOptions: %w", ErrInvalidConfig, err)
 	}
 	if c.TTL == 0 {
 		c.TTL = lock.DefaultTTL

@@ -354,6 +354,10 @@ func TestConfigValidation(t *testing.T) {
 		"no callback": {Client: cli, Name: "x"},
 		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
 		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
+		// Run used to log and retry these forever.
+		"prefix without slash": {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
+		"bad session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
+		"nil session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {

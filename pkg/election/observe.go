@@ -28,7 +28,8 @@ func leaderOf(st lock.Status) Leader {
 }
 
 // GetLeader returns the current leader of the election name (the zero
-// Leader if none). opts may set WithPrefix.
+// Leader if none). opts may set WithPrefix; other options are rejected
+// with lock.ErrInvalidOption.
 func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (Leader, error) {
 	st, err := lock.Inspect(ctx, client, name, opts...)
 	if err != nil {
@@ -41,8 +42,8 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 // (identity or term), learned by watching etcd rather than polling. The
 // channel is closed when ctx ends; until then the goroutine behind it
 // retries etcd errors. Read the channel promptly: a change is sent only
-// once the previous one was received. opts may set WithPrefix and
-// WithLogger.
+// once the previous one was received. opts may set WithPrefix; an invalid
+// name or option closes the channel at once (GetLeader returns the error).
 func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) <-chan Leader {
 	ch := make(chan Leader)
 	go func() {

@@ -37,12 +37,13 @@ type Grant struct {
 }
 
 // NewDetached returns a Detached using client. It accepts WithPrefix,
-// WithSafetyMargin, WithClock, WithCleanupTimeout and WithLogger.
+// WithSafetyMargin, WithClock and WithCleanupTimeout, and rejects other
+// options with ErrInvalidOption.
 func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
 	if client == nil {
 		return nil, invalid("nil client")
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(atDetached, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}
-	pfx := namePrefix(d.cfg.prefix, name)
+	pfx := NamePrefix(d.cfg.prefix, name)
 	key := contenderKey(d.cfg.prefix, name, lease.ID)
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
@@ -154,7 +155,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 	if !token.IsValid() {
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	pfx := namePrefix(d.cfg.prefix, name)
+	pfx := NamePrefix(d.cfg.prefix, name)
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
 		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),

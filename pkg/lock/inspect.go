@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -28,23 +29,27 @@ type Status struct {
 }
 
 // Inspect reads the holder and the waiters of name in one request. It
-// accepts WithPrefix; other options are ignored.
+// accepts WithPrefix and rejects other options with ErrInvalidOption.
 func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...Option) (Status, error) {
 	if err := ValidateName(name); err != nil {
 		return Status{}, err
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(atRead, opts)
 	if err != nil {
 		return Status{}, err
 	}
-	resp, err := client.Get(ctx, namePrefix(cfg.prefix, name), clientv3.WithPrefix(),
+	return inspect(ctx, client, cfg.prefix, name)
+}
+
+func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
+	resp, err := client.Get(ctx, NamePrefix(prefix, name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
 	}
 	st := Status{Name: name, Revision: resp.Header.Revision}
 	for i, kv := range resp.Kvs {
-		c := Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+		c := contenderOf(kv)
 		if i == 0 {
 			st.Holder = &c
 		} else {
@@ -55,9 +60,10 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 }
 
 // List returns the status of every lock name under the prefix whose name
-// starts with namePrefix ("" for all), sorted by name, from one read.
+// starts with namePrefix ("" for all), sorted by name, from one read. It
+// accepts WithPrefix and rejects other options with ErrInvalidOption.
 func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...Option) ([]Status, error) {
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(atRead, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +84,7 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 			st = &Status{Name: name, Revision: resp.Header.Revision}
 			byName[name] = st
 		}
-		c := Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+		c := contenderOf(kv)
 		if st.Holder == nil {
 			st.Holder = &c
 		} else {
@@ -99,12 +105,20 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 // if no key of name has that token (it was released, expired or already
 // broken) and ErrNotOwner if that key exists but is a waiter, not the
 // holder. Breaking by token means two operators cannot break a newer holder
-// by accident. Break accepts WithPrefix and WithCleanupTimeout.
+// by accident. Break accepts WithPrefix and WithCleanupTimeout and rejects
+// other options with ErrInvalidOption.
 func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...Option) (Contender, error) {
+	if err := ValidateName(name); err != nil {
+		return Contender{}, err
+	}
 	if !token.IsValid() {
 		return Contender{}, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	st, err := Inspect(ctx, client, name, opts...)
+	cfg, err := newConfig(atBreak, opts)
+	if err != nil {
+		return Contender{}, err
+	}
+	st, err := inspect(ctx, client, cfg.prefix, name)
 	if err != nil {
 		return Contender{}, err
 	}
@@ -124,11 +138,14 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 	if !ok {
 		return Contender{}, fmt.Errorf("%w: holder of %q with token %s went away", ErrNotHeld, name, token)
 	}
-	cfg, _ := newConfig(opts)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
 	defer cancel()
 	if _, err := client.Revoke(rctx, h.LeaseID); err != nil && !isLeaseNotFound(err) {
 		return h, fmt.Errorf("lock: break %q: key deleted but lease revoke failed: %w", name, err)
 	}
 	return h, nil
+}
+
+func contenderOf(kv *mvccpb.KeyValue) Contender {
+	return Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
 }

@@ -53,13 +53,11 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// namePrefix is the prefix under which all contenders for name keep their keys.
-func namePrefix(prefix, name string) string { return prefix + name + "/" }
 
 // contenderKey is the deterministic key of lease's claim on name, so that a
 // retry after a lost reply finds the key its first attempt wrote.
 func contenderKey(prefix, name string, lease clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%x", namePrefix(prefix, name), int64(lease))
+	return fmt.Sprintf("%s%x", NamePrefix(prefix, name), int64(lease))
 }
 
 func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
@@ -70,11 +68,6 @@ func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
 
 // NamePrefix returns the etcd key prefix under which the contenders for
-// name keep their keys. opts may set WithPrefix.
-func NamePrefix(name string, opts ...Option) string {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		cfg.prefix = DefaultPrefix
-	}
-	return namePrefix(cfg.prefix, name)
-}
+// name keep their keys, given the lock prefix (DefaultPrefix, or the one
+// given to WithPrefix).
+func NamePrefix(prefix, name string) string { return prefix + name + "/" }

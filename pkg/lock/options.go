@@ -48,13 +48,49 @@ func ttlSeconds(ttl time.Duration) int64 {
 // k8s.io/utils/clock/testing.FakeClock.
 type Clock = clock.Clock
 
-// Option configures NewSession and NewDetached. Options that do not concern
-// a constructor (renewal settings for NewDetached) are accepted and unused.
-type Option interface{ apply(*config) error }
+// Option configures one of the package's entry points. Each option's doc
+// names the entry points it applies to; given to any other, it is rejected
+// with ErrInvalidOption, never ignored.
+type Option interface{ apply(c *config, at entry) error }
 
-type optionFunc func(*config) error
+// entry is a set of the entry points that take options.
+type entry uint8
 
-func (f optionFunc) apply(c *config) error { return f(c) }
+const (
+	atSession  entry = 1 << iota // NewSession (and election's SessionOptions)
+	atDetached                   // NewDetached
+	atRead                       // Inspect, List, Follow
+	atBreak                      // Break
+	atAll      = atSession | atDetached | atRead | atBreak
+)
+
+func (e entry) String() string {
+	switch e {
+	case atSession:
+		return "NewSession"
+	case atDetached:
+		return "NewDetached"
+	case atRead:
+		return "Inspect, List and Follow"
+	case atBreak:
+		return "Break"
+	}
+	return fmt.Sprintf("entry(%d)", uint8(e))
+}
+
+// option is an Option named name that applies to the entry points in at.
+type option struct {
+	name string
+	at   entry
+	set  func(*config) error
+}
+
+func (o option) apply(c *config, at entry) error {
+	if o.at&at == 0 {
+		return invalid("%s does not apply to %v", o.name, at)
+	}
+	return o.set(c)
+}
 
 type config struct {
 	ttl            time.Duration
@@ -68,7 +104,18 @@ type config struct {
 	renewHook      func(latency time.Duration, err error)
 }
 
-func newConfig(opts []Option) (config, error) {
+// ValidateSessionOptions returns the error NewSession would return for
+// opts before it contacts etcd: an option out of range or one that does not
+// apply to sessions. (NewSession also checks the margin and the renewal
+// interval against the TTL etcd grants.)
+func ValidateSessionOptions(opts ...Option) error {
+	_, err := newConfig(atSession, opts)
+	return err
+}
+
+// newConfig applies opts for the entry point at, rejecting any option that
+// does not apply there.
+func newConfig(at entry, opts []Option) (config, error) {
 	c := config{
 		ttl:            DefaultTTL,
 		logger:         zap.NewNop(),
@@ -77,7 +124,10 @@ func newConfig(opts []Option) (config, error) {
 		cleanupTimeout: 5 * time.Second,
 	}
 	for _, o := range opts {
-		if err := o.apply(&c); err != nil {
+		if o == nil {
+			return config{}, invalid("nil option")
+		}
+		if err := o.apply(&c, at); err != nil {
 			return config{}, err
 		}
 	}
@@ -97,49 +147,49 @@ func invalid(format string, args ...any) error {
 // default raft settings); the session uses the TTL etcd granted, never the
 // request.
 func WithTTL(ttl time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithTTL", atSession, func(c *config) error {
 		if err := ValidateTTL(ttl); err != nil {
 			return err
 		}
 		c.ttl = ttl
 		return nil
-	})
+	}}
 }
 
 // WithOwner sets the owner identity written into every key of the session
 // (default DefaultOwner()). It is informational for sessions and is the
 // identity that Detached operations check.
 func WithOwner(owner string) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithOwner", atSession, func(c *config) error {
 		if owner == "" {
 			return invalid("empty owner")
 		}
 		c.owner = owner
 		return nil
-	})
+	}}
 }
 
 // WithLogger sets the logger (default zap.NewNop()).
 func WithLogger(lg *zap.Logger) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithLogger", atSession, func(c *config) error {
 		if lg == nil {
 			return invalid("nil logger")
 		}
 		c.logger = lg
 		return nil
-	})
+	}}
 }
 
 // WithPrefix sets the etcd key prefix (default "/etcdlock/"). It must end in
 // '/'. Every party using a lock name must use the same prefix.
 func WithPrefix(prefix string) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithPrefix", atAll, func(c *config) error {
 		if !strings.HasSuffix(prefix, "/") {
 			return invalid("prefix %q must end in '/'", prefix)
 		}
 		c.prefix = prefix
 		return nil
-	})
+	}}
 }
 
 // WithSafetyMargin sets how long before the earliest possible server-side
@@ -147,50 +197,52 @@ func WithPrefix(prefix string) Option {
 // covers clock-rate drift and scheduling delay. It must be below the granted
 // TTL minus the renewal interval.
 func WithSafetyMargin(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithSafetyMargin", atSession | atDetached, func(c *config) error {
 		if d <= 0 {
 			return invalid("safety margin %v must be positive", d)
 		}
 		c.margin = d
 		return nil
-	})
+	}}
 }
 
 // WithRenewInterval sets how often the lease is renewed (default TTL/3).
 func WithRenewInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithRenewInterval", atSession, func(c *config) error {
 		if d <= 0 {
 			return invalid("renew interval %v must be positive", d)
 		}
 		c.renewInterval = d
 		return nil
-	})
+	}}
 }
 
 // WithClock sets the time source of the lease deadline and renewals
 // (default the real clock). The watch stream's delays and retries always
 // run on the real clock.
 func WithClock(clk Clock) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithClock", atSession | atDetached, func(c *config) error {
 		if clk == nil {
 			return invalid("nil clock")
 		}
 		c.clock = clk
 		return nil
-	})
+	}}
 }
 
 // WithCleanupTimeout bounds the clean-up that runs after a canceled
-// Acquire or a failed TryAcquire (default 5s). Clean-up runs on a fresh
-// context, so it happens even when the caller's context has ended.
+// Acquire or a failed TryAcquire, and the lease revoke of Detached and
+// Break (default 5s). Clean-up runs on a fresh context, so it happens even
+// when the caller's context has ended. For NewSession, NewDetached and
+// Break.
 func WithCleanupTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithCleanupTimeout", atSession | atDetached | atBreak, func(c *config) error {
 		if d <= 0 {
 			return invalid("cleanup timeout %v must be positive", d)
 		}
 		c.cleanupTimeout = d
 		return nil
-	})
+	}}
 }
 
 // DefaultOwner returns a new owner identity "host:pid:random", the default
@@ -210,11 +262,11 @@ func defaultMargin(ttl time.Duration) time.Duration { return max(ttl/10, 250*tim
 // and error (nil on success), for metrics. fn runs on the renewal goroutine
 // and must return quickly.
 func WithRenewHook(fn func(latency time.Duration, err error)) Option {
-	return optionFunc(func(c *config) error {
+	return option{"WithRenewHook", atSession, func(c *config) error {
 		if fn == nil {
 			return invalid("nil renew hook")
 		}
 		c.renewHook = fn
 		return nil
-	})
+	}}
 }

@@ -114,7 +114,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 	if client == nil {
 		return nil, invalid("nil client")
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newConfig(atSession, opts)
 	if err != nil {
 		return nil, err
 	}

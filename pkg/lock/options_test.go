@@ -1,0 +1,77 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Every entry point that takes options accepts the ones its doc names and
+// rejects every other one with ErrInvalidOption, before contacting etcd:
+// an option is honoured or refused, never ignored.
+func TestOptionsApplyOrAreRejected(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	all := map[string]lock.Option{
+		"WithTTL":            lock.WithTTL(5 * time.Second),
+		"WithOwner":          lock.WithOwner("o"),
+		"WithLogger":         lock.WithLogger(zap.NewNop()),
+		"WithPrefix":         lock.WithPrefix(prefix(t)),
+		"WithSafetyMargin":   lock.WithSafetyMargin(time.Second),
+		"WithRenewInterval":  lock.WithRenewInterval(time.Second),
+		"WithClock":          lock.WithClock(clock.RealClock{}),
+		"WithCleanupTimeout": lock.WithCleanupTimeout(time.Second),
+		"WithRenewHook":      lock.WithRenewHook(func(time.Duration, error) {}),
+	}
+	entries := []struct {
+		name    string
+		accepts []string
+		call    func(lock.Option) error
+	}{
+		{"NewSession", []string{"WithTTL", "WithOwner", "WithLogger", "WithPrefix", "WithSafetyMargin", "WithRenewInterval", "WithClock", "WithCleanupTimeout", "WithRenewHook"},
+			func(o lock.Option) error { return lock.ValidateSessionOptions(o) }},
+		{"NewDetached", []string{"WithPrefix", "WithSafetyMargin", "WithClock", "WithCleanupTimeout"},
+			func(o lock.Option) error { _, err := lock.NewDetached(cli, o); return err }},
+		{"Inspect", []string{"WithPrefix"},
+			func(o lock.Option) error { _, err := lock.Inspect(ctx, cli, "n", o); return err }},
+		{"List", []string{"WithPrefix"},
+			func(o lock.Option) error { _, err := lock.List(ctx, cli, "", o); return err }},
+		{"Follow", []string{"WithPrefix"},
+			func(o lock.Option) error {
+				return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, o)
+			}},
+		{"Break", []string{"WithPrefix", "WithCleanupTimeout"},
+			func(o lock.Option) error {
+				_, err := lock.Break(ctx, cli, "n", fencing.Token(1), o)
+				if errors.Is(err, lock.ErrNotHeld) {
+					return nil // the option was taken; nothing to break
+				}
+				return err
+			}},
+	}
+	for _, e := range entries {
+		t.Run(e.name, func(t *testing.T) {
+			accepted := map[string]bool{}
+			for _, n := range e.accepts {
+				accepted[n] = true
+			}
+			for name, o := range all {
+				err := e.call(o)
+				switch {
+				case accepted[name] && err != nil:
+					t.Errorf("%s(%s) = %v, want it accepted", e.name, name, err)
+				case !accepted[name] && !errors.Is(err, lock.ErrInvalidOption):
+					t.Errorf("%s(%s) = %v, want ErrInvalidOption", e.name, name, err)
+				}
+			}
+			if err := e.call(nil); !errors.Is(err, lock.ErrInvalidOption) {
+				t.Errorf("%s(nil option) = %v, want ErrInvalidOption", e.name, err)
+			}
+		})
+	}
+}
