@@ -53,7 +53,6 @@ func ValidateName(name string) error {
 	return nil
 }
 
-
 // contenderKey is the deterministic key of lease's claim on name, so that a
 // retry after a lost reply finds the key its first attempt wrote.
 func contenderKey(prefix, name string, lease clientv3.LeaseID) string {

@@ -51,7 +51,9 @@ type Clock = clock.Clock
 // Option configures one of the package's entry points. Each option's doc
 // names the entry points it applies to; given to any other, it is rejected
 // with ErrInvalidOption, never ignored.
-type Option interface{ apply(c *config, at entry) error }
+type Option interface {
+	apply(c *config, at entry) error
+}
 
 // entry is a set of the entry points that take options.
 type entry uint8
