@@ -147,7 +147,7 @@ func invalid(format string, args ...any) error {
 // second and MaxTTL (see ValidateTTL). etcd works in whole seconds (the
 // request is rounded up) and raises TTLs below its minimum (about 2s with
 // default raft settings); the session uses the TTL etcd granted, never the
-// request.
+// request. For NewSession (Detached takes the TTL per call).
 func WithTTL(ttl time.Duration) Option {
 	return option{"WithTTL", atSession, func(c *config) error {
 		if err := ValidateTTL(ttl); err != nil {
@@ -159,8 +159,8 @@ func WithTTL(ttl time.Duration) Option {
 }
 
 // WithOwner sets the owner identity written into every key of the session
-// (default DefaultOwner()). It is informational for sessions and is the
-// identity that Detached operations check.
+// (default DefaultOwner()). It is informational. For NewSession (Detached
+// takes the owner per call and checks it).
 func WithOwner(owner string) Option {
 	return option{"WithOwner", atSession, func(c *config) error {
 		if owner == "" {
@@ -171,7 +171,8 @@ func WithOwner(owner string) Option {
 	}}
 }
 
-// WithLogger sets the logger (default zap.NewNop()).
+// WithLogger sets the session's logger (default zap.NewNop()). For
+// NewSession.
 func WithLogger(lg *zap.Logger) Option {
 	return option{"WithLogger", atSession, func(c *config) error {
 		if lg == nil {
@@ -183,7 +184,8 @@ func WithLogger(lg *zap.Logger) Option {
 }
 
 // WithPrefix sets the etcd key prefix (default "/etcdlock/"). It must end in
-// '/'. Every party using a lock name must use the same prefix.
+// '/'. Every party using a lock name must use the same prefix. For every
+// entry point.
 func WithPrefix(prefix string) Option {
 	return option{"WithPrefix", atAll, func(c *config) error {
 		if !strings.HasSuffix(prefix, "/") {
@@ -197,7 +199,8 @@ func WithPrefix(prefix string) Option {
 // WithSafetyMargin sets how long before the earliest possible server-side
 // expiry the session considers itself lost (default max(TTL/10, 250ms)). It
 // covers clock-rate drift and scheduling delay. It must be below the granted
-// TTL minus the renewal interval.
+// TTL minus the renewal interval (for Detached: below the TTL). For
+// NewSession and NewDetached.
 func WithSafetyMargin(d time.Duration) Option {
 	return option{"WithSafetyMargin", atSession | atDetached, func(c *config) error {
 		if d <= 0 {
@@ -209,6 +212,7 @@ func WithSafetyMargin(d time.Duration) Option {
 }
 
 // WithRenewInterval sets how often the lease is renewed (default TTL/3).
+// For NewSession.
 func WithRenewInterval(d time.Duration) Option {
 	return option{"WithRenewInterval", atSession, func(c *config) error {
 		if d <= 0 {
@@ -221,7 +225,7 @@ func WithRenewInterval(d time.Duration) Option {
 
 // WithClock sets the time source of the lease deadline and renewals
 // (default the real clock). The watch stream's delays and retries always
-// run on the real clock.
+// run on the real clock. For NewSession and NewDetached.
 func WithClock(clk Clock) Option {
 	return option{"WithClock", atSession | atDetached, func(c *config) error {
 		if clk == nil {
@@ -262,7 +266,7 @@ func defaultMargin(ttl time.Duration) time.Duration { return max(ttl/10, 250*tim
 
 // WithRenewHook calls fn after every lease renewal attempt with its latency
 // and error (nil on success), for metrics. fn runs on the renewal goroutine
-// and must return quickly.
+// and must return quickly. For NewSession.
 func WithRenewHook(fn func(latency time.Duration, err error)) Option {
 	return option{"WithRenewHook", atSession, func(c *config) error {
 		if fn == nil {
