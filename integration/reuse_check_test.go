@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -122,15 +120,6 @@ func (c *reuseRun) violation(res *reuseResult, inv, sig string, at time.Duration
 	}
 }
 
-func (g *grant) String() string {
-	release := "none"
-	if g.release >= 0 {
-		release = g.release.Round(time.Millisecond).String()
-	}
-	return fmt.Sprintf("%s %s %s(%s) token %v [%v, %v] release %s lost %v", g.worker, g.kind, g.name, g.key, g.token,
-		g.start.Round(time.Millisecond), g.end.Round(time.Millisecond), release, g.lostBy)
-}
-
 func (c *reuseRun) check(res *reuseResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -215,10 +204,6 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 	}
 }
 
-// stale reports whether g's key was deleted by the operator before g even
-// started: a grant that was never the owner at any revision.
-func (g *grant) stale() bool { return g.deletedBy == "operator" && g.deletedAt <= g.start }
-
 // checkOverlaps checks invariant 1 on every pair of grants of a name.
 func (c *reuseRun) checkOverlaps(res *reuseResult) {
 	for _, gs := range c.byName() {
@@ -234,10 +219,7 @@ func (c *reuseRun) checkOverlaps(res *reuseResult) {
 				excused := a.deletedBy == "operator" && both <= a.deletedAt+noticeBound ||
 					b.stale() && both <= b.deletedAt+noticeBound
 				if overlap := both - b.start; overlap > 0 && !excused {
-					sig := "after a " + a.deletedBy + " delete"
-					if a.deletedBy == "" {
-						sig = "with no delete"
-					}
+					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
 					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v", a, b, overlap.Round(time.Millisecond))
 				}
 			}
@@ -288,74 +270,4 @@ func (c *reuseRun) byName() map[string][]*grant {
 		slices.SortStableFunc(gs, func(a, b *grant) int { return int(a.start - b.start) })
 	}
 	return out
-}
-
-// goroutineIDs returns the IDs of the running goroutines.
-func goroutineIDs() map[int]bool {
-	ids := map[int]bool{}
-	for _, g := range goroutineStacks() {
-		ids[g.id] = true
-	}
-	return ids
-}
-
-type goroutineStack struct {
-	id    int
-	stack string
-}
-
-func goroutineStacks() []goroutineStack {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []goroutineStack
-	for _, s := range strings.Split(string(buf), "\n\n") {
-		f := strings.Fields(s)
-		if len(f) < 2 || f[0] != "goroutine" {
-			continue
-		}
-		id, err := strconv.Atoi(f[1])
-		if err == nil {
-			out = append(out, goroutineStack{id, s})
-		}
-	}
-	return out
-}
-
-// leakedSince counts the goroutines of the library and of this checker
-// that were not running at before and still run after within.
-func leakedSince(before map[int]bool, within time.Duration) int {
-	deadline := time.Now().Add(within)
-	for {
-		var leaked []string
-		for _, g := range goroutineStacks() {
-			if before[g.id] {
-				continue
-			}
-			if strings.Contains(g.stack, "integration.(*reuseRun).observe") {
-				continue // stopped after this check, once it saw the last deletions
-			}
-			for _, mark := range []string{"etcdlock/etcdlock/pkg/lock.", "etcdlock/etcdlock/pkg/election.", "integration.(*reuseRun)", "integration.(*lockWorker)"} {
-				if strings.Contains(g.stack, mark) {
-					leaked = append(leaked, g.stack)
-					break
-				}
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			for i, s := range leaked {
-				if i < 3 {
-					fmt.Printf("leaked goroutine:\n%s\n", s)
-				}
-			}
-			return len(leaked)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

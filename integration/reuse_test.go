@@ -2,7 +2,9 @@ package integration
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +20,7 @@ import (
 func TestReuseChecker(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4} {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-			r := runReuse(t, reuseRunConfig(seed, 14*time.Second))
+			r := runReuse(t, reuseRunConfig(seed, 13*time.Second))
 			t.Log(r)
 			if r.violations() != 0 {
 				reuseFail(t, "violations in %v\nreplay: go test -race -count=1 -run '^TestReuseChecker$/^seed=%d$' ./integration", r, seed)
@@ -32,7 +34,7 @@ func TestReuseChecker(t *testing.T) {
 func TestReuseCheckerNegativeControls(t *testing.T) {
 	for _, control := range reuseControls {
 		t.Run(control, func(t *testing.T) {
-			cfg := reuseRunConfig(11, 5*time.Second)
+			cfg := reuseRunConfig(11, 6*time.Second)
 			cfg.control, cfg.names = control, []string{"a", "b", "c"}
 			r := runReuse(t, cfg)
 			t.Log(r)
@@ -60,7 +62,7 @@ func TestReuseLong(t *testing.T) {
 		d = 20 * time.Second
 	}
 	fmt.Printf("REUSE_SEED=%d REUSE_RUNS=%d REUSE_DURATION=%v\n", seed, runs, d)
-	tot := reuseTotals{counters: map[string]int{}, first: map[string]string{}, stats: map[string]int{}}
+	tot := reuseTotals{counters: map[string]int{}, first: map[string]string{}, stats: map[string]int{}, sigRuns: map[string]int{}}
 	start := time.Now()
 	for i := range runs {
 		cfg := reuseRunConfig(seed+uint64(i), d)
@@ -100,6 +102,7 @@ type reuseTotals struct {
 	grants, deletions                 int
 	counters                          map[string]int
 	first                             map[string]string // seed and time of the first finding
+	sigRuns                           map[string]int    // runs in which each signature was found
 	stats                             map[string]int
 	maxNotice                         time.Duration
 }
@@ -125,6 +128,9 @@ func (t *reuseTotals) add(r reuseResult) {
 	for k, v := range r.stats {
 		t.stats[k] += v
 	}
+	for sig := range r.signatures {
+		t.sigRuns[sig]++
+	}
 }
 
 func (t *reuseTotals) table(took time.Duration) string {
@@ -145,6 +151,9 @@ func (t *reuseTotals) table(took time.Duration) string {
 	}
 	for _, inv := range reuseInvariants {
 		row(fmt.Sprintf("violations of %d: %s", reuseInvariantNumber[inv], inv), fmt.Sprint(t.counters[inv])+t.first[inv])
+	}
+	for _, sig := range slices.Sorted(maps.Keys(t.sigRuns)) {
+		row("runs that found "+sig, t.sigRuns[sig])
 	}
 	row("slowest notice of a deleted held key", t.maxNotice.Round(time.Millisecond))
 	row("negative controls caught", fmt.Sprintf("%d/%d", t.controlsCaught, t.controlRuns))

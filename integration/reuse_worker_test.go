@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -42,28 +40,17 @@ type abandonedSession struct {
 	rec *sessionRec
 }
 
-type held struct {
-	l *lock.Lock
-	g *grant
-}
-
-// pendingRelease is a Release that failed, to be tried again at due.
-type pendingRelease struct {
-	h   *held
-	due time.Duration
-}
-
 func (r *reuseRun) lockWorker(ctx context.Context, id int) {
 	w := &lockWorker{r: r, ctx: ctx, id: id, name: fmt.Sprintf("w%d", id), c: r.clients[id],
 		rng: rand.New(rand.NewPCG(r.cfg.seed, uint64(id)+1)), held: map[string]*held{}, tokens: map[string]fencing.Token{}}
 	if id == 0 {
 		w.control = r.cfg.control
 	}
-	// Odd workers are cron-like: they mostly skip a busy name (TryAcquire)
-	// rather than wait for it.
-	w.tryBias = w.rng.IntN(60)
-	if id%2 == 1 {
-		w.tryBias = 100
+	// Most workers are cron-like: they skip a busy name (TryAcquire) rather
+	// than wait for it; w2 mostly waits.
+	w.tryBias = 100
+	if id == 2 || w.control != "" {
+		w.tryBias = w.rng.IntN(60)
 	}
 	for ctx.Err() == nil {
 		if !w.ensureSession(ctx) {
@@ -172,31 +159,6 @@ func (w *lockWorker) step(ctx context.Context) {
 	}
 }
 
-// badRelease releases a held lock on a canceled context or with a timeout
-// of 1µs–5ms, retries a failed release later (documented as always safe),
-// and usually acquires the same name again on the same session at once.
-func (w *lockWorker) badRelease(h *held) {
-	var rctx context.Context
-	var cancel context.CancelFunc
-	if w.rng.IntN(2) == 0 {
-		rctx, cancel = context.WithCancel(context.Background())
-		cancel()
-	} else {
-		rctx, cancel = context.WithTimeout(context.Background(), time.Duration(1+w.rng.IntN(5000))*time.Microsecond)
-	}
-	err := w.releaseWith(h, rctx)
-	cancel()
-	w.r.count("releases on expired contexts")
-	if err != nil {
-		w.r.count("releases on expired contexts that failed")
-		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + time.Duration(20+w.rng.IntN(280))*time.Millisecond})
-	}
-	if w.rng.IntN(100) < 70 {
-		w.r.count("re-acquisitions after an expired release")
-		w.acquire(w.ctx, h.g.name, w.rng.IntN(100) < w.tryBias, 300*time.Millisecond, w.holdFor())
-	}
-}
-
 func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout, hold time.Duration) *held {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -265,43 +227,6 @@ func (w *lockWorker) staleToken(g *grant) {
 	w.r.mu.Unlock()
 }
 
-// release gives h up on a context bounded by d; a failed release is
-// retried later.
-func (w *lockWorker) release(h *held, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	if err := w.releaseWith(h, ctx); err != nil {
-		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
-	}
-}
-
-func (w *lockWorker) releaseWith(h *held, ctx context.Context) error {
-	w.r.ended(h.g, w.r.now(), h.l.Err(), w.control != reuseIgnoreLost)
-	w.r.releasing(h.g, w.r.now())
-	delete(w.held, h.g.name)
-	err := h.l.Release(ctx)
-	if w.control == reuseReleaseByName && err == nil {
-		// The broken release: delete whatever key holds the name.
-		get, gerr := w.c.cli.Get(context.Background(), lock.NamePrefix(h.g.name, lock.WithPrefix(w.r.prefix)), clientv3.WithFirstCreate()...)
-		if gerr == nil && len(get.Kvs) > 0 {
-			_, _ = w.c.cli.Delete(context.Background(), string(get.Kvs[0].Key))
-			w.r.mu.Lock()
-			w.r.controlled = true
-			w.r.mu.Unlock()
-		}
-	}
-	return err
-}
-
-func (w *lockWorker) retryRelease(h *held) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	w.r.count("release retries")
-	if err := h.l.Release(ctx); err != nil {
-		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
-	}
-}
-
 // endAll ends the believed-ACTIVE interval of every held lock, heeding a
 // loss the library reported if lost is set (the session died under them).
 func (w *lockWorker) endAll(lost bool) {
@@ -364,10 +289,14 @@ func (w *lockWorker) holdFor() time.Duration {
 	if w.control == reuseIgnoreLost {
 		return time.Duration(1500+w.rng.IntN(1500)) * time.Millisecond
 	}
+	short, medium := 35, 65
+	if w.tryBias == 100 {
+		short, medium = 20, 40 // cron-like jobs mostly run for a while
+	}
 	switch k := w.rng.IntN(100); {
-	case k < 35:
+	case k < short:
 		return time.Duration(w.rng.IntN(30)) * time.Millisecond
-	case k < 65:
+	case k < medium:
 		return time.Duration(50+w.rng.IntN(350)) * time.Millisecond
 	default:
 		return time.Duration(1200+w.rng.IntN(1800)) * time.Millisecond
