@@ -120,6 +120,7 @@ func (c *reuseRun) violation(res *reuseResult, inv, sig string, at time.Duration
 	}
 }
 
+// check runs every invariant's check on the finished run.
 func (c *reuseRun) check(res *reuseResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -53,6 +53,7 @@ func (r *reuseRun) operate(ctx context.Context) {
 	}
 }
 
+// fault cuts (pauses both directions), delays or reconnects c's proxy.
 func (r *reuseRun) fault(c *reuseClient, kind int, d, lat time.Duration) {
 	c.mu.Lock()
 	p := c.p

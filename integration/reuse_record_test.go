@@ -133,6 +133,8 @@ func (r *reuseRun) ended(g *grant, at time.Duration, err error, heedLoss bool) {
 	}
 }
 
+// releasing records g's own Release (or Resign) call at at, which ends its
+// believed-ACTIVE interval.
 func (r *reuseRun) releasing(g *grant, at time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

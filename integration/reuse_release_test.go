@@ -26,12 +26,14 @@ type pendingRelease struct {
 func (w *lockWorker) release(h *held, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if err := w.releaseWith(h, ctx); err != nil {
+	if err := w.releaseWith(ctx, h); err != nil {
 		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
 	}
 }
 
-func (w *lockWorker) releaseWith(h *held, ctx context.Context) error {
+// releaseWith records the release of h and calls Release on ctx (the
+// release-by-name control then deletes the name's holder key).
+func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 	w.r.ended(h.g, w.r.now(), h.l.Err(), w.control != reuseIgnoreLost)
 	w.r.releasing(h.g, w.r.now())
 	delete(w.held, h.g.name)
@@ -61,7 +63,7 @@ func (w *lockWorker) badRelease(h *held) {
 	} else {
 		rctx, cancel = context.WithTimeout(context.Background(), time.Duration(1+w.rng.IntN(5000))*time.Microsecond)
 	}
-	err := w.releaseWith(h, rctx)
+	err := w.releaseWith(rctx, h)
 	cancel()
 	w.r.count("releases on expired contexts")
 	if err != nil {
@@ -74,6 +76,7 @@ func (w *lockWorker) badRelease(h *held) {
 	}
 }
 
+// retryRelease calls Release again on a lock whose release failed.
 func (w *lockWorker) retryRelease(h *held) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

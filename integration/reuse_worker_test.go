@@ -123,6 +123,8 @@ func (w *lockWorker) tend() {
 	w.retries = kept
 }
 
+// step does one thing the PRNG draws: acquire (blocking with a short
+// timeout, or TryAcquire), a quick cycle, retiring the session, or a pause.
 func (w *lockWorker) step(ctx context.Context) {
 	k := w.rng.IntN(100)
 	switch {
@@ -159,6 +161,8 @@ func (w *lockWorker) step(ctx context.Context) {
 	}
 }
 
+// acquire takes name, to hold for hold, or — with a negative hold — to
+// release at once (a quick cycle). It returns nil if it got nothing.
 func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout, hold time.Duration) *held {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
