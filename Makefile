@@ -48,7 +48,12 @@ bench:
 clean:
 	rm -rf bin
 
-## chaos: long randomized fault runs (CHAOS_RUNS, CHAOS_SEED) ending with a totals table.
+## chaos: long randomized runs, each part ending with a totals table: the
+## fault suite (CHAOS_RUNS, CHAOS_SEED) and the session-reuse checker
+## (REUSE_RUNS, REUSE_SEED, REUSE_DURATION per run; REUSE_REPORT_ONLY=1
+## reports violations without failing).
 CHAOS_RUNS ?= 200
+REUSE_RUNS ?= 30
 chaos:
-	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 3h -run '^TestChaos$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'
+	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) REUSE_RUNS=$(REUSE_RUNS) REUSE_SEED=$(REUSE_SEED) REUSE_DURATION=$(REUSE_DURATION) \
+	  $(GO) test -count=1 -timeout 4h -run '^(TestChaos|TestReuseLong)$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'

@@ -8,5 +8,12 @@
 //     randomized partitions, pauses, lost replies, leader moves, member and
 //     cluster crashes, with every history checked by porcupine and by
 //     independent safety checks, and negative controls that must be caught;
+//   - the session-reuse checker (TestReuseChecker*, and TestReuseLong for
+//     `make chaos`): seeded workloads of the public API as long-running
+//     programs use it — sessions reused for many locks, quick cycles,
+//     releases on expired contexts and their retries, an operator breaking
+//     held keys, elections resigned on expired contexts — checked for
+//     overlapping holders, late notices, reused or regressing tokens,
+//     unexplained deletes, leaked goroutines and leftover keys;
 //   - snapshot restore keeping tokens increasing.
 package integration

@@ -1,0 +1,274 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Invariants, one counter each (see reuseResult.counters).
+const (
+	invOverlap    = "overlapping holders"        // 1
+	invLateNotice = "deletions noticed late"     // 1
+	invRegression = "token regressions"          // 2
+	invShared     = "tokens handed out twice"    // 2
+	invForeign    = "deletes of an active grant" // 3
+	invLeak       = "leaked goroutines"          // 4
+	invLeftover   = "keys left after close"      // 5
+)
+
+var reuseInvariants = []string{invOverlap, invLateNotice, invRegression, invShared, invForeign, invLeak, invLeftover}
+
+// reuseInvariantNumber is each counter's invariant, as numbered on reuseResult.
+var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRegression: 2, invShared: 2, invForeign: 3, invLeak: 4, invLeftover: 5}
+
+// reuseResult is what one run found. Its invariants:
+//
+//  1. At most one holder ACTIVE per name: believed-ACTIVE intervals (from
+//     the acquisition's return to the Release call or the library's loss
+//     notice) never overlap, except that a holder whose key the operator
+//     deleted (or whose lease it revoked) may overlap the next holder by at
+//     most noticeBound; and every deletion of a held key by someone else
+//     is noticed by its holder within noticeBound.
+//  2. Tokens of successive grants of a name strictly increase, and no
+//     token is handed to two grants (acquisitions or terms, on any name).
+//  3. A held key is deleted only by its own Release, its session's Close
+//     (or Abandon and expiry), or the operator: every DELETE seen by the
+//     observer is attributed to the grant that owned the key (key and
+//     create revision = token).
+//  4. No goroutine of the library or of the checker outlives the run.
+//  5. No key is left under the prefix once every session is closed.
+type reuseResult struct {
+	seed       uint64
+	control    string
+	took       time.Duration
+	controlled bool // the control met its hazard
+	stats      map[string]int
+	counters   map[string]int           // per invariant
+	first      map[string]time.Duration // first violation of each, on the run's clock
+	maxNotice  time.Duration            // slowest notice of a deleted held key
+	// signatures counts the violations by what they looked like, with the
+	// first time each was seen: which bug a finding points at.
+	signatures map[string]int
+	sigFirst   map[string]time.Duration
+	grants     int
+	deletions  int
+
+	leakedGoroutines, leftoverKeys int // measured by runReuse
+}
+
+func (r reuseResult) violations() int {
+	n := 0
+	for _, v := range r.counters {
+		n += v
+	}
+	return n
+}
+
+func (r reuseResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d control=%q took=%v grants=%d deletions=%d max-notice=%v", r.seed, r.control,
+		r.took.Round(time.Millisecond), r.grants, r.deletions, r.maxNotice.Round(time.Millisecond))
+	for _, inv := range reuseInvariants {
+		fmt.Fprintf(&b, " %q=%d", inv, r.counters[inv])
+		if at, ok := r.first[inv]; ok {
+			fmt.Fprintf(&b, "(first at %v)", at.Round(time.Millisecond))
+		}
+	}
+	fmt.Fprintf(&b, " stats=%v", r.stats)
+	for _, sig := range slices.Sorted(maps.Keys(r.signatures)) {
+		fmt.Fprintf(&b, "\n  found %q ×%d, first at %v", sig, r.signatures[sig], r.sigFirst[sig].Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// caught reports whether the invariant a control is built to break caught it.
+func (r reuseResult) caught() bool {
+	switch r.control {
+	case reuseIgnoreLost:
+		return r.counters[invOverlap] > 0
+	case reuseReleaseByName:
+		return r.counters[invForeign] > 0
+	case reuseStaleToken:
+		return r.counters[invShared] > 0
+	case reuseForgetClose:
+		return r.counters[invLeftover] > 0 && r.counters[invLeak] > 0
+	}
+	return false
+}
+
+// violation counts one violation of inv, of the given signature, found at
+// the run's time at.
+func (c *reuseRun) violation(res *reuseResult, inv, sig string, at time.Duration, format string, args ...any) {
+	res.counters[inv]++
+	if first, ok := res.first[inv]; !ok || at < first {
+		res.first[inv] = at
+	}
+	sig = inv + ": " + sig
+	res.signatures[sig]++
+	if first, ok := res.sigFirst[sig]; !ok || at < first {
+		res.sigFirst[sig] = at
+	}
+	if res.counters[inv] <= 5 || res.signatures[sig] == 1 {
+		c.t.Logf("violation (%s) at %v: %s", sig, at.Round(time.Millisecond), fmt.Sprintf(format, args...))
+	}
+}
+
+// check runs every invariant's check on the finished run.
+func (c *reuseRun) check(res *reuseResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res.counters, res.first = map[string]int{}, map[string]time.Duration{}
+	res.signatures, res.sigFirst = map[string]int{}, map[string]time.Duration{}
+	res.controlled, res.grants, res.deletions = c.controlled, len(c.grants), len(c.deletions)
+	res.stats = maps.Clone(c.stats)
+	res.counters[invLeak], res.counters[invLeftover] = res.leakedGoroutines, res.leftoverKeys
+	for _, inv := range []string{invLeak, invLeftover} {
+		if res.counters[inv] > 0 {
+			res.first[inv] = res.took
+		}
+	}
+	for _, g := range c.grants {
+		if g.end < 0 {
+			g.end = res.took
+		}
+	}
+	c.attributeDeletions(res)
+	c.checkOverlaps(res)
+	c.checkTokens(res)
+}
+
+type keyToken struct {
+	key   string
+	token fencing.Token
+}
+
+// attributeDeletions gives every DELETE to the grant that owned the key
+// (invariant 3) and checks that its holder noticed it in time (invariant 1).
+func (c *reuseRun) attributeDeletions(res *reuseResult) {
+	owners := map[keyToken][]*grant{}
+	for _, g := range c.grants {
+		kt := keyToken{g.key, g.real}
+		owners[kt] = append(owners[kt], g)
+	}
+	for _, d := range c.deletions {
+		gs := owners[keyToken{d.key, fencing.Token(d.createRev)}]
+		if len(gs) == 0 {
+			continue // a waiter's key, or an attempt that failed
+		}
+		g := gs[0]
+		for _, o := range gs[1:] {
+			if o.start <= d.at {
+				g = o
+			}
+		}
+		// Deleted after its holder stopped believing in it: a release, a
+		// close, or the expiry of a lost session's lease.
+		if g.end < d.at && g.start <= d.at && !errors.Is(g.lostBy, lock.ErrKeyDeleted) {
+			continue
+		}
+		if g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at {
+			continue
+		}
+		at, by := d.at, "foreign"
+		for _, a := range c.actions {
+			if a.call <= d.at && (a.key == d.key && a.createRev == d.createRev || a.kind == "break" && a.lease == leaseOfKey(d.key)) {
+				at, by = min(at, a.ret), "operator"
+				break
+			}
+		}
+		g.deletedAt, g.deletedBy = at, by
+		if by == "foreign" {
+			sig := "by someone else"
+			if gs[0] != g {
+				sig = "by the retried release of an earlier grant with the same token"
+			}
+			c.violation(res, invForeign, sig, d.at, "key %s (token %d) deleted at revision %d while active, by no release, close or operator of its grant %v",
+				d.key, d.createRev, d.modRev, g)
+		}
+		notice := g.end - at
+		res.maxNotice = max(res.maxNotice, notice)
+		if notice > noticeBound {
+			sig := "noticed late"
+			if g.lostBy == nil {
+				sig = "never noticed"
+			}
+			c.violation(res, invLateNotice, sig, at+noticeBound, "%v still believed active %v after its key was deleted (%s, at %v)",
+				g, notice.Round(time.Millisecond), by, at.Round(time.Millisecond))
+		}
+	}
+}
+
+// checkOverlaps checks invariant 1 on every pair of grants of a name.
+func (c *reuseRun) checkOverlaps(res *reuseResult) {
+	for _, gs := range c.byName() {
+		for i, a := range gs {
+			for _, b := range gs[i+1:] {
+				if b.start >= a.end {
+					continue
+				}
+				// Excused: the time both believed, if it ended within the
+				// notice bound after the operator deleted the key of the
+				// one that believed too long.
+				both := min(a.end, b.end)
+				excused := a.deletedBy == "operator" && both <= a.deletedAt+noticeBound ||
+					b.stale() && both <= b.deletedAt+noticeBound
+				if overlap := both - b.start; overlap > 0 && !excused {
+					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
+					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v", a, b, overlap.Round(time.Millisecond))
+				}
+			}
+		}
+	}
+}
+
+// checkTokens checks invariant 2.
+func (c *reuseRun) checkTokens(res *reuseResult) {
+	seen := map[fencing.Token]*grant{}
+	for _, g := range c.grants {
+		if o, ok := seen[g.token]; ok {
+			sig := "across sessions"
+			switch {
+			case o.kind == "term" && g.kind == "term" && o.worker == g.worker:
+				sig = "next election term of the same elector"
+			case o.session == g.session && o.key == g.key:
+				sig = "next acquisition of the same session"
+			}
+			c.violation(res, invShared, sig, g.start, "token %v handed to %v and again to %v", g.token, o, g)
+			continue
+		}
+		seen[g.token] = g
+	}
+	for _, gs := range c.byName() {
+		var high *grant
+		for _, g := range gs {
+			if g.stale() {
+				continue
+			}
+			if high != nil && g.token < high.token {
+				c.violation(res, invRegression, "", g.start, "%v after %v", g, high)
+			}
+			if high == nil || g.token > high.token {
+				high = g
+			}
+		}
+	}
+}
+
+// byName returns the grants of each name in the order they started.
+func (c *reuseRun) byName() map[string][]*grant {
+	out := map[string][]*grant{}
+	for _, g := range c.grants {
+		out[g.name] = append(out[g.name], g)
+	}
+	for _, gs := range out {
+		slices.SortStableFunc(gs, func(a, b *grant) int { return int(a.start - b.start) })
+	}
+	return out
+}

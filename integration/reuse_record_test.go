@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// grant is one acquisition (Acquire, TryAcquire) or election term, with
+// the holder's believed-ACTIVE interval on the run's clock.
+type grant struct {
+	id        int
+	kind      string // "acquire", "try", "term"
+	worker    string // "w0", "e1", ...
+	client    int
+	session   *sessionRec
+	name, key string
+	lease     clientv3.LeaseID
+	token     fencing.Token // as reported to the checker
+	real      fencing.Token // as the library returned it
+	start     time.Duration
+	end       time.Duration // -1 while believed active
+	due       time.Duration // when the worker means to release it
+	release   time.Duration // first Release/Resign call, -1 if none
+	lostBy    error         // why the library ended it, if it was lost
+	deletedAt time.Duration // the deletion of its key while active, -1 if none
+	deletedBy string        // "operator", "foreign"
+}
+
+// sessionRec is one lock.Session of a worker, or one elector's life.
+type sessionRec struct {
+	worker string
+	lease  clientv3.LeaseID
+	closed time.Duration // Close, Abandon or the elector's stop, -1 if none
+	s      *lock.Session // nil for electors
+	// revoked: a Close returned nil, so its keys must be gone. A failed
+	// Close leaves them to expire with the lease.
+	revoked bool
+}
+
+// opAction is one operator action on a held key.
+type opAction struct {
+	kind      string // "delete" or "break"
+	key       string
+	createRev int64            // the key deleted (raw delete)
+	lease     clientv3.LeaseID // the lease revoked (break)
+	call, ret time.Duration
+}
+
+// deletion is one DELETE seen by the observer's watch on the prefix.
+type deletion struct {
+	key       string
+	createRev int64
+	modRev    int64
+	at        time.Duration
+}
+
+func (r *reuseRun) count(stat string) {
+	r.mu.Lock()
+	r.stats[stat]++
+	r.mu.Unlock()
+}
+
+func (r *reuseRun) addSession(worker string, s *lock.Session) *sessionRec {
+	rec := &sessionRec{worker: worker, lease: s.Lease(), closed: -1, s: s}
+	r.mu.Lock()
+	r.sessions = append(r.sessions, rec)
+	r.stats["sessions"]++
+	r.mu.Unlock()
+	return rec
+}
+
+// closeSession records the end of a session (its grants end with it, as
+// Close and Abandon release every lock the session holds).
+func (r *reuseRun) closeSession(rec *sessionRec, at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec.closed < 0 {
+		rec.closed = at
+	}
+	for _, g := range r.grants {
+		if g.session == rec && g.end < 0 {
+			g.end = at
+		}
+	}
+}
+
+// closed records the outcome of a session's Close.
+func (r *reuseRun) closed(rec *sessionRec, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		rec.revoked = true
+	} else {
+		r.stats["session closes that failed"]++
+	}
+}
+
+// granted records a new grant, active from start.
+func (r *reuseRun) granted(kind, worker string, client int, rec *sessionRec, name, key string, token fencing.Token, start, due time.Duration) *grant {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := &grant{id: len(r.grants), kind: kind, worker: worker, client: client, session: rec, name: name, key: key,
+		lease: leaseOfKey(key), token: token, real: token, start: start, end: -1, due: due, release: -1, deletedAt: -1}
+	r.grants = append(r.grants, g)
+	r.stats["grants: "+kind]++
+	return g
+}
+
+// ended fixes the end of g's believed-ACTIVE interval: at, or earlier if
+// the library declared the lock lost before (err is Lock.Err or the term's
+// context cause) and the worker heeds it.
+func (r *reuseRun) ended(g *grant, at time.Duration, err error, heedLoss bool) {
+	var lost *lock.LostError
+	isLost := errors.As(err, &lost)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if isLost {
+		g.lostBy = lost.Cause
+		if l := lost.At.Sub(r.t0); heedLoss && l < at {
+			at = l
+		}
+	}
+	if g.end < 0 {
+		g.end = at
+	}
+}
+
+// releasing records g's own Release (or Resign) call at at, which ends its
+// believed-ACTIVE interval.
+func (r *reuseRun) releasing(g *grant, at time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g.release < 0 {
+		g.release = at
+	}
+	if g.end < 0 {
+		g.end = at
+	}
+}
+
+func (g *grant) String() string {
+	release := "none"
+	if g.release >= 0 {
+		release = g.release.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s %s %s(%s) token %v [%v, %v] release %s lost %v", g.worker, g.kind, g.name, g.key, g.token,
+		g.start.Round(time.Millisecond), g.end.Round(time.Millisecond), release, g.lostBy)
+}
+
+// stale reports whether g's key was deleted by the operator before g even
+// started: a grant that was never the owner at any revision.
+func (g *grant) stale() bool { return g.deletedBy == "operator" && g.deletedAt <= g.start }
+
+// leaseOfKey parses the lease ID from a contender key <prefix><name>/<lease-hex>.
+func leaseOfKey(key string) clientv3.LeaseID {
+	v, err := strconv.ParseInt(key[strings.LastIndexByte(key, '/')+1:], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return clientv3.LeaseID(v)
+}

@@ -1,0 +1,162 @@
+package integration
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+// The session-reuse checker's short mode, run by `make test`: fixed seeds
+// of about 15 s each. `make chaos` runs TestReuseLong with REUSE_RUNS and
+// REUSE_SEED. REUSE_REPORT_ONLY=1 reports violations without failing, for
+// measuring a library that has them.
+func TestReuseChecker(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			r := runReuse(t, reuseRunConfig(seed, 13*time.Second))
+			t.Log(r)
+			if r.violations() != 0 {
+				reuseFail(t, "violations in %v\nreplay: go test -race -count=1 -run '^TestReuseChecker$/^seed=%d$' ./integration", r, seed)
+			}
+		})
+	}
+}
+
+// Each negative control breaks one guarantee on purpose; the invariant
+// built for it must catch it every time, or the checker proves nothing.
+func TestReuseCheckerNegativeControls(t *testing.T) {
+	for _, control := range reuseControls {
+		t.Run(control, func(t *testing.T) {
+			cfg := reuseRunConfig(11, 6*time.Second)
+			cfg.control, cfg.names = control, []string{"a", "b", "c"}
+			r := runReuse(t, cfg)
+			t.Log(r)
+			if !r.controlled || !r.caught() {
+				reuseFail(t, "negative control %q went unnoticed (hazard met: %v): %v", control, r.controlled, r)
+			}
+		})
+	}
+}
+
+// TestReuseLong is the checker's part of `make chaos`: REUSE_RUNS runs of
+// REUSE_DURATION (default 20s) from REUSE_SEED; every tenth run is a
+// negative control (cycling through them). It ends with a totals table.
+func TestReuseLong(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("REUSE_RUNS"))
+	if runs <= 0 {
+		t.Skip("set REUSE_RUNS (make chaos)")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("REUSE_SEED"), 10, 64)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano() % 1_000_000)
+	}
+	d, err := time.ParseDuration(os.Getenv("REUSE_DURATION"))
+	if err != nil || d <= 0 {
+		d = 20 * time.Second
+	}
+	fmt.Printf("REUSE_SEED=%d REUSE_RUNS=%d REUSE_DURATION=%v\n", seed, runs, d)
+	tot := reuseTotals{counters: map[string]int{}, first: map[string]string{}, stats: map[string]int{}, sigRuns: map[string]int{}}
+	start := time.Now()
+	for i := range runs {
+		cfg := reuseRunConfig(seed+uint64(i), d)
+		if i%10 == 9 {
+			cfg.control, cfg.names = reuseControls[(i/10)%len(reuseControls)], []string{"a", "b", "c"}
+		}
+		r := runReuse(t, cfg)
+		fmt.Printf("run %d/%d %v\n", i+1, runs, r)
+		tot.add(r)
+		replay := fmt.Sprintf("REUSE_SEED=%d REUSE_RUNS=1 REUSE_DURATION=%v go test -count=1 -run '^TestReuseLong$' -v ./integration", r.seed, d)
+		if r.control == "" && r.violations() > 0 {
+			reuseFail(t, "run %d (seed %d): violations; replay with %s", i+1, r.seed, replay)
+		}
+		if r.control != "" && (!r.controlled || !r.caught()) {
+			reuseFail(t, "run %d: negative control %q went unnoticed", i+1, r.control)
+		}
+	}
+	fmt.Print(tot.table(time.Since(start)))
+}
+
+func reuseRunConfig(seed uint64, d time.Duration) reuseConfig {
+	return reuseConfig{seed: seed, duration: d, workers: 4, electors: 3, names: []string{"a", "b", "c", "d", "e"}, ttl: 3 * time.Second}
+}
+
+// reuseFail fails t, or only logs when REUSE_REPORT_ONLY is set.
+func reuseFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("REUSE_REPORT_ONLY") != "" {
+		t.Logf("REPORT ONLY: "+format, args...)
+		return
+	}
+	t.Errorf(format, args...)
+}
+
+type reuseTotals struct {
+	runs, controlRuns, controlsCaught int
+	grants, deletions                 int
+	counters                          map[string]int
+	first                             map[string]string // seed and time of the first finding
+	sigRuns                           map[string]int    // runs in which each signature was found
+	stats                             map[string]int
+	maxNotice                         time.Duration
+}
+
+func (t *reuseTotals) add(r reuseResult) {
+	t.runs++
+	if r.control != "" {
+		t.controlRuns++
+		if r.controlled && r.caught() {
+			t.controlsCaught++
+		}
+		return // a control's violations are the point, not findings
+	}
+	t.grants += r.grants
+	t.deletions += r.deletions
+	t.maxNotice = max(t.maxNotice, r.maxNotice)
+	for k, v := range r.counters {
+		t.counters[k] += v
+		if _, ok := t.first[k]; !ok && v > 0 {
+			t.first[k] = fmt.Sprintf(" (first: seed %d at %v)", r.seed, r.first[k].Round(time.Millisecond))
+		}
+	}
+	for k, v := range r.stats {
+		t.stats[k] += v
+	}
+	for sig := range r.signatures {
+		t.sigRuns[sig]++
+	}
+}
+
+func (t *reuseTotals) table(took time.Duration) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
+	fmt.Fprintln(w, "\nsession-reuse checker totals\t")
+	row("runs (of which negative controls)", fmt.Sprintf("%d (%d)", t.runs, t.controlRuns))
+	row("wall time", took.Round(time.Second))
+	row("grants checked / deletions attributed", fmt.Sprintf("%d / %d", t.grants, t.deletions))
+	keys := make([]string, 0, len(t.stats))
+	for k := range t.stats {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row(k, t.stats[k])
+	}
+	for _, inv := range reuseInvariants {
+		row(fmt.Sprintf("violations of %d: %s", reuseInvariantNumber[inv], inv), fmt.Sprint(t.counters[inv])+t.first[inv])
+	}
+	for _, sig := range slices.Sorted(maps.Keys(t.sigRuns)) {
+		row("runs that found "+sig, t.sigRuns[sig])
+	}
+	row("slowest notice of a deleted held key", t.maxNotice.Round(time.Millisecond))
+	row("negative controls caught", fmt.Sprintf("%d/%d", t.controlsCaught, t.controlRuns))
+	w.Flush()
+	return b.String()
+}

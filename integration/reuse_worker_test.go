@@ -1,0 +1,334 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// lockWorker is one program using sessions the way long-running services
+// do: one session for many acquisitions, several locks at once, quick
+// cycles, releases on expired contexts and their retries.
+type lockWorker struct {
+	r       *reuseRun
+	ctx     context.Context // the workload's
+	id      int
+	name    string
+	c       *reuseClient
+	rng     *rand.Rand
+	control string // the negative control this worker plays, if any
+	tryBias int    // percent of acquisitions made with TryAcquire
+
+	s         *lock.Session
+	rec       *sessionRec
+	fresh     bool          // no acquisition on s yet
+	retire    time.Duration // when s is to be closed or abandoned
+	held      map[string]*held
+	retries   []pendingRelease
+	abandoned []abandonedSession
+	tokens    map[string]fencing.Token // stale-token control: the first token per name
+}
+
+type abandonedSession struct {
+	s   *lock.Session
+	rec *sessionRec
+}
+
+func (r *reuseRun) lockWorker(ctx context.Context, id int) {
+	w := &lockWorker{r: r, ctx: ctx, id: id, name: fmt.Sprintf("w%d", id), c: r.clients[id],
+		rng: rand.New(rand.NewPCG(r.cfg.seed, uint64(id)+1)), held: map[string]*held{}, tokens: map[string]fencing.Token{}}
+	if id == 0 {
+		w.control = r.cfg.control
+	}
+	// Most workers are cron-like: they skip a busy name (TryAcquire) rather
+	// than wait for it; w2 mostly waits.
+	w.tryBias = 100
+	if id == 2 || w.control != "" {
+		w.tryBias = w.rng.IntN(60)
+	}
+	for ctx.Err() == nil {
+		if !w.ensureSession(ctx) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		w.tend()
+		w.step(ctx)
+	}
+	w.finish()
+}
+
+// ensureSession replaces a lost or closed session by a new one.
+func (w *lockWorker) ensureSession(ctx context.Context) bool {
+	if w.s != nil && w.s.Err() == nil {
+		return true
+	}
+	if w.s != nil {
+		w.endAll(true)
+		w.closeSession(false)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	s, err := lock.NewSession(sctx, w.c.cli, lock.WithTTL(w.r.cfg.ttl), lock.WithOwner(w.name),
+		lock.WithPrefix(w.r.prefix), lock.WithCleanupTimeout(time.Second))
+	if err != nil {
+		return false
+	}
+	w.s, w.rec, w.fresh = s, w.r.addSession(w.name, s), true
+	life := time.Duration(1000+w.rng.IntN(5000)) * time.Millisecond
+	if w.tryBias == 100 {
+		life = time.Duration(2000+w.rng.IntN(3000)) * time.Millisecond // a session per cron run
+	}
+	w.retire = w.r.now() + life
+	return true
+}
+
+// tend reacts to lost locks, releases locks that are due and retries
+// failed releases that are due.
+func (w *lockWorker) tend() {
+	now := w.r.now()
+	for _, name := range w.heldNames() {
+		h := w.held[name]
+		if h == nil {
+			continue
+		}
+		lost := false
+		select {
+		case <-h.l.Lost():
+			lost = w.control != reuseIgnoreLost
+		default:
+		}
+		switch {
+		case lost:
+			w.release(h, 2*time.Second)
+		case now >= h.g.due && w.control != reuseIgnoreLost && w.rng.IntN(100) < 35:
+			w.badRelease(h)
+		case now >= h.g.due:
+			w.release(h, 2*time.Second)
+		}
+	}
+	kept := w.retries[:0]
+	for _, rt := range w.retries {
+		if rt.due > now {
+			kept = append(kept, rt)
+			continue
+		}
+		w.retryRelease(rt.h)
+	}
+	w.retries = kept
+}
+
+// step does one thing the PRNG draws: acquire (blocking with a short
+// timeout, or TryAcquire), a quick cycle, retiring the session, or a pause.
+func (w *lockWorker) step(ctx context.Context) {
+	k := w.rng.IntN(100)
+	switch {
+	case w.r.now() >= w.retire && w.control != reuseIgnoreLost:
+		k = 100 // the session has served its time
+	case w.fresh && w.rng.IntN(100) < 85:
+		k = 50 // a fresh session often starts with a quick cycle
+	}
+	switch {
+	case k < 45:
+		if name, ok := w.freeName(); ok {
+			w.acquire(ctx, name, w.rng.IntN(100) < w.tryBias, time.Duration(20+w.rng.IntN(1500))*time.Millisecond, w.holdFor())
+		}
+	case k < 60: // acquire, release at once, acquire another
+		if name, ok := w.freeName(); ok {
+			if w.acquire(ctx, name, w.fresh || w.rng.IntN(100) < w.tryBias, 300*time.Millisecond, -1) != nil {
+				w.r.count("quick cycles")
+			}
+			if next, ok := w.freeName(); ok {
+				w.acquire(ctx, next, w.rng.IntN(100) < w.tryBias, time.Duration(20+w.rng.IntN(500))*time.Millisecond, w.holdFor())
+			}
+		}
+	case k == 100:
+		abandon := w.rng.IntN(5) == 0
+		w.endAll(false)
+		w.closeSession(abandon)
+		if abandon {
+			w.r.count("session abandons")
+		} else {
+			w.r.count("session closes")
+		}
+	default:
+		time.Sleep(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
+	}
+}
+
+// acquire takes name, to hold for hold, or — with a negative hold — to
+// release at once (a quick cycle). It returns nil if it got nothing.
+func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout, hold time.Duration) *held {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var (
+		l    *lock.Lock
+		err  error
+		kind = "acquire"
+	)
+	if try {
+		kind = "try"
+		l, err = w.s.TryAcquire(actx, name)
+	} else {
+		l, err = w.s.Acquire(actx, name)
+	}
+	if err == nil || !try {
+		w.fresh = false // a failed TryAcquire left no key, and watched nothing
+	}
+	if err != nil {
+		w.r.count(kind + " errors")
+		if try {
+			time.Sleep(time.Duration(5+w.rng.IntN(30)) * time.Millisecond) // busy: come back later
+		}
+		return nil
+	}
+	start := w.r.now()
+	if hold < 0 {
+		// A quick cycle: released at once, and recorded afterwards, so
+		// that nothing the checker does comes between the two calls.
+		if d := w.rng.IntN(6) - 2; d > 0 {
+			time.Sleep(time.Duration(d) * time.Millisecond)
+		}
+		call := w.r.now()
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		rerr := l.Release(rctx)
+		cancel()
+		g := w.r.granted(kind, w.name, w.id, w.rec, name, l.Key(), l.Token(), start, call)
+		w.staleToken(g)
+		w.r.releasing(g, call)
+		h := &held{l: l, g: g}
+		if rerr != nil {
+			w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
+		}
+		return h
+	}
+	g := w.r.granted(kind, w.name, w.id, w.rec, name, l.Key(), l.Token(), start, start+hold)
+	w.staleToken(g)
+	h := &held{l: l, g: g}
+	w.held[name] = h
+	return h
+}
+
+// staleToken is the stale-token control's breakage: the client caches the
+// first token it got for a name and goes on using it.
+func (w *lockWorker) staleToken(g *grant) {
+	if w.control != reuseStaleToken {
+		return
+	}
+	tok, ok := w.tokens[g.name]
+	if !ok {
+		w.tokens[g.name] = g.real
+		return
+	}
+	w.r.mu.Lock()
+	g.token = tok
+	w.r.controlled = true
+	w.r.mu.Unlock()
+}
+
+// endAll ends the believed-ACTIVE interval of every held lock, heeding a
+// loss the library reported if lost is set (the session died under them).
+func (w *lockWorker) endAll(lost bool) {
+	for _, name := range w.heldNames() {
+		h := w.held[name]
+		w.r.ended(h.g, w.r.now(), h.l.Err(), lost && w.control != reuseIgnoreLost)
+	}
+	clear(w.held)
+}
+
+// closeSession closes (or abandons) the current session.
+func (w *lockWorker) closeSession(abandon bool) {
+	w.r.closeSession(w.rec, w.r.now())
+	if abandon {
+		w.s.Abandon()
+		w.abandoned = append(w.abandoned, abandonedSession{w.s, w.rec})
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		w.r.closed(w.rec, w.s.Close(ctx))
+		cancel()
+	}
+	w.s, w.rec = nil, nil
+}
+
+// finish ends the worker: releases, pending retries, and every session
+// closed — except by the forget-close control, which walks away from its
+// last session while holding a lock.
+func (w *lockWorker) finish() {
+	if w.control == reuseForgetClose && w.s != nil && w.s.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := w.s.TryAcquire(ctx, "forgotten"); err == nil || errors.Is(err, lock.ErrAlreadyClaimed) {
+			w.r.mu.Lock()
+			w.r.controlled = true
+			w.r.mu.Unlock()
+		}
+		w.endAll(false)
+		return
+	}
+	for _, name := range w.heldNames() {
+		w.release(w.held[name], 3*time.Second)
+	}
+	for _, rt := range w.retries {
+		w.retryRelease(rt.h)
+	}
+	w.retries = nil
+	if w.s != nil {
+		w.closeSession(false)
+	}
+	for _, a := range w.abandoned {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		w.r.closed(a.rec, a.s.Close(ctx))
+		cancel()
+	}
+}
+
+// holdFor draws how long to keep a lock: briefly, a while, or past the
+// notice bound.
+func (w *lockWorker) holdFor() time.Duration {
+	if w.control == reuseIgnoreLost {
+		return time.Duration(1500+w.rng.IntN(1500)) * time.Millisecond
+	}
+	short, medium := 35, 65
+	if w.tryBias == 100 {
+		short, medium = 20, 40 // cron-like jobs mostly run for a while
+	}
+	switch k := w.rng.IntN(100); {
+	case k < short:
+		return time.Duration(w.rng.IntN(30)) * time.Millisecond
+	case k < medium:
+		return time.Duration(50+w.rng.IntN(350)) * time.Millisecond
+	default:
+		return time.Duration(1200+w.rng.IntN(1800)) * time.Millisecond
+	}
+}
+
+// freeName draws a name this worker does not hold, keeping at most three.
+func (w *lockWorker) freeName() (string, bool) {
+	if len(w.held) >= 3 {
+		return "", false
+	}
+	var free []string
+	for _, n := range w.r.cfg.names {
+		if w.held[n] == nil {
+			free = append(free, n)
+		}
+	}
+	if len(free) == 0 {
+		return "", false
+	}
+	return free[w.rng.IntN(len(free))], true
+}
+
+func (w *lockWorker) heldNames() []string {
+	names := make([]string, 0, len(w.held))
+	for n := range w.held {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
