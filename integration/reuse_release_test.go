@@ -40,7 +40,7 @@ func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 	err := h.l.Release(ctx)
 	if w.control == reuseReleaseByName && err == nil {
 		// The broken release: delete whatever key holds the name.
-		get, gerr := w.c.cli.Get(context.Background(), lock.NamePrefix(h.g.name, lock.WithPrefix(w.r.prefix)), clientv3.WithFirstCreate()...)
+		get, gerr := w.c.cli.Get(context.Background(), lock.NamePrefix(w.r.prefix, h.g.name), clientv3.WithFirstCreate()...)
 		if gerr == nil && len(get.Kvs) > 0 {
 			_, _ = w.c.cli.Delete(context.Background(), string(get.Kvs[0].Key))
 			w.r.mu.Lock()
