@@ -61,14 +61,7 @@ func detected(r chaosResult) bool {
 // one 3-member cluster; every tenth run is a negative control (cycling
 // through the three). It ends with a totals table.
 func TestChaos(t *testing.T) {
-	runs, _ := strconv.Atoi(os.Getenv("CHAOS_RUNS"))
-	if runs <= 0 {
-		t.Skip("set CHAOS_RUNS (make chaos)")
-	}
-	seed, _ := strconv.ParseUint(os.Getenv("CHAOS_SEED"), 10, 64)
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano() % 1_000_000)
-	}
+	runs, seed := longRuns(t, "CHAOS")
 	fmt.Printf("CHAOS_SEED=%d CHAOS_RUNS=%d\n", seed, runs)
 	c := chaosCluster(t)
 	var tot chaosTotals
@@ -170,4 +163,18 @@ func (t *chaosTotals) table(took time.Duration) string {
 	row("negative controls detected", fmt.Sprintf("%d/%d", t.controlsDetected, t.controlRuns))
 	w.Flush()
 	return b.String()
+}
+
+// longRuns reads a long mode's settings from NAME_RUNS (the test is skipped
+// unless it is positive) and NAME_SEED (default: drawn from the time).
+func longRuns(t *testing.T, name string) (runs int, seed uint64) {
+	runs, _ = strconv.Atoi(os.Getenv(name + "_RUNS"))
+	if runs <= 0 {
+		t.Skip("set " + name + "_RUNS (make chaos)")
+	}
+	seed, _ = strconv.ParseUint(os.Getenv(name+"_SEED"), 10, 64)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano() % 1_000_000)
+	}
+	return runs, seed
 }

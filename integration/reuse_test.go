@@ -49,14 +49,7 @@ func TestReuseCheckerNegativeControls(t *testing.T) {
 // REUSE_DURATION (default 20s) from REUSE_SEED; every tenth run is a
 // negative control (cycling through them). It ends with a totals table.
 func TestReuseLong(t *testing.T) {
-	runs, _ := strconv.Atoi(os.Getenv("REUSE_RUNS"))
-	if runs <= 0 {
-		t.Skip("set REUSE_RUNS (make chaos)")
-	}
-	seed, _ := strconv.ParseUint(os.Getenv("REUSE_SEED"), 10, 64)
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano() % 1_000_000)
-	}
+	runs, seed := longRuns(t, "REUSE")
 	d, err := time.ParseDuration(os.Getenv("REUSE_DURATION"))
 	if err != nil || d <= 0 {
 		d = 20 * time.Second
