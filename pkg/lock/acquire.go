@@ -58,13 +58,13 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 			Else(clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
-			return nil, s.abandon(l, err)
+			return nil, s.failAcquire(l, err)
 		}
 		if resp.Succeeded {
 			break
 		}
 		if err := s.removeLeftover(ctx, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
-			return nil, s.abandon(l, err)
+			return nil, s.failAcquire(l, err)
 		}
 	}
 	var pred string // the key to wait for, if any
@@ -74,11 +74,11 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
 	if pred != "" {
 		if err := s.waitTurn(ctx, l, pfx, pred); err != nil {
-			return nil, s.abandon(l, err)
+			return nil, s.failAcquire(l, err)
 		}
 	}
 	if err := l.activate(); err != nil {
-		return nil, s.abandon(l, err)
+		return nil, s.failAcquire(l, err)
 	}
 	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
 	return l, nil
@@ -106,7 +106,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
-			return nil, s.abandon(l, err)
+			return nil, s.failAcquire(l, err)
 		}
 		if resp.Succeeded {
 			break
@@ -117,7 +117,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 			// Left by an earlier acquisition: never adopted. Removed, then
 			// the name is tried again if that leftover was its holder.
 			if err := s.removeLeftover(ctx, mine[0]); err != nil {
-				return nil, s.abandon(l, err)
+				return nil, s.failAcquire(l, err)
 			}
 			if string(holder.Key) == l.key {
 				continue
@@ -129,7 +129,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	}
 	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
 	if err := l.activate(); err != nil {
-		return nil, s.abandon(l, err)
+		return nil, s.failAcquire(l, err)
 	}
 	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
 	return l, nil
@@ -296,10 +296,10 @@ func (l *Lock) activate() error {
 	return nil
 }
 
-// abandon ends a failed acquisition: it stops l, removes its key (on a
+// failAcquire ends a failed acquisition: it stops l, removes its key (on a
 // fresh, bounded context), and returns err annotated, or the session's or
 // lock's error when that explains the failure better.
-func (s *Session) abandon(l *Lock, err error) error {
+func (s *Session) failAcquire(l *Lock, err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.lose(ErrLeaseExpired, err)
 	}

@@ -65,7 +65,7 @@ type Session struct {
 }
 
 // stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.abandon): the renewal loop deletes it, by
+// its clean-up ran (see Session.failAcquire): the renewal loop deletes it, by
 // its exact value, after the next few renewals.
 type stray struct {
 	key, value string
