@@ -90,7 +90,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			last := ""
-			for l := range Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log)) {
+			for l := range Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix)) {
 				if l.Identity != "" && l.Identity != last {
 					last = l.Identity
 					e.cfg.Callbacks.OnNewLeader(l.Identity)
