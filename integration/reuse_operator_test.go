@@ -134,17 +134,25 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 	if brk {
 		act.kind = "break"
 		h, err := lock.Break(octx, r.obs, g.name, g.real, lock.WithPrefix(r.prefix))
-		if h.Key == "" {
+		switch {
+		case h.Key != "":
+			// Deleted (a failed revoke only leaves the lease to expire).
+			act.createRev, act.lease = int64(h.Token), h.LeaseID
+		case err == nil || errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner):
 			return // not the holder any more: nothing was deleted
+		default:
+			// Its reply was lost or its context ended (the run's end):
+			// etcd may still have applied the delete.
+			act.createRev, act.lease = int64(g.real), leaseOfKey(g.key)
 		}
-		act.createRev, act.lease = int64(h.Token), h.LeaseID
-		_ = err // key deleted, revoke failed: the lease expires on its own
 	} else {
 		resp, err := r.obs.Delete(octx, g.key, clientv3.WithPrevKV())
 		switch {
-		case err != nil && !errors.Is(err, context.Canceled):
-			act.createRev = int64(g.real) // it may have happened
-		case err != nil || len(resp.PrevKvs) == 0:
+		case err != nil:
+			// Even canceled (the run's end), the delete may have been
+			// applied: a canceled request is not a refused one.
+			act.createRev = int64(g.real)
+		case len(resp.PrevKvs) == 0:
 			return
 		default:
 			act.createRev = resp.PrevKvs[0].CreateRevision
