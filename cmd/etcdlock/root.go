@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -116,40 +115,6 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	return root
-}
-
-// applyEnv sets every flag not given on the command line from
-// ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
-func applyEnv(cmd *cobra.Command) error {
-	var err error
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
-			return
-		}
-		env := envName(f.Name)
-		v, ok := os.LookupEnv(env)
-		if !ok && f.Name == "endpoints" {
-			v, ok = os.LookupEnv("ETCDCTL_ENDPOINTS")
-			env = "ETCDCTL_ENDPOINTS"
-		}
-		if !ok {
-			return
-		}
-		if serr := cmd.Flags().Set(f.Name, v); serr != nil {
-			err = usageErr("%s=%q: %v", env, v, serr)
-		}
-	})
-	return err
-}
-
-// envName is the environment variable of a flag: ETCDLOCK_<FLAG>, except
-// --key, whose natural name ETCDLOCK_KEY is the lock key that run gives to
-// its command; --key reads ETCDLOCK_KEY_FILE instead.
-func envName(flag string) string {
-	if flag == "key" {
-		return "ETCDLOCK_KEY_FILE"
-	}
-	return "ETCDLOCK_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 func (g *globalOptions) setup() error {

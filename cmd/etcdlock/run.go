@@ -236,10 +236,3 @@ func explainLocked(g *globalOptions, err error) error {
 	}
 	return g.wrapEtcdErr(err)
 }
-
-func since(t time.Time) string {
-	if t.IsZero() {
-		return "unknown"
-	}
-	return t.Local().Format(time.RFC3339)
-}
