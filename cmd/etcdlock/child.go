@@ -78,8 +78,6 @@ func superviseCommand(ctx context.Context, g *globalOptions, l *lock.Lock, s *lo
 			killC = nil
 			g.printer.Note("command still running after the grace period: sending SIGKILL")
 			_ = unix.Kill(-pgid, unix.SIGKILL)
-		case <-ctx.Done():
-			_ = unix.Kill(-pgid, unix.SIGKILL)
 		}
 	}
 }

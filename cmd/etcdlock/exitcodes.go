@@ -90,12 +90,9 @@ func isConfig(err error) bool {
 	var certInvalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
 	var recordErr tls.RecordHeaderError
-	return errors.Is(err, errConfig) || errors.As(err, &pathErr) || errors.As(err, &unknownAuth) ||
+	return errors.As(err, &pathErr) || errors.As(err, &unknownAuth) ||
 		errors.As(err, &certInvalid) || errors.As(err, &hostname) || errors.As(err, &recordErr)
 }
-
-// errConfig marks configuration errors found before contacting etcd.
-var errConfig = errors.New("configuration error")
 
 func isUnavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) {

@@ -68,7 +68,7 @@ SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to the process group.`
   etcdlock run deploy --shell -- 'make build && make deploy'`,
 		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), g, o, args[0], args[1:], "run")
+			return runLocked(cmd.Context(), g, o, args[0], args[1:])
 		},
 	}
 	o.bind(cmd, true)
@@ -104,7 +104,7 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 }
 
 // runLocked is run and elect: acquire, supervise the command, release.
-func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string, verb string) error {
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string) error {
 	killSig, err := o.validate()
 	if err != nil {
 		return err
