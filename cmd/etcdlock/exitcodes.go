@@ -20,6 +20,12 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
+// How an error ends the process: exitCode gives its code and explain its
+// message. Commands return the errors they meet as they are (wrapped with
+// %w for context); they mark with withCode only what no error can say: a
+// usage or configuration mistake found by the CLI itself, the command's own
+// exit status, 128+N after signal N.
+
 // exitErr carries an exit code and an optional message (nil err means the
 // code speaks for itself, e.g. the child's own exit status).
 type exitErr struct {
@@ -42,10 +48,12 @@ func usageErr(format string, args ...any) error {
 	return withCode(exitcode.Usage, fmt.Errorf(format, args...))
 }
 
-// errWaitTimeout is the cause of a context canceled by --timeout.
-var errWaitTimeout = errors.New("timed out waiting for the lock")
+// errWaitTimeout is the cause of a context canceled by --timeout, and is
+// wrapped by the error that the wait then returns.
+var errWaitTimeout = errors.New("timed out")
 
-// exitCode maps an error to its exit code.
+// exitCode maps an error to its exit code. It is the one place that
+// classifies errors.
 func exitCode(err error) int {
 	var e *exitErr
 	if errors.As(err, &e) {
@@ -69,6 +77,28 @@ func exitCode(err error) int {
 		return exitcode.Unavailable
 	}
 	return exitcode.Error
+}
+
+// explain is the message printed for err, whose exit code is code: the
+// error's own text, with what the user needs to act on the classes of
+// etcd errors. It is "" when a bare code speaks for itself.
+func (g *globalOptions) explain(err error, code int) string {
+	var bare *exitErr
+	if errors.As(err, &bare) && bare.err == nil {
+		return ""
+	}
+	switch code {
+	case exitcode.NotAcquired:
+		var locked *lock.LockedError
+		if errors.As(err, &locked) {
+			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since))
+		}
+	case exitcode.Permission:
+		return "etcd refused access: " + err.Error()
+	case exitcode.Unavailable:
+		return fmt.Sprintf("cannot reach etcd at %s: %v", strings.Join(g.endpoints, ","), err)
+	}
+	return err.Error()
 }
 
 func isPermission(err error) bool {

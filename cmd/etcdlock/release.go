@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -41,12 +39,8 @@ func runRelease(ctx context.Context, g *globalOptions, o *releaseOptions, name s
 		return err
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
-		err := d.Release(ctx, name, o.owner, tok)
-		if errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitcode.Lost, fmt.Errorf("cannot release: %w", err))
-		}
-		if err != nil {
-			return g.wrapEtcdErr(err)
+		if err := d.Release(ctx, name, o.owner, tok); err != nil {
+			return fmt.Errorf("cannot release: %w", err)
 		}
 		return nil
 	})

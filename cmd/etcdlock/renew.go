@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -42,11 +40,8 @@ func runRenew(ctx context.Context, g *globalOptions, o *renewOptions, name strin
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		gr, err := d.Renew(ctx, name, o.owner, tok)
-		if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitcode.Lost, fmt.Errorf("cannot renew: %w", err))
-		}
 		if err != nil {
-			return g.wrapEtcdErr(err)
+			return fmt.Errorf("cannot renew: %w", err)
 		}
 		printGrant(g, gr)
 		return nil

@@ -41,7 +41,8 @@ type globalOptions struct {
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
-// the only place that decides exit codes.
+// the one exit point: every error ends here, with its code from exitCode
+// and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
@@ -55,10 +56,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitcode.OK
 	}
 	code := exitCode(err)
-	var e *exitErr
-	if !errors.As(err, &e) || e.err != nil {
-		g.printer.Error(err)
-		if code == exitcode.Usage && !strings.Contains(err.Error(), "--help") {
+	if msg := g.explain(err, code); msg != "" {
+		g.printer.Error(msg, code)
+		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
 		}
 	}
@@ -181,28 +181,7 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		}
 		cfg.TLS = tlsCfg
 	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, g.wrapEtcdErr(err)
-	}
-	return cli, nil
-}
-
-// wrapEtcdErr explains errors from talking to etcd.
-func (g *globalOptions) wrapEtcdErr(err error) error {
-	var done *exitErr
-	if errors.As(err, &done) {
-		return err // already explained
-	}
-	switch {
-	case isPermission(err):
-		return withCode(exitcode.Permission, fmt.Errorf("etcd refused access: %w", err))
-	case isConfig(err):
-		return withCode(exitcode.Config, err)
-	case isUnavailable(err):
-		return withCode(exitcode.Unavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
-	}
-	return err
+	return clientv3.New(cfg)
 }
 
 // request connects to etcd and calls fn with the client and a context

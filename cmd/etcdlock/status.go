@@ -48,7 +48,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		return nil
 	})
 	if err != nil {
-		return g.wrapEtcdErr(err)
+		return err
 	}
 	for _, w := range st.Waiters {
 		v.Waiters = append(v.Waiters, viewOf(w))
