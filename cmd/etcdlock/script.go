@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -25,4 +27,21 @@ func parseTokenFlag(s string) (fencing.Token, error) {
 		return 0, usageErr("--token: %v", err)
 	}
 	return t, nil
+}
+
+// grantOptions are the flags by which renew and release name the grant
+// that acquire printed.
+type grantOptions struct{ owner, token string }
+
+func (o *grantOptions) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
+	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
+}
+
+// validate checks NAME, --owner and --token, and returns the token.
+func (o *grantOptions) validate(name string) (fencing.Token, error) {
+	if err := scriptArgs(name, o.owner); err != nil {
+		return 0, err
+	}
+	return parseTokenFlag(o.token)
 }
