@@ -111,7 +111,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		newRunCommand(g), newElectCommand(g),
 		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
 		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
-		newDevCommand(g), newVersionCommand(g),
+		newDevCommand(), newVersionCommand(g),
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	return root
