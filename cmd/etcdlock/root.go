@@ -13,9 +13,9 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/logging"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -124,21 +124,9 @@ func (g *globalOptions) setup() error {
 	default:
 		return usageErr("--write-out %q: want simple or json", g.output)
 	}
-	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return usageErr("--log-level %q: %v", g.logLevel, err)
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(level)
-	cfg.Encoding = "console"
-	// No sampling: a command logs little, and the sampler's counters are a
-	// 448 KB allocation on every invocation (measured with pprof).
-	cfg.Sampling = nil
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
-	lg, err := cfg.Build()
+	lg, err := logging.New(g.logLevel)
 	if err != nil {
-		return err
+		return usageErr("--log-level %q: %v", g.logLevel, err)
 	}
 	g.logger = lg
 	if !strings.HasSuffix(g.prefix, "/") {
