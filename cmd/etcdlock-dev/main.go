@@ -13,10 +13,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/logging"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 )
 
@@ -63,15 +62,9 @@ accepted: this is a development server. Also available as 'etcdlock dev'.`,
 func run(ctx context.Context, o *options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %w", o.logLevel, err)
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level, cfg.Encoding = zap.NewAtomicLevelAt(level), "console"
-	lg, err := cfg.Build()
+	lg, err := logging.New(o.logLevel)
 	if err != nil {
-		return err
+		return fmt.Errorf("--log-level %q: %w", o.logLevel, err)
 	}
 	opts := []embedded.Option{embedded.WithClientAddr(o.listen), embedded.WithLogger(lg)}
 	if o.dataDir != "" {

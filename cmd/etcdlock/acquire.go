@@ -52,7 +52,7 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		gr, err := d.Acquire(ctx, name, o.owner, o.ttl)
 		if err != nil {
-			return explainLocked(g, err)
+			return err
 		}
 		printGrant(g, gr)
 		return nil

@@ -42,7 +42,7 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		h, err := lock.Break(ctx, cli, name, tok, lock.WithPrefix(g.prefix))
 		if err != nil {
-			return g.wrapEtcdErr(err)
+			return err
 		}
 		v := viewOf(h)
 		g.printer.Print(v, func(w io.Writer) {

@@ -17,7 +17,7 @@ import (
 // start-up and ~7 MB of memory (measured; see the README).
 const devBinary = "etcdlock-dev"
 
-func newDevCommand(g *globalOptions) *cobra.Command {
+func newDevCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "dev [--data-dir D] [--listen 127.0.0.1:2379]",
 		Short: "Run a single-member etcd for local development",
@@ -30,15 +30,18 @@ This runs the etcdlock-dev program, found next to etcdlock or on PATH
 (go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest); its flags
 are --data-dir, --listen and --log-level.`,
 		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := findDevBinary()
-			if err != nil {
-				return withCode(exitcode.Config, err)
-			}
-			// Replace this process, so signals reach the server directly.
-			return syscall.Exec(path, append([]string{path}, args...), os.Environ())
-		},
+		RunE:               func(_ *cobra.Command, args []string) error { return runDev(args) },
 	}
+}
+
+// runDev replaces this process with etcdlock-dev, so that signals reach the
+// server directly.
+func runDev(args []string) error {
+	path, err := findDevBinary()
+	if err != nil {
+		return withCode(exitcode.Config, err)
+	}
+	return syscall.Exec(path, append([]string{path}, args...), os.Environ())
 }
 
 func findDevBinary() (string, error) {

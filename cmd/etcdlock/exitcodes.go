@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"strings"
+	"syscall"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -17,6 +19,12 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
+
+// How an error ends the process: exitCode gives its code and explain its
+// message. Commands return the errors they meet as they are (wrapped with
+// %w for context); they mark with withCode only what no error can say: a
+// usage or configuration mistake found by the CLI itself, the command's own
+// exit status, 128+N after signal N.
 
 // exitErr carries an exit code and an optional message (nil err means the
 // code speaks for itself, e.g. the child's own exit status).
@@ -40,10 +48,12 @@ func usageErr(format string, args ...any) error {
 	return withCode(exitcode.Usage, fmt.Errorf(format, args...))
 }
 
-// errWaitTimeout is the cause of a context canceled by --timeout.
-var errWaitTimeout = errors.New("timed out waiting for the lock")
+// errWaitTimeout is the cause of a context canceled by --timeout, and is
+// wrapped by the error that the wait then returns.
+var errWaitTimeout = errors.New("timed out")
 
-// exitCode maps an error to its exit code.
+// exitCode maps an error to its exit code. It is the one place that
+// classifies errors.
 func exitCode(err error) int {
 	var e *exitErr
 	if errors.As(err, &e) {
@@ -69,6 +79,28 @@ func exitCode(err error) int {
 	return exitcode.Error
 }
 
+// explain is the message printed for err, whose exit code is code: the
+// error's own text, with what the user needs to act on the classes of
+// etcd errors. It is "" when a bare code speaks for itself.
+func (g *globalOptions) explain(err error, code int) string {
+	var bare *exitErr
+	if errors.As(err, &bare) && bare.err == nil {
+		return ""
+	}
+	switch code {
+	case exitcode.NotAcquired:
+		var locked *lock.LockedError
+		if errors.As(err, &locked) {
+			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since))
+		}
+	case exitcode.Permission:
+		return "etcd refused access: " + err.Error()
+	case exitcode.Unavailable:
+		return fmt.Sprintf("cannot reach etcd at %s: %v", strings.Join(g.endpoints, ","), err)
+	}
+	return err.Error()
+}
+
 func isPermission(err error) bool {
 	for _, e := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound, rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthNotEnabled} {
 		if errors.Is(err, e) {
@@ -88,12 +120,9 @@ func isConfig(err error) bool {
 	var certInvalid x509.CertificateInvalidError
 	var hostname x509.HostnameError
 	var recordErr tls.RecordHeaderError
-	return errors.Is(err, errConfig) || errors.As(err, &pathErr) || errors.As(err, &unknownAuth) ||
+	return errors.As(err, &pathErr) || errors.As(err, &unknownAuth) ||
 		errors.As(err, &certInvalid) || errors.As(err, &hostname) || errors.As(err, &recordErr)
 }
-
-// errConfig marks configuration errors found before contacting etcd.
-var errConfig = errors.New("configuration error")
 
 func isUnavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) {
@@ -105,4 +134,19 @@ func isUnavailable(err error) bool {
 		}
 	}
 	return false
+}
+
+// exitStatus is the shell convention: the exit code, or 128+N for signal N.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitcode.Error
 }

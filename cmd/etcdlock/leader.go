@@ -55,7 +55,7 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		defer cancel()
 		st, err := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
 		if err != nil {
-			return g.wrapEtcdErr(err)
+			return err
 		}
 		printLeader(g, name, st.Holder)
 		return nil

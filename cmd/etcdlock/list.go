@@ -40,7 +40,7 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 		return err
 	})
 	if err != nil {
-		return g.wrapEtcdErr(err)
+		return err
 	}
 	views := make([]listView, 0, len(all))
 	for _, st := range all {

@@ -32,11 +32,12 @@ func (p *printer) Note(format string, args ...any) {
 	fmt.Fprintln(p.errOut, "etcdlock:", msg)
 }
 
-// Error writes err as one line on stderr (a JSON object with -w json).
-func (p *printer) Error(err error) {
+// Error writes an error's message as one line on stderr (a JSON object
+// with its exit code with -w json).
+func (p *printer) Error(msg string, code int) {
 	if p.format == "json" {
-		_ = json.NewEncoder(p.errOut).Encode(map[string]any{"error": err.Error(), "exit_code": exitCode(err)})
+		_ = json.NewEncoder(p.errOut).Encode(map[string]any{"error": msg, "exit_code": code})
 		return
 	}
-	fmt.Fprintln(p.errOut, "etcdlock: error:", err)
+	fmt.Fprintln(p.errOut, "etcdlock: error:", msg)
 }

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-type releaseOptions struct{ owner, token string }
-
 func newReleaseCommand(g *globalOptions) *cobra.Command {
-	o := &releaseOptions{}
+	o := &grantOptions{}
 	cmd := &cobra.Command{
 		Use:   "release NAME --owner OWNER --token TOKEN",
 		Short: "Release a script's lock",
@@ -27,26 +23,18 @@ TOKEN belongs to a lock of another owner.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRelease(cmd.Context(), g, o, args[0]) },
 	}
-	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
-	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
+	o.bind(cmd)
 	return cmd
 }
 
-func runRelease(ctx context.Context, g *globalOptions, o *releaseOptions, name string) error {
-	if err := scriptArgs(name, o.owner); err != nil {
-		return err
-	}
-	tok, err := parseTokenFlag(o.token)
+func runRelease(ctx context.Context, g *globalOptions, o *grantOptions, name string) error {
+	tok, err := o.validate(name)
 	if err != nil {
 		return err
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
-		err := d.Release(ctx, name, o.owner, tok)
-		if errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitcode.Lost, fmt.Errorf("cannot release: %w", err))
-		}
-		if err != nil {
-			return g.wrapEtcdErr(err)
+		if err := d.Release(ctx, name, o.owner, tok); err != nil {
+			return fmt.Errorf("cannot release: %w", err)
 		}
 		return nil
 	})

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-type renewOptions struct{ owner, token string }
-
 func newRenewCommand(g *globalOptions) *cobra.Command {
-	o := &renewOptions{}
+	o := &grantOptions{}
 	cmd := &cobra.Command{
 		Use:   "renew NAME --owner OWNER --token TOKEN",
 		Short: "Renew a script's lock before its deadline",
@@ -27,26 +23,19 @@ a renewal after expiry never revives it) or if TOKEN is not OWNER's holder.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRenew(cmd.Context(), g, o, args[0]) },
 	}
-	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
-	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
+	o.bind(cmd)
 	return cmd
 }
 
-func runRenew(ctx context.Context, g *globalOptions, o *renewOptions, name string) error {
-	if err := scriptArgs(name, o.owner); err != nil {
-		return err
-	}
-	tok, err := parseTokenFlag(o.token)
+func runRenew(ctx context.Context, g *globalOptions, o *grantOptions, name string) error {
+	tok, err := o.validate(name)
 	if err != nil {
 		return err
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
 		gr, err := d.Renew(ctx, name, o.owner, tok)
-		if errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner) {
-			return withCode(exitcode.Lost, fmt.Errorf("cannot renew: %w", err))
-		}
 		if err != nil {
-			return g.wrapEtcdErr(err)
+			return fmt.Errorf("cannot renew: %w", err)
 		}
 		printGrant(g, gr)
 		return nil

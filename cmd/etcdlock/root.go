@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/logging"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -42,7 +41,8 @@ type globalOptions struct {
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
-// the only place that decides exit codes.
+// the one exit point: every error ends here, with its code from exitCode
+// and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
@@ -56,10 +56,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitcode.OK
 	}
 	code := exitCode(err)
-	var e *exitErr
-	if !errors.As(err, &e) || e.err != nil {
-		g.printer.Error(err)
-		if code == exitcode.Usage && !strings.Contains(err.Error(), "--help") {
+	if msg := g.explain(err, code); msg != "" {
+		g.printer.Error(msg, code)
+		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
 		}
 	}
@@ -112,44 +111,10 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		newRunCommand(g), newElectCommand(g),
 		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
 		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
-		newDevCommand(g), newVersionCommand(g),
+		newDevCommand(), newVersionCommand(g),
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	return root
-}
-
-// applyEnv sets every flag not given on the command line from
-// ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
-func applyEnv(cmd *cobra.Command) error {
-	var err error
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
-			return
-		}
-		env := envName(f.Name)
-		v, ok := os.LookupEnv(env)
-		if !ok && f.Name == "endpoints" {
-			v, ok = os.LookupEnv("ETCDCTL_ENDPOINTS")
-			env = "ETCDCTL_ENDPOINTS"
-		}
-		if !ok {
-			return
-		}
-		if serr := cmd.Flags().Set(f.Name, v); serr != nil {
-			err = usageErr("%s=%q: %v", env, v, serr)
-		}
-	})
-	return err
-}
-
-// envName is the environment variable of a flag: ETCDLOCK_<FLAG>, except
-// --key, whose natural name ETCDLOCK_KEY is the lock key that run gives to
-// its command; --key reads ETCDLOCK_KEY_FILE instead.
-func envName(flag string) string {
-	if flag == "key" {
-		return "ETCDLOCK_KEY_FILE"
-	}
-	return "ETCDLOCK_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
 func (g *globalOptions) setup() error {
@@ -159,21 +124,9 @@ func (g *globalOptions) setup() error {
 	default:
 		return usageErr("--write-out %q: want simple or json", g.output)
 	}
-	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return usageErr("--log-level %q: %v", g.logLevel, err)
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(level)
-	cfg.Encoding = "console"
-	// No sampling: a command logs little, and the sampler's counters are a
-	// 448 KB allocation on every invocation (measured with pprof).
-	cfg.Sampling = nil
-	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	cfg.OutputPaths, cfg.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
-	lg, err := cfg.Build()
+	lg, err := logging.New(g.logLevel)
 	if err != nil {
-		return err
+		return usageErr("--log-level %q: %v", g.logLevel, err)
 	}
 	g.logger = lg
 	if !strings.HasSuffix(g.prefix, "/") {
@@ -216,28 +169,7 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		}
 		cfg.TLS = tlsCfg
 	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, g.wrapEtcdErr(err)
-	}
-	return cli, nil
-}
-
-// wrapEtcdErr explains errors from talking to etcd.
-func (g *globalOptions) wrapEtcdErr(err error) error {
-	var done *exitErr
-	if errors.As(err, &done) {
-		return err // already explained
-	}
-	switch {
-	case isPermission(err):
-		return withCode(exitcode.Permission, fmt.Errorf("etcd refused access: %w", err))
-	case isConfig(err):
-		return withCode(exitcode.Config, err)
-	case isUnavailable(err):
-		return withCode(exitcode.Unavailable, fmt.Errorf("cannot reach etcd at %s: %w", strings.Join(g.endpoints, ","), err))
-	}
-	return err
+	return clientv3.New(cfg)
 }
 
 // request connects to etcd and calls fn with the client and a context

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -68,7 +67,7 @@ SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to the process group.`
   etcdlock run deploy --shell -- 'make build && make deploy'`,
 		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), g, o, args[0], args[1:], "run")
+			return runLocked(cmd.Context(), g, o, args[0], args[1:])
 		},
 	}
 	o.bind(cmd, true)
@@ -104,7 +103,7 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 }
 
 // runLocked is run and elect: acquire, supervise the command, release.
-func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string, verb string) error {
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string) error {
 	killSig, err := o.validate()
 	if err != nil {
 		return err
@@ -131,7 +130,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	s, err := lock.NewSession(sctx, cli, opts...)
 	cancel()
 	if err != nil {
-		return g.wrapEtcdErr(err)
+		return err
 	}
 	closed := false
 	defer func() {
@@ -149,7 +148,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	g.logger.Info("acquired", fieldsOf(l)...)
 	code, lostErr := superviseCommand(ctx, g, l, s, argv, o, killSig, sigc)
 	if lostErr != nil {
-		return withCode(exitcode.Lost, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr))
+		return fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr)
 	}
 	// Closing the session releases the lock: revoking the lease deletes
 	// the key, and only this lease's key, in one write (a Release first
@@ -173,7 +172,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name)
 		if err != nil {
-			return nil, explainLocked(g, err)
+			return nil, err
 		}
 		return l, nil
 	}
@@ -224,22 +223,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	case interrupted != nil:
 		return nil, withCode(128+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
 	case errors.Is(cause, errWaitTimeout):
-		return nil, withCode(exitcode.Timeout, fmt.Errorf("timed out after %v waiting for lock %q", o.timeout, name))
+		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}
-	return nil, g.wrapEtcdErr(err)
-}
-
-func explainLocked(g *globalOptions, err error) error {
-	var locked *lock.LockedError
-	if errors.As(err, &locked) {
-		return withCode(exitcode.NotAcquired, fmt.Errorf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since)))
-	}
-	return g.wrapEtcdErr(err)
-}
-
-func since(t time.Time) string {
-	if t.IsZero() {
-		return "unknown"
-	}
-	return t.Local().Format(time.RFC3339)
+	return nil, err
 }

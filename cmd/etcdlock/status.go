@@ -8,31 +8,13 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
-
-// contenderView is how status and list print a holder or waiter.
-type contenderView struct {
-	Owner    string        `json:"owner"`
-	Token    fencing.Token `json:"token"`
-	Host     string        `json:"host,omitempty"`
-	PID      int           `json:"pid,omitempty"`
-	Since    string        `json:"since"`
-	Key      string        `json:"key"`
-	Lease    string        `json:"lease"`
-	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
-}
 
 type statusView struct {
 	Name    string          `json:"name"`
 	Holder  *contenderView  `json:"holder"`
 	Waiters []contenderView `json:"waiters"`
-}
-
-func viewOf(c lock.Contender) contenderView {
-	return contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
-		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID))}
 }
 
 func newStatusCommand(g *globalOptions) *cobra.Command {
@@ -66,7 +48,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		return nil
 	})
 	if err != nil {
-		return g.wrapEtcdErr(err)
+		return err
 	}
 	for _, w := range st.Waiters {
 		v.Waiters = append(v.Waiters, viewOf(w))

@@ -18,14 +18,16 @@ func newVersionCommand(g *globalOptions) *cobra.Command {
 		Use:   "version",
 		Short: "Print the version of etcdlock and the etcd client it uses",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			v := map[string]string{"etcdlock": versionString(), "etcd_client": version.Version, "go": runtime.Version()}
-			g.printer.Print(v, func(w io.Writer) {
-				fmt.Fprintf(w, "etcdlock %s (etcd client %s, %s)\n", v["etcdlock"], v["etcd_client"], v["go"])
-			})
-			return nil
-		},
+		RunE:  func(*cobra.Command, []string) error { return runVersion(g) },
 	}
+}
+
+func runVersion(g *globalOptions) error {
+	v := map[string]string{"etcdlock": versionString(), "etcd_client": version.Version, "go": runtime.Version()}
+	g.printer.Print(v, func(w io.Writer) {
+		fmt.Fprintf(w, "etcdlock %s (etcd client %s, %s)\n", v["etcdlock"], v["etcd_client"], v["go"])
+	})
+	return nil
 }
 
 func versionString() string {

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/sqlfence"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -39,7 +40,7 @@ func say(who, format string, args ...any) {
 	fmt.Printf("[%5.2fs] %-9s %s\n", time.Since(start).Seconds(), who, fmt.Sprintf(format, args...))
 }
 
-func run() error {
+func run() (err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -52,11 +53,10 @@ func run() error {
 
 	// worker-a reaches etcd through a proxy so the demo can freeze it, as
 	// a long GC pause or a network partition would.
-	pause, aURL, err := startProxy(etcd.Endpoints()[0])
-	if err != nil {
-		return err
-	}
-	defer pause.Close()
+	t := &programTB{}
+	defer t.cleanup()
+	defer t.recoverFatal(&err)
+	pause, aURL := etcdtest.Proxy(t, etcd.Endpoints()[0])
 	cliA, err := newClient(aURL)
 	if err != nil {
 		return err

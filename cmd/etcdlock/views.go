@@ -6,9 +6,28 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
+
+// contenderView is how status and list print a holder or waiter.
+type contenderView struct {
+	Owner    string        `json:"owner"`
+	Token    fencing.Token `json:"token"`
+	Host     string        `json:"host,omitempty"`
+	PID      int           `json:"pid,omitempty"`
+	Since    string        `json:"since"`
+	Key      string        `json:"key"`
+	Lease    string        `json:"lease"`
+	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
+}
+
+func viewOf(c lock.Contender) contenderView {
+	return contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
+		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID))}
+}
 
 // grantView is how acquire and renew print a grant.
 type grantView struct {
@@ -43,24 +62,15 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// scriptArgs validates the NAME argument and --owner of the script commands.
-func scriptArgs(name, owner string) error {
-	if err := lock.ValidateName(name); err != nil {
-		return usageErr("%v", err)
+// since is how every command prints when a holder acquired its lock.
+func since(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
 	}
-	if owner == "" {
-		return usageErr("--owner is required (or ETCDLOCK_OWNER): scripts identify themselves on every call")
-	}
-	return nil
+	return t.Local().Format(time.RFC3339)
 }
 
-func parseTokenFlag(s string) (fencing.Token, error) {
-	if s == "" {
-		return 0, usageErr("--token is required (or ETCDLOCK_TOKEN)")
-	}
-	t, err := fencing.ParseToken(s)
-	if err != nil {
-		return 0, usageErr("--token: %v", err)
-	}
-	return t, nil
+// fieldsOf is how a held lock appears in the log.
+func fieldsOf(l *lock.Lock) []zap.Field {
+	return []zap.Field{zap.String("name", l.Name()), zap.Stringer("token", l.Token()), zap.String("key", l.Key())}
 }
