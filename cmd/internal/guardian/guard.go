@@ -47,6 +47,10 @@ func Main(stderr io.Writer) int {
 			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
 			return exitUsage
 		}
+		// Inherited without close-on-exec: the command must not hold
+		// them (it could read the supervisor's messages, and would keep
+		// the status pipe open after the guardian died).
+		unix.CloseOnExec(fd)
 	}
 	ctrl := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")

@@ -343,3 +343,16 @@ func TestBelowFindsDescendants(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The command gets stdin, stdout and stderr, not the guardian's pipes, and
+// not the guardian's marker.
+func TestCommandInheritsNoPipes(t *testing.T) {
+	r := start(t, `readlink /proc/$$/fd/3 /proc/$$/fd/4 > "$DIR/fds"; env > "$DIR/env"`, time.Hour, time.Hour, time.Hour)
+	r.exited(10 * time.Second)
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "fds")); len(b) > 0 {
+		t.Errorf("the command holds descriptors 3 or 4: %s", b)
+	}
+	if env, _ := os.ReadFile(filepath.Join(r.dir, "env")); strings.Contains(string(env), EnvMarker) {
+		t.Errorf("command environment has %s", EnvMarker)
+	}
+}
