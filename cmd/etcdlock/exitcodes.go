@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"strings"
-	"syscall"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -134,19 +132,4 @@ func isUnavailable(err error) bool {
 		}
 	}
 	return false
-}
-
-// exitStatus is the shell convention: the exit code, or 128+N for signal N.
-func exitStatus(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return exitcode.Error
 }

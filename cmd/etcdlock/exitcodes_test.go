@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -122,26 +121,6 @@ func TestExplain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := g.explain(tt.err, exitCode(tt.err)); got != tt.want {
 				t.Errorf("explain(%v) = %q, want %q", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestExitStatus(t *testing.T) {
-	tests := []struct {
-		name string
-		err  func() error
-		want int
-	}{
-		{"success", func() error { return nil }, 0},
-		{"exit code", func() error { return exec.Command("sh", "-c", "exit 3").Run() }, 3},
-		{"killed by a signal", func() error { return exec.Command("sh", "-c", "kill -9 $$").Run() }, 128 + 9},
-		{"wait failed", func() error { return errors.New("wait: no child") }, exitcode.Error},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := exitStatus(tt.err()); got != tt.want {
-				t.Errorf("exitStatus = %d, want %d", got, tt.want)
 			}
 		})
 	}

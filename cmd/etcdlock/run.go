@@ -52,11 +52,26 @@ ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
 override inherited values. Pass ETCDLOCK_TOKEN with every write the command
 makes to a fenced resource.
 
-If the lock is lost while COMMAND runs (the lease could not be renewed in time,
-or the lock was broken), etcdlock sends --kill-signal to COMMAND's whole process
-group and SIGKILL after --kill-grace, cut short so that COMMAND is dead before
-etcd could expire the lease and give the lock to someone else; it then exits 79.
-SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to the process group.`,
+COMMAND never outlives the lock. It runs below a guardian (etcdlock itself,
+re-executed; "etcdlock guardian" in ps) that keeps every process COMMAND
+starts, including ones that call setsid or double-fork, and stops them all:
+  - when COMMAND exits: whatever it left running is stopped (and reported)
+    before the lock is released;
+  - when the lock is lost (the lease could not be renewed in time, or the lock
+    was broken): etcdlock then exits 79;
+  - when etcdlock dies (kill -9, OOM killer): at once;
+  - when etcdlock is frozen (SIGSTOP, a debugger): at the last lease deadline
+    it was told.
+Stopping sends --kill-signal to every process and SIGKILL after --kill-grace,
+the grace always cut so that SIGKILL goes out before etcd could expire the
+lease and give the lock to someone else.
+
+On a terminal, COMMAND's process group gets the terminal while it runs, so
+that it reads input, Ctrl-C reaches it, and Ctrl-Z stops the job as without
+etcdlock. A stopped job does not renew the lease: stopped for longer than the
+lease's remaining time, COMMAND is stopped for good and the lock is lost.
+SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to COMMAND's process
+group.`,
 		Example: `  # nightly job, at most one running across all hosts:
   etcdlock run nightly-report --ttl 30s -- /usr/local/bin/report --since yesterday
 
@@ -146,9 +161,9 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 		return err
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
-	code, lostErr := superviseCommand(ctx, g, l, s, argv, o, killSig, sigc)
-	if lostErr != nil {
-		return fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", name, lostErr)
+	code, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
+	if err != nil {
+		return err
 	}
 	// Closing the session releases the lock: revoking the lease deletes
 	// the key, and only this lease's key, in one write (a Release first

@@ -1,0 +1,378 @@
+package guardian
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// parentDeathSignal is what the kernel sends the guardian when the thread
+// that started it exits. Go may end that thread while the supervisor runs,
+// so the guardian treats it as a hint and checks its parent.
+const parentDeathSignal = syscall.SIGUSR2
+
+// Exit statuses of the guardian itself when it cannot do its job.
+const (
+	exitUsage    = 64 // started by hand, without the supervisor's pipes
+	exitProtocol = 70 // the supervisor's first message was missing or bad
+)
+
+// reapEvery bounds how long the SIGKILL phase waits between scans of
+// /proc for processes that were forked while it was killing.
+const reapEvery = 2 * time.Millisecond
+
+// Main is the guardian process: it runs the command described by the
+// supervisor's first message and returns the guardian's exit status. It
+// never returns before every process below it is gone.
+func Main(stderr io.Writer) int {
+	if os.Getenv(EnvMarker) != "1" {
+		fmt.Fprintln(stderr, "etcdlock: guardian is started by etcdlock run, not by hand")
+		return exitUsage
+	}
+	// The command is started from this thread, with a parent-death signal
+	// of SIGKILL: the thread must live as long as the guardian does.
+	runtime.LockOSThread()
+	for _, fd := range []int{controlFD, statusFD} {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
+			return exitUsage
+		}
+		// Inherited without close-on-exec: the command must not hold
+		// them (it could read the supervisor's messages, and would keep
+		// the status pipe open after the guardian died).
+		unix.CloseOnExec(fd)
+	}
+	ctrl := os.NewFile(controlFD, "control")
+	status := os.NewFile(statusFD, "status")
+	g := &guard{
+		stderr:     stderr,
+		status:     json.NewEncoder(status),
+		supervisor: os.Getppid(),
+		self:       os.Getpid(),
+	}
+	return g.run(ctrl)
+}
+
+// guard is the guardian's state; only run's goroutine touches it.
+type guard struct {
+	stderr     io.Writer
+	status     *json.Encoder
+	supervisor int // pid of the supervisor; the guardian's parent
+	self       int
+
+	killSignal syscall.Signal
+	killGrace  time.Duration
+	foreground bool
+	jsonNotes  bool
+	jobPgrp    int // the supervisor's process group, which had the terminal
+
+	cmdPid   int
+	cmdDone  bool
+	cmdCode  int
+	soft     int64 // CLOCK_MONOTONIC
+	hard     int64
+	stopping bool  // the kill signal went out
+	killAt   int64 // when SIGKILL goes out, once stopping
+	killing  bool  // SIGKILL went out
+}
+
+func (g *guard) run(ctrl *os.File) int {
+	msgs := make(chan message)
+	go readControl(ctrl, msgs) // ends when the supervisor's end closes
+
+	cfg, ok := <-msgs
+	if !ok || cfg.Op != opConfig || len(cfg.Argv) == 0 {
+		g.note("guardian: no command from the supervisor")
+		return exitProtocol
+	}
+	g.killSignal = syscall.Signal(cfg.KillSignal)
+	g.killGrace = time.Duration(cfg.KillGrace)
+	g.foreground = cfg.Foreground
+	g.jsonNotes = cfg.JSONNotes
+	g.soft, g.hard = cfg.Soft, cfg.Hard
+
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		g.note("guardian: cannot become a child subreaper: %v", err)
+		return g.exit(126)
+	}
+	if os.Getppid() != g.supervisor {
+		return g.exit(126) // the supervisor died before we were ready
+	}
+	if g.foreground {
+		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
+	}
+	if code, ok := g.start(cfg.Argv); !ok {
+		return g.exit(code)
+	}
+	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if g.reap() {
+			return g.exit(g.cmdCode)
+		}
+		g.enforce()
+		resetTimer(timer, g.nextWake())
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				msgs = nil
+				g.stop("etcdlock exited")
+				continue
+			}
+			g.handle(m)
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGCHLD:
+				// reaped at the top of the loop
+			case parentDeathSignal:
+				if os.Getppid() != g.supervisor {
+					g.stop("etcdlock exited")
+				}
+			default:
+				g.stop(fmt.Sprintf("the guardian received %v", sig))
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// readControl decodes the supervisor's messages into msgs and closes it
+// at EOF or on a malformed message.
+func readControl(r io.ReadCloser, msgs chan<- message) {
+	defer close(msgs)
+	defer r.Close()
+	dec := json.NewDecoder(r)
+	for {
+		var m message
+		if err := dec.Decode(&m); err != nil {
+			return
+		}
+		msgs <- m
+	}
+}
+
+func (g *guard) handle(m message) {
+	switch m.Op {
+	case opDeadline:
+		if m.Hard >= m.Soft {
+			g.soft, g.hard = m.Soft, m.Hard
+		}
+	case opSignal:
+		if !g.cmdDone {
+			_ = unix.Kill(-g.cmdPid, syscall.Signal(m.Signal))
+		}
+	case opStop:
+		g.stopWithin(m.Reason, time.Duration(m.Grace))
+	case opContinue:
+		if g.foreground && m.Foreground {
+			g.setForeground(g.cmdPid)
+		}
+		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
+	}
+}
+
+// start starts the command in its own process group; ok is false with the
+// shell's exit status if it cannot be started.
+func (g *guard) start(argv []string) (code int, ok bool) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return kv == EnvMarker+"=1" })
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
+	c.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL, // the guardian is gone: nothing else would stop it
+		Foreground: g.foreground,
+		Ctty:       0, // stdin, in the command
+	}
+	if err := c.Start(); err != nil {
+		g.note("cannot start %s: %v", argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127, false
+		}
+		return 126, false
+	}
+	g.cmdPid = c.Process.Pid
+	// The guardian reaps with wait4(-1); the handle is not needed.
+	_ = c.Process.Release()
+	return 0, true
+}
+
+// reap collects every child that changed state and reports whether the
+// guardian is done: the command exited and nothing is left below it.
+func (g *guard) reap() bool {
+	for {
+		var ws unix.WaitStatus
+		flags := unix.WNOHANG
+		if g.foreground {
+			flags |= unix.WUNTRACED
+		}
+		pid, err := unix.Wait4(-1, &ws, flags, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			if !g.cmdDone {
+				return false // cannot happen: the command is our child
+			}
+			return true
+		case err != nil || pid == 0:
+			return false
+		}
+		if pid != g.cmdPid {
+			continue // a descendant reparented to us, now gone
+		}
+		switch {
+		case ws.Stopped():
+			g.commandStopped()
+		case ws.Exited():
+			g.commandExited(ws.ExitStatus())
+		case ws.Signaled():
+			g.commandExited(128 + int(ws.Signal()))
+		}
+	}
+}
+
+// commandExited records the command's status and stops what it left.
+func (g *guard) commandExited(code int) {
+	g.cmdDone, g.cmdCode = true, code
+	if g.foreground {
+		g.setForeground(g.jobPgrp)
+	}
+	if g.stopping {
+		return
+	}
+	if n := len(below(g.self)); n > 0 {
+		g.stop(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
+	}
+}
+
+// commandStopped hands the terminal back and stops the supervisor's job,
+// as the terminal's Ctrl-Z would have without etcdlock. The supervisor's
+// renewals stop with it; the deadline still holds.
+func (g *guard) commandStopped() {
+	g.setForeground(g.jobPgrp)
+	_ = g.status.Encode(message{Op: opStopped})
+}
+
+// stop sends the kill signal to everything below the guardian and sets the
+// SIGKILL time: the grace period, cut to the hard deadline.
+func (g *guard) stop(reason string) { g.stopWithin(reason, g.killGrace) }
+
+// stopWithin is stop with its own grace period. A stop already under way
+// keeps the earlier SIGKILL time.
+func (g *guard) stopWithin(reason string, grace time.Duration) {
+	now := monoNow()
+	if g.stopping {
+		g.killAt = min(g.killAt, now+int64(grace))
+		return
+	}
+	g.stopping = true
+	g.killAt = min(now+int64(grace), g.hard)
+	wait := max(time.Duration(g.killAt-now), 0).Round(time.Millisecond)
+	g.note("%s: sending %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
+	if !g.cmdDone {
+		_ = unix.Kill(-g.cmdPid, g.killSignal)
+	}
+	signalBelow(g.self, g.killSignal)
+	if !g.cmdDone {
+		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
+	}
+	signalBelow(g.self, syscall.SIGCONT)
+}
+
+// enforce acts on deadlines that have passed.
+func (g *guard) enforce() {
+	now := monoNow()
+	if !g.stopping && now >= g.soft {
+		late := time.Duration(now - g.soft).Round(time.Millisecond)
+		g.stop(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
+	}
+	if g.stopping && (now >= g.killAt || now >= g.hard) && !g.killing {
+		g.killing = true
+		if !g.cmdDone {
+			g.note("the command is still running after the grace period: sending SIGKILL")
+		}
+	}
+	if g.killing {
+		if !g.cmdDone {
+			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
+		}
+		signalBelow(g.self, syscall.SIGKILL)
+	}
+}
+
+// nextWake is how long the loop may sleep before enforce has work.
+func (g *guard) nextWake() time.Duration {
+	if g.killing {
+		return reapEvery
+	}
+	next := g.soft
+	if g.stopping {
+		next = min(g.killAt, g.hard)
+	}
+	return max(time.Duration(next-monoNow()), 0)
+}
+
+// note writes a message on stderr as etcdlock's printer does.
+func (g *guard) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if g.jsonNotes {
+		_ = json.NewEncoder(g.stderr).Encode(map[string]string{"note": msg})
+		return
+	}
+	fmt.Fprintln(g.stderr, "etcdlock:", msg)
+}
+
+// exit reports code to the supervisor and returns it.
+func (g *guard) exit(code int) int {
+	_ = g.status.Encode(message{Op: opExit, Code: code})
+	return code
+}
+
+// setForeground gives the terminal on stdin to pgrp. The guardian is not
+// in the foreground group, so SIGTTOU is blocked on this (locked) thread
+// for the call; the kernel allows it then.
+func (g *guard) setForeground(pgrp int) {
+	if pgrp <= 0 {
+		return
+	}
+	var set, old unix.Sigset_t
+	sigaddset(&set, syscall.SIGTTOU)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return
+	}
+	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
+	n := uint(sig - 1)
+	set.Val[n/64] |= 1 << (n % 64)
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,358 @@
+package guardian
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// The test binary is its own guardian: Start re-executes /proc/self/exe.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == Command {
+		os.Exit(Main(os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer that the guardian's stderr copier and the
+// test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type run struct {
+	t      *testing.T
+	g      *Guardian
+	stderr *syncBuffer
+	dir    string
+	pid    int
+}
+
+// start runs script under a guardian with the given deadlines from now.
+func start(t *testing.T, script string, grace, soft, hard time.Duration) *run {
+	t.Helper()
+	r := &run{t: t, stderr: &syncBuffer{}, dir: t.TempDir()}
+	now := time.Now()
+	g, err := Start(Config{
+		Argv:       []string{"/bin/sh", "-c", script},
+		Env:        append(os.Environ(), "DIR="+r.dir),
+		Stdout:     os.Stdout,
+		Stderr:     r.stderr,
+		KillSignal: syscall.SIGTERM,
+		KillGrace:  grace,
+		Soft:       now.Add(soft),
+		Hard:       now.Add(hard),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g = g
+	t.Cleanup(func() {
+		_ = g.Stop("test cleanup", 0)
+		for range g.Events() {
+		}
+	})
+	ev := <-g.Events()
+	if ev.Started == 0 {
+		t.Fatalf("first event %+v, want Started; stderr: %s", ev, r.stderr)
+	}
+	r.pid = ev.Started
+	return r
+}
+
+// exited waits for the Exited event and the guardian's exit, and returns
+// the code and when the event came.
+func (r *run) exited(timeout time.Duration) (int, time.Time) {
+	r.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-r.g.Events():
+			if !ok {
+				r.t.Fatalf("guardian exited without reporting (%v); stderr: %s", r.g.Err(), r.stderr)
+			}
+			if ev.Exited {
+				at := time.Now()
+				for range r.g.Events() {
+				}
+				return ev.Code, at
+			}
+		case <-deadline:
+			r.t.Fatalf("no exit within %v; stderr: %s", timeout, r.stderr)
+		}
+	}
+}
+
+// pids waits for the file $DIR/name with one pid per word.
+func (r *run) pids(name string, n int) []int {
+	r.t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for time.Now().Before(end) {
+		b, err := os.ReadFile(filepath.Join(r.dir, name))
+		if f := strings.Fields(string(b)); err == nil && len(f) >= n {
+			var out []int
+			for _, s := range f[:n] {
+				p, err := strconv.Atoi(s)
+				if err != nil {
+					r.t.Fatalf("%s: %v", name, err)
+				}
+				out = append(out, p)
+			}
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.t.Fatalf("%s not written; stderr: %s", name, r.stderr)
+	return nil
+}
+
+func alive(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && !p.zombie
+}
+
+func assertDead(t *testing.T, pids []int) {
+	t.Helper()
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("process %d still alive", p)
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// escapes starts, in the background, a plain child, one that left the
+// group with setsid, and one whose parent exited (double fork), and
+// writes their pids to $DIR/pids.
+const escapes = `sleep 30 & a=$!
+setsid sleep 31 & b=$!
+(sleep 32 & echo $! > "$DIR/c") ; c=$(cat "$DIR/c")
+echo "$a $b $c" > "$DIR/pids.tmp"; mv "$DIR/pids.tmp" "$DIR/pids"
+`
+
+func TestNormalExitStopsEverythingTheCommandLeft(t *testing.T) {
+	r := start(t, escapes+"exit 3", 10*time.Second, time.Hour, time.Hour)
+	pids := r.pids("pids", 3)
+	code, _ := r.exited(10 * time.Second)
+	if code != 3 {
+		t.Errorf("code %d, want the command's 3", code)
+	}
+	assertDead(t, pids)
+	if !strings.Contains(r.stderr.String(), "left 3 processes running") {
+		t.Errorf("stderr does not report the leftovers: %q", r.stderr)
+	}
+}
+
+func TestNormalExitWithNothingLeftIsQuiet(t *testing.T) {
+	r := start(t, "exit 0", 10*time.Second, time.Hour, time.Hour)
+	if code, _ := r.exited(10 * time.Second); code != 0 {
+		t.Errorf("code %d, want 0", code)
+	}
+	if s := r.stderr.String(); s != "" {
+		t.Errorf("stderr %q, want nothing", s)
+	}
+}
+
+// The supervisor's end of the control pipe closes (it died): everything
+// below the guardian is stopped at once.
+func TestSupervisorGoneStopsEverything(t *testing.T) {
+	r := start(t, escapes+"wait", 10*time.Second, time.Hour, time.Hour)
+	pids := append(r.pids("pids", 3), r.pid)
+	gone := time.Now()
+	r.g.ctrl.Close()
+	_, at := r.exited(10 * time.Second)
+	assertDead(t, pids)
+	t.Logf("supervisor gone → every process dead and reaped in %v", at.Sub(gone))
+	if !strings.Contains(r.stderr.String(), "etcdlock exited") {
+		t.Errorf("stderr does not say why: %q", r.stderr)
+	}
+}
+
+// No fresh deadline arrives (the supervisor is frozen): the command gets
+// SIGTERM at the soft deadline and, as it ignores it, SIGKILL at the hard
+// one — though the grace period is longer.
+func TestDeadlinePassesWithoutRenewal(t *testing.T) {
+	const soft, hard = 400 * time.Millisecond, 900 * time.Millisecond
+	begin := time.Now()
+	r := start(t, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
+	pids := append(r.pids("pids", 3), r.pid)
+	code, at := r.exited(10 * time.Second)
+	assertDead(t, pids)
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("code %d, want %d (SIGKILL)", code, 128+int(syscall.SIGKILL))
+	}
+	took := at.Sub(begin)
+	t.Logf("soft deadline %v, hard %v: every process dead and reaped at %v", soft, hard, took)
+	if took < soft {
+		t.Errorf("stopped at %v, before the soft deadline %v", took, soft)
+	}
+	if !strings.Contains(r.stderr.String(), "no lease renewal") || !strings.Contains(r.stderr.String(), "SIGKILL") {
+		t.Errorf("stderr does not explain: %q", r.stderr)
+	}
+}
+
+// Fresh deadlines keep the command running past the first one.
+func TestRenewedDeadlineKeepsTheCommand(t *testing.T) {
+	r := start(t, `sleep 1; exit 4`, time.Hour, 200*time.Millisecond, 300*time.Millisecond)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				now := time.Now()
+				_ = r.g.SetDeadline(now.Add(200*time.Millisecond), now.Add(300*time.Millisecond))
+			}
+		}
+	})
+	code, _ := r.exited(10 * time.Second)
+	close(stop)
+	wg.Wait()
+	if code != 4 {
+		t.Errorf("code %d, want the command's own 4; stderr: %s", code, r.stderr)
+	}
+}
+
+func TestStopAndSignal(t *testing.T) {
+	t.Run("stop", func(t *testing.T) {
+		r := start(t, escapes+"wait", time.Hour, time.Hour, time.Hour)
+		pids := append(r.pids("pids", 3), r.pid)
+		if err := r.g.Stop("lock lost", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		code, _ := r.exited(10 * time.Second)
+		assertDead(t, pids)
+		if code != 128+int(syscall.SIGTERM) {
+			t.Errorf("code %d, want %d", code, 128+int(syscall.SIGTERM))
+		}
+		if !strings.Contains(r.stderr.String(), "lock lost: sending terminated") {
+			t.Errorf("stderr: %q", r.stderr)
+		}
+	})
+	t.Run("signal", func(t *testing.T) {
+		r := start(t, `trap 'exit 9' USR1; touch "$DIR/ready"; while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
+		for {
+			if _, err := os.Stat(filepath.Join(r.dir, "ready")); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := r.g.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := r.exited(10 * time.Second); code != 9 {
+			t.Errorf("code %d, want 9 from the trap", code)
+		}
+	})
+}
+
+func TestCommandThatCannotStart(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		code int
+	}{
+		{[]string{"/nonexistent/command"}, 127},
+		{[]string{"no-such-command-in-path"}, 127},
+		{[]string{"/etc/hostname"}, 126}, // not executable
+	} {
+		stderr := &syncBuffer{}
+		g, err := Start(Config{Argv: tc.argv, Env: os.Environ(), Stderr: stderr, KillSignal: syscall.SIGTERM,
+			Soft: time.Now().Add(time.Hour), Hard: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []Event
+		for ev := range g.Events() {
+			got = append(got, ev)
+		}
+		if len(got) != 1 || !got[0].Exited || got[0].Code != tc.code {
+			t.Errorf("%v: events %+v, want one exit with %d", tc.argv, got, tc.code)
+		}
+		if !strings.Contains(stderr.String(), "cannot start") {
+			t.Errorf("%v: stderr %q", tc.argv, stderr)
+		}
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	if _, err := Start(Config{}); err == nil {
+		t.Error("Start without a command succeeded")
+	}
+	now := time.Now()
+	if _, err := Start(Config{Argv: []string{"true"}, Soft: now.Add(time.Second), Hard: now}); err == nil {
+		t.Error("Start with the hard deadline before the soft one succeeded")
+	}
+	var stderr bytes.Buffer
+	t.Setenv(EnvMarker, "")
+	if code := Main(&stderr); code != exitUsage || !strings.Contains(stderr.String(), "not by hand") {
+		t.Errorf("Main by hand: %d %q", code, stderr.String())
+	}
+}
+
+// below must see through setsid and reparenting: a negative control for
+// the tree walk that the tests above rely on.
+func TestBelowFindsDescendants(t *testing.T) {
+	if got := below(os.Getpid()); len(got) != 0 {
+		t.Fatalf("below(test) = %v before starting anything", got)
+	}
+	dir := t.TempDir()
+	c := fmt.Sprintf(`setsid sleep 30 & echo $! > %s/p; wait`, dir)
+	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", c}, &os.ProcAttr{Files: []*os.File{nil, os.Stdout, os.Stderr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	var grand int
+	for grand == 0 {
+		b, _ := os.ReadFile(filepath.Join(dir, "p"))
+		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := below(os.Getpid())
+	if len(got) != 2 || !isBelow(grand, os.Getpid()) {
+		t.Errorf("below = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
+	}
+	signalBelow(os.Getpid(), syscall.SIGKILL)
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The command gets stdin, stdout and stderr, not the guardian's pipes, and
+// not the guardian's marker.
+func TestCommandInheritsNoPipes(t *testing.T) {
+	r := start(t, `readlink /proc/$$/fd/3 /proc/$$/fd/4 > "$DIR/fds"; env > "$DIR/env"`, time.Hour, time.Hour, time.Hour)
+	r.exited(10 * time.Second)
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "fds")); len(b) > 0 {
+		t.Errorf("the command holds descriptors 3 or 4: %s", b)
+	}
+	if env, _ := os.ReadFile(filepath.Join(r.dir, "env")); strings.Contains(string(env), EnvMarker) {
+		t.Errorf("command environment has %s", EnvMarker)
+	}
+}

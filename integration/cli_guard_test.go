@@ -1,0 +1,242 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// The tests below hold a lock with `etcdlock run` around a command that
+// leaves processes behind in three ways — a plain background child, one
+// that left the process group with setsid, and one whose parent exited (a
+// double fork) — and check, with a second holder waiting on its own
+// connection, that the second holder never gets the lock while any of
+// them is alive.
+
+// leaveBehind starts the three kinds of leftovers and writes the shell's
+// pid and theirs to $D/pids.
+const leaveBehind = `sleep 1000 & a=$!
+setsid sleep 1001 & b=$!
+(sleep 1002 & echo $! > "$D/c"); c=$(cat "$D/c")
+echo "$$ $a $b $c" > "$D/pids.tmp"; mv "$D/pids.tmp" "$D/pids"
+`
+
+type guarded struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	pids   []int
+	dir    string
+}
+
+// lockedBuffer is an io.Writer the exec copier and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runGuarded starts `etcdlock run job --shell -- script` and waits for
+// the script to write its pids.
+func runGuarded(t *testing.T, endpoint string, script string, flags ...string) *guarded {
+	t.Helper()
+	g := &guarded{stderr: &lockedBuffer{}, dir: t.TempDir()}
+	args := append([]string{"run", "job"}, flags...)
+	g.cmd = cliCommand(t, endpoint, []string{"D=" + g.dir}, append(args, "--shell", "--", script)...)
+	g.cmd.Stderr = g.stderr
+	g.cmd.WaitDelay = 5 * time.Second // leftovers holding stderr must not hang Wait
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = g.cmd.Process.Kill()
+		_ = g.cmd.Wait()
+		for _, p := range g.pids {
+			if procAlive(p) {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+	})
+	etcdtest.Eventually(t, 20*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(g.dir, "pids"))
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			g.pids = append(g.pids, n)
+		}
+		return true
+	}, "the command did not start")
+	return g
+}
+
+func procAlive(pid int) bool { return syscall.Kill(pid, 0) == nil && !isZombie(pid) }
+
+// alive returns the pids still running.
+func (g *guarded) alive() []int {
+	var out []int
+	for _, p := range g.pids {
+		if procAlive(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// deadAt polls until every pid is gone and returns when it saw that.
+func (g *guarded) deadAt(t *testing.T, within time.Duration) time.Time {
+	t.Helper()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		if len(g.alive()) == 0 {
+			return time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("processes %v still alive after %v; stderr:\n%s", g.alive(), within, g.stderr)
+	return time.Time{}
+}
+
+type handover struct {
+	at    time.Time
+	alive []int // the first holder's processes alive when the lock came
+	err   error
+}
+
+// nextHolder waits for "job" on its own connection to etcd and, the
+// moment it has the lock, records which of g's processes are alive.
+func nextHolder(t *testing.T, g *guarded) <-chan handover {
+	t.Helper()
+	s := session(t, etcdtest.Client(t, shared.Endpoints()[0]), "next")
+	out := make(chan handover, 1)
+	ctx := testCtx(t, time.Minute)
+	go func() {
+		l, err := s.Acquire(ctx, "job")
+		h := handover{at: time.Now(), err: err}
+		if err == nil {
+			h.alive = g.alive()
+			_ = l.Release(context.WithoutCancel(ctx))
+		}
+		out <- h
+	}()
+	return out
+}
+
+func (h handover) check(t *testing.T) {
+	t.Helper()
+	if h.err != nil {
+		t.Fatalf("next holder: %v", h.err)
+	}
+	if len(h.alive) > 0 {
+		t.Errorf("next holder got the lock while the first holder's processes %v were alive", h.alive)
+	}
+}
+
+// The command exits normally and leaves processes: they are stopped
+// (reported on stderr) before the lock is released.
+func TestCLINormalExitStopsLeftoversBeforeRelease(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], leaveBehind+`date +%s%N > "$D/exit"`)
+	next := nextHolder(t, g)
+	if err := g.cmd.Wait(); err != nil {
+		t.Fatalf("etcdlock: %v; stderr:\n%s", err, g.stderr)
+	}
+	if a := g.alive(); len(a) > 0 {
+		t.Errorf("etcdlock returned with %v still running", a)
+	}
+	h := <-next
+	h.check(t)
+	b, _ := os.ReadFile(filepath.Join(g.dir, "exit"))
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	t.Logf("command exited → next holder acquired in %v", h.at.Sub(time.Unix(0, ns)).Round(time.Millisecond))
+	if !strings.Contains(g.stderr.String(), "left 3 processes running") {
+		t.Errorf("stderr does not report the leftovers:\n%s", g.stderr)
+	}
+}
+
+// etcdlock is killed with SIGKILL: the command and everything it started
+// die at once, long before etcd expires the lease.
+func TestCLISupervisorKilled(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], leaveBehind+"wait", "--ttl", "3s")
+	next := nextHolder(t, g)
+	killed := time.Now()
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	dead := g.deadAt(t, 5*time.Second)
+	h := <-next
+	h.check(t)
+	t.Logf("kill -9 etcdlock → all %d processes dead in %v; next holder acquired %v after the kill",
+		len(g.pids), dead.Sub(killed).Round(100*time.Microsecond), h.at.Sub(killed).Round(time.Millisecond))
+	if !h.at.After(dead) {
+		t.Errorf("next holder acquired at %v, before the processes were dead at %v", h.at, dead)
+	}
+}
+
+var lateRE = regexp.MustCompile(`by the deadline \(([0-9.]+[µm]?s) ago\)`)
+
+// etcdlock is frozen with SIGSTOP: its guardian stops the command when the
+// last deadline it was told passes — here a shell whose children ignore
+// SIGTERM, so that SIGKILL has to come before etcd could expire the lease.
+func TestCLISupervisorFrozen(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s", "--kill-grace", "1m")
+	next := nextHolder(t, g)
+	frozen := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	dead := g.deadAt(t, 10*time.Second)
+	h := <-next
+	h.check(t)
+	late := "?"
+	if m := lateRE.FindStringSubmatch(g.stderr.String()); m != nil {
+		late = m[1]
+	} else {
+		t.Errorf("guardian did not report the missed deadline:\n%s", g.stderr)
+	}
+	t.Logf("kill -STOP etcdlock → SIGTERM %s after the deadline, all dead %v after the freeze; next holder acquired %v after the freeze (lead %v)",
+		late, dead.Sub(frozen).Round(time.Millisecond), h.at.Sub(frozen).Round(time.Millisecond), h.at.Sub(dead).Round(time.Millisecond))
+	if !strings.Contains(g.stderr.String(), "SIGKILL") {
+		t.Errorf("stderr does not report SIGKILL:\n%s", g.stderr)
+	}
+}
+
+// A negative control for the checks above: without a guardian (the
+// leftover started outside etcdlock's reach, by a process etcdlock does
+// not supervise), nextHolder's check does see a live process.
+func TestCLIGuardCheckCanFail(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], leaveBehind)
+	outside := exec.Command("sleep", "1000")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = outside.Process.Kill(); _ = outside.Wait() }()
+	g.pids = append(g.pids, outside.Process.Pid)
+	next := nextHolder(t, g)
+	_ = g.cmd.Wait()
+	h := <-next
+	if len(h.alive) != 1 || h.alive[0] != outside.Process.Pid {
+		t.Errorf("check saw %v alive, want only the outside process %d", h.alive, outside.Process.Pid)
+	}
+}

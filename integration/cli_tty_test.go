@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// A terminal session: a command on a pseudo-terminal, its output
+// collected for expect.
+type terminal struct {
+	t    *testing.T
+	tty  *os.File
+	out  *lockedBuffer
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the output copier ends
+}
+
+// onTerminal starts cmd as the session leader of a new pseudo-terminal,
+// so that its process group has the terminal, as a shell's job would.
+func onTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
+	t.Helper()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &terminal{t: t, tty: tty, out: &lockedBuffer{}, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		_, _ = io.Copy(term.out, tty) // ends with EIO once every process has closed the terminal
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		tty.Close()
+		<-term.done
+	})
+	return term
+}
+
+func (term *terminal) send(s string) {
+	term.t.Helper()
+	if _, err := term.tty.WriteString(s); err != nil {
+		term.t.Fatal(err)
+	}
+}
+
+// expect waits until the output holds want after the first since bytes.
+func (term *terminal) expect(want string, within time.Duration) {
+	term.t.Helper()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		if strings.Contains(term.out.String(), want) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	term.t.Fatalf("terminal never showed %q; output:\n%s", want, term.out)
+}
+
+func (term *terminal) exitCode() int {
+	term.t.Helper()
+	err := term.cmd.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	term.t.Fatal(err)
+	return -1
+}
+
+// A command that reads the terminal gets what is typed: it is in the
+// terminal's foreground group (a background group would be stopped by
+// SIGTTIN at the read).
+func TestCLITerminalReadsInput(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	term := onTerminal(t, cliCommand(t, ep, nil, "run", "job", "--", "sh", "-c", `echo ready; read x; echo "got:$x"`))
+	term.expect("ready", 20*time.Second)
+	term.send("hello\n")
+	term.expect("got:hello", 10*time.Second)
+	if code := term.exitCode(); code != 0 {
+		t.Errorf("exit %d, want 0; output:\n%s", code, term.out)
+	}
+}
+
+// Ctrl-C reaches the command as it would without etcdlock — from the
+// terminal, not forwarded by etcdlock — and etcdlock exits with the
+// command's 130 and releases the lock.
+func TestCLITerminalInterrupt(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	term := onTerminal(t, cliCommand(t, ep, nil, "--log-level", "info", "run", "job", "--", "sh", "-c", `echo ready; exec sleep 30`))
+	term.expect("ready", 20*time.Second)
+	term.send("\x03")
+	if code := term.exitCode(); code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit %d, want %d; output:\n%s", code, 128+int(syscall.SIGINT), term.out)
+	}
+	if strings.Contains(term.out.String(), "forwarding signal") {
+		t.Errorf("etcdlock received the terminal's SIGINT (its group had the terminal):\n%s", term.out)
+	}
+	if r := cli(t, ep, nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+}
+
+// Under an interactive shell, Ctrl-Z stops the job and gives the prompt
+// back; fg resumes the command with the terminal; Ctrl-C then ends it.
+func TestCLITerminalJobControl(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("bash is needed for job control: %v", err)
+	}
+	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
+	sh.Env = append(cleanEnv(), "PS1=$ ", "TERM=dumb")
+	term := onTerminal(t, sh)
+	term.expect("$ ", 10*time.Second)
+	term.send(cliPath + " --endpoints " + ep + " --prefix " + prefixOf(t) +
+		` run job --ttl 5s -- sh -c 'echo rea""dy; read x; echo "got:$x"; exit 3'` + "\n")
+	term.expect("ready", 20*time.Second)
+	term.send("\x1a")
+	term.expect("Stopped", 10*time.Second)
+	term.send("fg\n")
+	term.send("again\n")
+	term.expect("got:again", 10*time.Second)
+	term.send("echo code=$?\n")
+	term.expect("code=3", 10*time.Second)
+	term.send("exit\n")
+	if code := term.exitCode(); code != 0 {
+		t.Errorf("bash exited %d; output:\n%s", code, term.out)
+	}
+}
+
+// A job stopped with Ctrl-Z for longer than the lease: etcdlock renews
+// nothing while stopped, so its guardian stops the command at the
+// deadline, before the next holder can have the lock; fg then reports the
+// loss (79).
+func TestCLITerminalStoppedPastTheLease(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
+	sh.Env = append(cleanEnv(), "PS1=$ ", "TERM=dumb")
+	term := onTerminal(t, sh)
+	term.expect("$ ", 10*time.Second)
+	term.send(cliPath + " --endpoints " + ep + " --prefix " + prefixOf(t) +
+		` run job --ttl 3s -- sh -c 'echo $$ > ` + dir + `/pid; echo rea""dy; read x'` + "\n")
+	term.expect("ready", 20*time.Second)
+	g := &guarded{dir: dir}
+	b, err := os.ReadFile(dir + "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	g.pids = []int{pid}
+	term.send("\x1a")
+	term.expect("Stopped", 10*time.Second)
+	h := <-nextHolder(t, g)
+	h.check(t)
+	term.send("fg\n")
+	term.send("echo code=$?\n")
+	term.expect("code=79", 10*time.Second)
+	if !strings.Contains(term.out.String(), "no lease renewal") {
+		t.Errorf("the guardian did not explain:\n%s", term.out)
+	}
+	term.send("exit\n")
+	_ = term.exitCode()
+}
