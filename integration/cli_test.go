@@ -162,9 +162,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{"bad ttl env", []string{"ETCDLOCK_TTL=soon"}, []string{"run", "a", "--", "true"}, 64, "ETCDLOCK_TTL"},
 		{"huge ttl", nil, []string{"run", "--ttl", "2562047h", "a", "--", "true"}, 64, "maximum"},
 		{"huge acquire ttl", nil, []string{"acquire", "a", "--owner", "o", "--ttl", "2562047h"}, 64, "maximum"},
-		{"bad name", nil, []string{"status", "a/b"}, 64, "invalid name"},
+		{"bad name", nil, []string{"status", ""}, 64, "invalid name"},
 		{"bad token", nil, []string{"renew", "a", "--owner", "o", "--token", "-1"}, 64, "invalid token"},
-		{"missing owner", nil, []string{"acquire", "a"}, 64, "--owner"},
+		{"missing owner", nil, []string{"release", "a", "--token", "5"}, 64, "--owner"},
+		{"empty owner", nil, []string{"acquire", "a", "--owner", ""}, 64, "--owner"},
 		{"bad signal", nil, []string{"run", "--kill-signal", "NOPE", "a", "--", "true"}, 64, "unknown signal"},
 		{"bad output", nil, []string{"-w", "yaml", "status", "a"}, 64, "simple or json"},
 		{"missing TLS file", nil, []string{"--cacert", filepath.Join(dir, "ca.pem"), "status", "a"}, 78, "TLS"},
@@ -456,5 +457,52 @@ func TestCLIDevServer(t *testing.T) {
 	}
 	if r := cli(t, "127.0.0.1:1", nil, "dev", "--listen", "0.0.0.0:2379"); r.code == 0 {
 		t.Errorf("dev accepted a non-loopback address")
+	}
+}
+
+// acquire makes up a new owner for every call unless --owner names one on
+// the command line: two overlapping runs of one script never both hold the
+// lock, and a run that re-sends its own owner takes its grant over with a
+// new token.
+func TestCLIAcquireOwnerIsNewPerRun(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	grant := func(r cliResult) map[string]string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("acquire: %d %s", r.code, r.stderr)
+		}
+		vars := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			vars[k] = strings.Trim(v, "'")
+		}
+		return vars
+	}
+	first := grant(cli(t, ep, nil, "acquire", "nightly"))
+	if !strings.Contains(first["ETCDLOCK_OWNER"], ":") {
+		t.Fatalf("generated owner %q, want host:pid:random", first["ETCDLOCK_OWNER"])
+	}
+	for _, env := range [][]string{nil, {"ETCDLOCK_OWNER=" + first["ETCDLOCK_OWNER"]}} {
+		r := cli(t, ep, env, "acquire", "nightly")
+		if r.code != 75 || !strings.Contains(r.stderr, "held by "+first["ETCDLOCK_OWNER"]) {
+			t.Errorf("overlapping acquire (env %q): %d %q, want 75 held by the first", env, r.code, r.stderr)
+		}
+	}
+	if r := cli(t, ep, nil, "release", "nightly", "--owner", first["ETCDLOCK_OWNER"], "--token", first["ETCDLOCK_TOKEN"]); r.code != 0 {
+		t.Fatalf("release with the printed owner: %d %s", r.code, r.stderr)
+	}
+
+	a := grant(cli(t, ep, nil, "acquire", "weekly", "--owner", "run-17"))
+	b := grant(cli(t, ep, nil, "acquire", "weekly", "--owner", "run-17")) // the retry of a run whose output was lost
+	ta, _ := strconv.ParseInt(a["ETCDLOCK_TOKEN"], 10, 64)
+	tb, _ := strconv.ParseInt(b["ETCDLOCK_TOKEN"], 10, 64)
+	if tb <= ta {
+		t.Fatalf("retry under the same owner got token %d, want above %d", tb, ta)
+	}
+	if r := cli(t, ep, nil, "release", "weekly", "--owner", "run-17", "--token", a["ETCDLOCK_TOKEN"]); r.code != 0 {
+		t.Errorf("late release of the replaced grant: %d %s", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "status", "weekly"); !strings.Contains(r.stdout, "token "+b["ETCDLOCK_TOKEN"]) {
+		t.Errorf("the replaced grant's release freed the new one: %q", r.stdout)
 	}
 }

@@ -10,47 +10,69 @@ import (
 )
 
 type acquireOptions struct {
-	owner string
-	ttl   time.Duration
+	owner    string
+	ownerSet bool
+	ttl      time.Duration
 }
 
 func newAcquireCommand(g *globalOptions) *cobra.Command {
 	o := &acquireOptions{}
 	cmd := &cobra.Command{
-		Use:   "acquire NAME --owner OWNER [--ttl D]",
+		Use:   "acquire NAME [--ttl D] [--owner OWNER]",
 		Short: "Take a lock for a script, with a lease nobody renews for you",
 		Long: `Take NAME if it is free, with a fresh lease of --ttl that etcdlock does not
 renew: the script must call 'etcdlock renew' before the deadline, and
 'etcdlock release' when done. Prints the grant as shell assignments
-(ETCDLOCK_TOKEN=..., ETCDLOCK_KEY=..., ETCDLOCK_LEASE=..., ETCDLOCK_DEADLINE=...)
-or JSON with -w json.
+(ETCDLOCK_OWNER=..., ETCDLOCK_TOKEN=..., ETCDLOCK_KEY=..., ETCDLOCK_LEASE=...,
+ETCDLOCK_DEADLINE=...) or JSON with -w json; renew and release take the
+printed owner and token.
 
-If NAME is held by someone else, exits 75 naming the holder. If NAME is already
-held under the same --owner (an earlier acquire whose output was lost, or whose
-release failed), that grant is replaced by a new one with a new token: the
-earlier token no longer renews or releases anything. So --owner must be unique
-to each run that may overlap another (add $$ or a run ID).`,
-		Example: `  eval "$(etcdlock acquire nightly --owner "cron@$(hostname)" --ttl 60s)"
+If NAME is held by someone else, exits 75 naming the holder.
+
+The owner is new for every acquire (host:pid:random) unless --owner is given
+on the command line (ETCDLOCK_OWNER in the environment is not used here).
+Give --owner only with an identity unique to this run (a job's run ID), never a
+shared one such as the host name: an acquire under the owner of an existing
+grant takes it over — the grant is replaced by a new one with a new token, and
+the earlier token no longer renews or releases anything. That is how a run
+whose acquire output was lost (or whose release failed) gets the lock back with
+its own run ID; two runs that share an owner would take the lock from each
+other.`,
+		Example: `  eval "$(etcdlock acquire nightly --ttl 60s)" || exit
   do_work --fencing-token "$ETCDLOCK_TOKEN"
-  etcdlock renew nightly --owner "cron@$(hostname)" --token "$ETCDLOCK_TOKEN"
-  etcdlock release nightly --owner "cron@$(hostname)" --token "$ETCDLOCK_TOKEN"`,
+  etcdlock renew nightly --owner "$ETCDLOCK_OWNER" --token "$ETCDLOCK_TOKEN"
+  etcdlock release nightly --owner "$ETCDLOCK_OWNER" --token "$ETCDLOCK_TOKEN"
+
+  # with a run ID of your own, so that a retry after a lost reply takes over:
+  eval "$(etcdlock acquire nightly --owner "nightly-run-$RUN_ID")"`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runAcquire(cmd.Context(), g, o, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ownerSet = cmd.Flags().Changed("owner")
+			return runAcquire(cmd.Context(), g, o, args[0])
+		},
 	}
-	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity; renew and release must give the same (required)")
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity unique to this run; an acquire under an existing grant's owner replaces that grant (default: new host:pid:random)")
+	// Not from ETCDLOCK_OWNER: etcdlock run sets it for its command, and a
+	// script that acquires twice under one owner would take the lock from
+	// itself. acquire's owner is new unless the command line names it.
+	_ = cmd.Flags().SetAnnotation("owner", noEnv, []string{"true"})
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 60*time.Second, "lease TTL (whole seconds; etcd raises it to its minimum)")
 	return cmd
 }
 
 func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name string) error {
-	if err := scriptArgs(name, o.owner); err != nil {
+	owner := o.owner
+	if !o.ownerSet {
+		owner = lock.DefaultOwner()
+	}
+	if err := scriptArgs(name, owner); err != nil {
 		return err
 	}
 	if err := lock.ValidateTTL(o.ttl); err != nil {
 		return usageErr("--ttl: %w", err)
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
-		gr, err := d.Acquire(ctx, name, o.owner, o.ttl)
+		gr, err := d.Acquire(ctx, name, owner, o.ttl)
 		if err != nil {
 			return err
 		}

@@ -8,12 +8,16 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// noEnv marks a flag that applyEnv leaves alone.
+const noEnv = "etcdlock/no-env"
+
 // applyEnv sets every flag not given on the command line from
 // ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
+// Flags annotated noEnv are only read from the command line.
 func applyEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" {
+		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil {
 			return
 		}
 		env := envName(f.Name)

@@ -43,10 +43,12 @@ func TestApplyEnv(t *testing.T) {
 		want    map[string]string // flag -> value after applyEnv
 		wantErr string            // substring of a usage error
 	}{
-		{"env sets an unset flag", map[string]string{"ETCDLOCK_OWNER": "env"}, nil,
-			map[string]string{"owner": "env"}, ""},
-		{"flag wins over env", map[string]string{"ETCDLOCK_OWNER": "env"}, []string{"--owner", "flag"},
-			map[string]string{"owner": "flag"}, ""},
+		{"env sets an unset flag", map[string]string{"ETCDLOCK_TTL": "5s"}, nil,
+			map[string]string{"ttl": "5s"}, ""},
+		{"flag wins over env", map[string]string{"ETCDLOCK_TTL": "5s"}, []string{"--ttl", "7s"},
+			map[string]string{"ttl": "7s"}, ""},
+		{"acquire's --owner is not read from ETCDLOCK_OWNER", map[string]string{"ETCDLOCK_OWNER": "env"}, nil,
+			map[string]string{"owner": ""}, ""},
 		{"flag at its default still wins", map[string]string{"ETCDLOCK_TTL": "5s"}, []string{"--ttl", "1m0s"},
 			map[string]string{"ttl": "1m0s"}, ""},
 		{"global flag", map[string]string{"ETCDLOCK_COMMAND_TIMEOUT": "2s"}, nil,

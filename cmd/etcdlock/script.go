@@ -34,7 +34,7 @@ func parseTokenFlag(s string) (fencing.Token, error) {
 type grantOptions struct{ owner, token string }
 
 func (o *grantOptions) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.owner, "owner", "", "owner identity given to acquire (required)")
+	cmd.Flags().StringVar(&o.owner, "owner", "", "owner printed by acquire, ETCDLOCK_OWNER (required)")
 	cmd.Flags().StringVar(&o.token, "token", "", "fencing token printed by acquire (required)")
 }
 
