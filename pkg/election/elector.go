@@ -16,6 +16,13 @@ import (
 // ErrRunning is returned by Run when the Elector is already running.
 var ErrRunning = errors.New("election: already running")
 
+// cleanupTimeout bounds each clean-up the elector runs on a fresh context,
+// because the context it would otherwise use may have ended: a resign
+// (Lock.Release) and the close of a session (Session.Close, which revokes
+// its lease). A clean-up cut short only delays the handover: the leader
+// key still goes away when its lease expires.
+const cleanupTimeout = 5 * time.Second
+
 // Term is one period of leadership.
 type Term struct {
 	Name     string
@@ -105,7 +112,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		if s == nil || keepLease {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		_ = s.Close(cctx)
 	}()
@@ -120,7 +127,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
 			if s != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 				_ = s.Close(cctx)
 				cancel()
 			}
@@ -175,7 +182,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 		e.cfg.Callbacks.OnStartedLeading(l.Context(), *term)
 	}()
 	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		if err := l.Release(rctx); err != nil {
 			log.Warn("resign failed; the lease will expire", zap.Error(err))
