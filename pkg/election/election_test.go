@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -231,16 +229,17 @@ func TestCrashHandoff(t *testing.T) {
 }
 
 // An operator revokes the leader's lease: its context is canceled, its
-// OnStoppedLeading runs, the loss is counted, and it campaigns again.
+// OnStoppedLeading runs, the loss is reported to Metrics, and it campaigns
+// again.
 func TestRevokedLeaseEndsTerm(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	m := &recorder{}
 	var (
 		mu                 sync.Mutex
 		active, maxActive  int
 		startedN, stoppedN int
 		terms              = make(chan election.Term, 10)
 	)
-	c := start(t, election.Config{Identity: "a", Registerer: reg, Callbacks: election.Callbacks{
+	c := start(t, election.Config{Identity: "a", Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) {
 			mu.Lock()
 			active++
@@ -256,10 +255,10 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		},
 		OnStoppedLeading: func() { mu.Lock(); stoppedN++; mu.Unlock() },
 	}})
-	for i := range 3 {
+	for range 3 {
 		term := <-terms
-		if i > 0 && testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_is_leader")) != 1 {
-			t.Errorf("is_leader gauge not 1 while leading")
+		if !m.isLeading() {
+			t.Errorf("Metrics not told of the term while leading")
 		}
 		st, err := lock.Inspect(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
 		if err != nil || st.Holder == nil || st.Holder.Token != term.Token {
@@ -270,6 +269,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		}
 	}
 	<-terms
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return m.renewals() > 0 }, "Metrics never told of a lease renewal")
 	mu.Lock()
 	defer mu.Unlock()
 	if maxActive != 1 {
@@ -278,40 +278,59 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 	if stoppedN != 3 || startedN != 4 {
 		t.Errorf("started %d stopped %d, want 4 and 3", startedN, stoppedN)
 	}
-	if got := testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_leader_transitions_total")); got != 4 {
-		t.Errorf("transitions = %v, want 4", got)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started != 4 || len(m.stopped) != 3 {
+		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started, len(m.stopped))
 	}
-	if n, err := testutil.GatherAndCount(reg, "etcdlock_election_leadership_lost_total"); err != nil || n == 0 {
-		t.Errorf("lost counter: %d series, %v", n, err)
-	}
-}
-
-func mustCollector(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return constCollector{mf.GetMetric()[0].GetGauge().GetValue() + mf.GetMetric()[0].GetCounter().GetValue(), name}
+	for i, err := range m.stopped {
+		if !errors.Is(err, lock.ErrLost) {
+			t.Errorf("Metrics: term %d stopped with %v, want a loss", i+1, err)
 		}
 	}
-	t.Fatalf("metric %s not registered", name)
-	return nil
 }
 
-type constCollector struct {
-	v    float64
-	name string
+// recorder is an election.Metrics that keeps what it is told.
+type recorder struct {
+	mu      sync.Mutex
+	leading bool
+	started int
+	stopped []error // each term's lost argument
+	renewed int
 }
 
-func (c constCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- prometheus.NewDesc(c.name, "x", nil, nil)
+func (r *recorder) StartedLeading() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading = true
+	r.started++
 }
 
-func (c constCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(c.name, "x", nil, nil), prometheus.GaugeValue, c.v)
+func (r *recorder) StoppedLeading(lost error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading = false
+	r.stopped = append(r.stopped, lost)
+}
+
+func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.renewed++
+	}
+}
+
+func (r *recorder) isLeading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
+
+func (r *recorder) renewals() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renewed
 }
 
 // The health check fails while a leader keeps working past its deadline.
@@ -368,13 +387,6 @@ func TestConfigValidation(t *testing.T) {
 	e, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok})
 	if err != nil || e.Identity() == "" {
 		t.Fatalf("defaults: %v", err)
-	}
-	reg := prometheus.NewRegistry()
-	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err == nil {
-		t.Error("second elector registered the same metrics without error")
 	}
 }
 

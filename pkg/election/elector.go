@@ -42,15 +42,14 @@ func (t Term) Deadline() time.Time { return t.lock.Deadline() }
 // Elector campaigns for one election. Create it with New and call Run.
 type Elector struct {
 	cfg     Config
-	metrics *metrics
+	metrics Metrics // cfg.Metrics, or a no-op
 	running atomic.Bool
 
 	mu   sync.Mutex
 	term *Term // current term, nil when not leading
 }
 
-// New validates cfg, fills in defaults and registers metrics if
-// cfg.Registerer is set.
+// New validates cfg and fills in defaults.
 func New(cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -58,11 +57,11 @@ func New(cfg Config) (*Elector, error) {
 	if cfg.Identity == "" {
 		cfg.Identity = lock.DefaultOwner()
 	}
-	m, err := newMetrics(cfg.Registerer, cfg.Name)
-	if err != nil {
-		return nil, err
+	e := &Elector{cfg: cfg, metrics: cfg.Metrics}
+	if e.metrics == nil {
+		e.metrics = nopMetrics{}
 	}
-	return &Elector{cfg: cfg, metrics: m}, nil
+	return e, nil
 }
 
 // Identity returns this candidate's identity.
@@ -160,8 +159,8 @@ func (e *Elector) sessionOptions(log *zap.Logger) []lock.Option {
 	opts := append([]lock.Option{}, e.cfg.SessionOptions...)
 	opts = append(opts, lock.WithTTL(e.cfg.TTL), lock.WithOwner(e.cfg.Identity),
 		lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log))
-	if e.metrics != nil {
-		opts = append(opts, lock.WithRenewHook(e.metrics.observeRenew))
+	if e.cfg.Metrics != nil {
+		opts = append(opts, lock.WithRenewHook(e.cfg.Metrics.LeaseRenewed))
 	}
 	return opts
 }
@@ -173,7 +172,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()
-	e.metrics.started()
+	e.metrics.StartedLeading()
 	log.Info("started leading", zap.Stringer("token", term.Token))
 
 	done := make(chan struct{})
@@ -202,32 +201,20 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 		}
 	}
 	<-done
-	reason := ""
+	var lost error
 	if errors.Is(l.Err(), lock.ErrLost) {
-		reason = lossReason(l.Err())
-		log.Warn("lost leadership", zap.Error(l.Err()))
+		lost = l.Err()
+		log.Warn("lost leadership", zap.Error(lost))
 	}
 	e.mu.Lock()
 	e.term = nil
 	e.mu.Unlock()
-	e.metrics.stopped(reason)
+	e.metrics.StoppedLeading(lost)
 	if e.cfg.Callbacks.OnStoppedLeading != nil {
 		e.cfg.Callbacks.OnStoppedLeading()
 	}
 	log.Info("stopped leading", zap.Stringer("token", term.Token))
 	return keepLease
-}
-
-func lossReason(err error) string {
-	switch {
-	case errors.Is(err, lock.ErrDeadlinePassed):
-		return "deadline"
-	case errors.Is(err, lock.ErrLeaseExpired):
-		return "lease_expired"
-	case errors.Is(err, lock.ErrKeyDeleted):
-		return "key_deleted"
-	}
-	return "other"
 }
 
 // Resign ends the current term, if any: the leader key is deleted with a
