@@ -92,11 +92,15 @@ func (e *Elector) Run(ctx context.Context) error {
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer func() { stopObs(); wg.Wait() }()
 	if e.cfg.Callbacks.OnNewLeader != nil {
+		leaders, err := Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix))
+		if err != nil {
+			return err // not reached: New validated the name and prefix
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			last := ""
-			for l := range Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix)) {
+			for l := range leaders {
 				if l.Identity != "" && l.Identity != last {
 					last = l.Identity
 					e.cfg.Callbacks.OnNewLeader(l.Identity)

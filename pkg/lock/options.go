@@ -115,6 +115,14 @@ func ValidateSessionOptions(opts ...Option) error {
 	return err
 }
 
+// ValidateReadOptions returns the error Inspect, List and Follow would
+// return for opts before they contact etcd: an option out of range or one
+// that does not apply to them.
+func ValidateReadOptions(opts ...Option) error {
+	_, err := newConfig(atRead, opts)
+	return err
+}
+
 // newConfig applies opts for the entry point at, rejecting any option that
 // does not apply there.
 func newConfig(at entry, opts []Option) (config, error) {
