@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
@@ -76,6 +77,32 @@ func (c *candidate) stop() {
 	<-c.done
 }
 
+// waitQueued waits until n candidates of the election "ctl" under pfx wait
+// behind its leader.
+func waitQueued(t testing.TB, cli *clientv3.Client, pfx string, n int) {
+	t.Helper()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		st, err := lock.Inspect(context.Background(), cli, "ctl", lock.WithPrefix(pfx))
+		return err == nil && len(st.Waiters) == n
+	}, fmt.Sprintf("%d candidates never queued", n))
+}
+
+// receive returns the next value sent on ch, failing t if ch is closed or
+// nothing comes within timeout.
+func receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("channel closed before %s", what)
+		}
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("no %s within %v", what, timeout)
+	}
+	panic("not reached")
+}
+
 type interval struct {
 	who        string
 	token      fencing.Token
@@ -89,7 +116,7 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		intervals []interval
-		enough    = make(chan struct{})
+		enough    = make(chan struct{}, 1)
 		once      sync.Once
 	)
 	for _, id := range []string{"a", "b", "c"} {
@@ -104,17 +131,13 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 				mu.Lock()
 				intervals = append(intervals, iv)
 				if len(intervals) == terms {
-					once.Do(func() { close(enough) })
+					once.Do(func() { enough <- struct{}{} })
 				}
 				mu.Unlock()
 			},
 		}})
 	}
-	select {
-	case <-enough:
-	case <-time.After(60 * time.Second):
-		t.Fatal("not enough terms")
-	}
+	receive(t, enough, 60*time.Second, "30th term")
 	mu.Lock()
 	defer mu.Unlock()
 	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
@@ -154,29 +177,24 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 		}}
 	}
 	a := start(t, mk("a", func() { mu.Lock(); stoppedA++; mu.Unlock() }))
-	if got := <-started; got != "a" {
+	if got := receive(t, started, 10*time.Second, "first term"); got != "a" {
 		t.Fatalf("first leader %s", got)
 	}
 	b := start(t, mk("b", nil))
+	waitQueued(t, b.cli, prefix(t), 1)
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		st, err := lock.Inspect(context.Background(), b.cli, "ctl", lock.WithPrefix(prefix(t)))
 		mu.Lock()
 		defer mu.Unlock()
-		return err == nil && len(st.Waiters) == 1 && len(seen["b"]) > 0
-	}, "b never queued and observed a leader")
+		return len(seen["b"]) > 0
+	}, "b never observed a leader")
 	resigned := time.Now()
 	if err := a.e.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-started:
-		if got != "b" {
-			t.Fatalf("after resign, %s leads; want b (FIFO)", got)
-		}
-		t.Logf("graceful handoff: %v from resign to the next leader's OnStartedLeading", time.Since(resigned))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no handoff after resign")
+	if got := receive(t, started, 10*time.Second, "handoff after resign"); got != "b" {
+		t.Fatalf("after resign, %s leads; want b (FIFO)", got)
 	}
+	t.Logf("graceful handoff: %v from resign to the next leader's OnStartedLeading", time.Since(resigned))
 	if !b.e.IsLeader() || a.e.IsLeader() {
 		t.Errorf("IsLeader: a %v b %v", a.e.IsLeader(), b.e.IsLeader())
 	}
@@ -208,20 +226,11 @@ func TestCrashHandoff(t *testing.T) {
 	start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
 	}})
-	time.Sleep(200 * time.Millisecond) // b is queued
+	waitQueued(t, aCli, prefix(t), 1)
 	crashed := time.Now()
 	aCli.Close()
-	var aEnd, bStart time.Time
-	select {
-	case aEnd = <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's context was never canceled")
-	}
-	select {
-	case bStart = <-startedB:
-	case <-time.After(15 * time.Second):
-		t.Fatal("b never took over")
-	}
+	aEnd := receive(t, ended, 10*time.Second, "end of a's context")
+	bStart := receive(t, startedB, 15*time.Second, "takeover by b")
 	t.Logf("crash handoff (TTL 2s): a stopped %v after the crash, b led %v after the crash", aEnd.Sub(crashed), bStart.Sub(crashed))
 	if !aEnd.Before(bStart) {
 		t.Errorf("a still led (until %v) when b started (%v)", aEnd, bStart)
@@ -256,7 +265,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		OnStoppedLeading: func() { mu.Lock(); stoppedN++; mu.Unlock() },
 	}})
 	for range 3 {
-		term := <-terms
+		term := receive(t, terms, 10*time.Second, "term")
 		if !m.isLeading() {
 			t.Errorf("Metrics not told of the term while leading")
 		}
@@ -268,7 +277,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-terms
+	receive(t, terms, 10*time.Second, "fourth term")
 	etcdtest.Eventually(t, 10*time.Second, func() bool { return m.renewals() > 0 }, "Metrics never told of a lease renewal")
 	mu.Lock()
 	defer mu.Unlock()
@@ -403,10 +412,10 @@ func TestReleaseOnCancel(t *testing.T) {
 			start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
 			}})
-			time.Sleep(200 * time.Millisecond)
+			waitQueued(t, a.cli, prefix(t), 1)
 			stopped := time.Now()
 			a.stop()
-			took := (<-startedB).Sub(stopped)
+			took := receive(t, startedB, 10*time.Second, "takeover by b").Sub(stopped)
 			t.Logf("ReleaseOnCancel=%v: b led %v after a stopped", release, took)
 			if release && took > time.Second {
 				t.Errorf("handoff took %v with ReleaseOnCancel", took)
@@ -429,13 +438,7 @@ func TestFailedResignNextTermGetsNewToken(t *testing.T) {
 	}})
 	next := func() fencing.Token {
 		t.Helper()
-		select {
-		case tok := <-tokens:
-			return tok
-		case <-time.After(10 * time.Second):
-			t.Fatal("no term started")
-			return 0
-		}
+		return receive(t, tokens, 10*time.Second, "term")
 	}
 	prev := next()
 	for i := range 3 {

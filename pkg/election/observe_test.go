@@ -23,16 +23,7 @@ func TestObserve(t *testing.T) {
 	}
 	next := func(what string) election.Leader {
 		t.Helper()
-		select {
-		case l, ok := <-leaders:
-			if !ok {
-				t.Fatalf("channel closed before %s", what)
-			}
-			return l
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no %s observed", what)
-		}
-		return election.Leader{}
+		return receive(t, leaders, 10*time.Second, what)
 	}
 	if l := next("vacancy"); l != (election.Leader{}) {
 		t.Errorf("before any candidate: leader %+v, want the zero Leader", l)
