@@ -51,11 +51,7 @@ func TestInspectListBreak(t *testing.T) {
 	if err != nil || broken.Owner != "alice" {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
-	select {
-	case <-la.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatal("broken holder did not notice")
-	}
+	waitLost(t, la, 10*time.Second, "it was broken")
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
 		st, err := lock.Inspect(ctx, cli, "job", pfx)
 		return err == nil && st.Holder != nil && st.Holder.Owner == "bob"

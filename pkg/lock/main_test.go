@@ -76,3 +76,14 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// waitLost fails t unless l is lost within timeout; what says why it should
+// be.
+func waitLost(t *testing.T, l *lock.Lock, timeout time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-l.Lost():
+	case <-time.After(timeout):
+		t.Fatalf("%s, but lock %q is still %v after %v", what, l.Name(), l.State(), timeout)
+	}
+}

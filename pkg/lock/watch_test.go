@@ -47,11 +47,7 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	}
 	etcdtest.RestartProxy(t, p)
 
-	select {
-	case <-deleted.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the lock whose key was deleted while disconnected was not lost")
-	}
+	waitLost(t, deleted, 20*time.Second, "its key was deleted while it was disconnected")
 	if !errors.Is(deleted.Err(), lock.ErrKeyDeleted) {
 		t.Errorf("lost with %v, want ErrKeyDeleted", deleted.Err())
 	}
@@ -61,11 +57,7 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	if _, err := direct.Delete(ctx, kept.Key()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-kept.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the resumed watch missed a delete")
-	}
+	waitLost(t, kept, 20*time.Second, "its key was deleted after the watch resumed")
 	if !errors.Is(kept.Err(), lock.ErrKeyDeleted) {
 		t.Errorf("lost with %v, want ErrKeyDeleted", kept.Err())
 	}
@@ -98,11 +90,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range held {
-		select {
-		case <-l.Lost():
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not lost after its key was deleted", l.Name())
-		}
+		waitLost(t, l, 20*time.Second, "its key was deleted")
 	}
 }
 
@@ -130,11 +118,7 @@ func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
 	if _, err := cli.Delete(ctx, held.Key()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-held.Lost():
-	case <-time.After(2 * time.Second):
-		t.Fatalf("the lock whose key was deleted is still %v after 2s", held.State())
-	}
+	waitLost(t, held, 2*time.Second, "its key was deleted")
 	if !errors.Is(held.Err(), lock.ErrKeyDeleted) {
 		t.Errorf("lost with %v, want ErrKeyDeleted", held.Err())
 	}
@@ -177,12 +161,8 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	select {
-	case <-l.Lost():
-		t.Logf("lost %v after the delete", time.Since(deleted))
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the holder on the partitioned member did not notice its key's deletion (state %v)", l.State())
-	}
+	waitLost(t, l, 15*time.Second, "its key was deleted through the majority")
+	t.Logf("lost %v after the delete", time.Since(deleted))
 	if !errors.Is(l.Err(), lock.ErrKeyDeleted) {
 		t.Errorf("lost with %v, want ErrKeyDeleted", l.Err())
 	}
@@ -248,11 +228,7 @@ func TestHolderLostWhenWatchRefused(t *testing.T) {
 	p.Close()
 	must(admin.RoleRevokePermission(ctx, "locker", pfx, end))
 	etcdtest.RestartProxy(t, p)
-	select {
-	case <-l.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the holder that may not watch its key is still %v", l.State())
-	}
+	waitLost(t, l, 20*time.Second, "it may no longer watch its key")
 	if err := l.Err(); !errors.Is(err, lock.ErrWatchRefused) || !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("lost with %v, want ErrWatchRefused and etcd's permission denied", err)
 	}
