@@ -72,7 +72,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the stream's goroutines start
+	waitStream(t, s) // its goroutines have started
 	before := runtime.NumGoroutine()
 	const n = 200
 	held := []*lock.Lock{first}
@@ -153,7 +153,7 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the key watch is created, on cut
+	waitStream(t, s) // on cut, the only member cli knows yet
 	cli.SetEndpoints(c.Endpoints()...)
 
 	isolate(t, c, cut)
@@ -166,6 +166,21 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 	if !errors.Is(l.Err(), lock.ErrKeyDeleted) {
 		t.Errorf("lost with %v, want ErrKeyDeleted", l.Err())
 	}
+}
+
+// waitStream returns once s's watch stream is open and delivers events: a
+// probe lock of s is lost when its key is deleted. The locks s already
+// holds are watched on that stream.
+func waitStream(t *testing.T, s *lock.Session) {
+	t.Helper()
+	probe, err := s.Acquire(testCtx(t), "probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client().Delete(testCtx(t), probe.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, probe, 20*time.Second, "the probe's key was deleted")
 }
 
 // isolate cuts m off from the other members of c (raft messages both ways
