@@ -62,7 +62,7 @@ func TestInspectListBreak(t *testing.T) {
 	if err != nil || broken.Owner != "alice" {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
-	waitLost(t, la, 10*time.Second, "it was broken")
+	waitLost(t, la, nil, 10*time.Second, "it was broken")
 	select {
 	case <-bAcquired:
 	case <-time.After(10 * time.Second):

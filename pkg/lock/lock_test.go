@@ -347,7 +347,7 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, 10*time.Second, "its key was deleted")
+	waitLost(t, l, lock.ErrKeyDeleted, 10*time.Second, "its key was deleted")
 	var lost *lock.LostError
 	if l.State() != lock.StateLost || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
 		t.Errorf("state %v err %v, want lost with ErrKeyDeleted", l.State(), l.Err())
@@ -379,7 +379,7 @@ func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, 10*time.Second, "its lease was revoked")
+	waitLost(t, l, nil, 10*time.Second, "its lease was revoked")
 	select {
 	case <-s.Done():
 	case <-time.After(10 * time.Second):

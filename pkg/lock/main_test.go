@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -77,13 +78,16 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// waitLost fails t unless l is lost within timeout; what says why it should
-// be.
-func waitLost(t *testing.T, l *lock.Lock, timeout time.Duration, what string) {
+// waitLost fails t unless l is lost within timeout, and, if cause is not
+// nil, with an error matching cause; why says what should lose it.
+func waitLost(t *testing.T, l *lock.Lock, cause error, timeout time.Duration, why string) {
 	t.Helper()
 	select {
 	case <-l.Lost():
 	case <-time.After(timeout):
-		t.Fatalf("%s, but lock %q is still %v after %v", what, l.Name(), l.State(), timeout)
+		t.Fatalf("%s, but lock %q is still %v after %v", why, l.Name(), l.State(), timeout)
+	}
+	if cause != nil && !errors.Is(l.Err(), cause) {
+		t.Errorf("%s: lock %q lost with %v, want %v", why, l.Name(), l.Err(), cause)
 	}
 }

@@ -47,20 +47,14 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	}
 	etcdtest.RestartProxy(t, p)
 
-	waitLost(t, deleted, 20*time.Second, "its key was deleted while it was disconnected")
-	if !errors.Is(deleted.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", deleted.Err())
-	}
+	waitLost(t, deleted, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted while it was disconnected")
 	if kept.State() != lock.StateActive {
 		t.Fatalf("the lock whose key survived is %v (%v), want active", kept.State(), kept.Err())
 	}
 	if _, err := direct.Delete(ctx, kept.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, kept, 20*time.Second, "its key was deleted after the watch resumed")
-	if !errors.Is(kept.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", kept.Err())
-	}
+	waitLost(t, kept, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted after the watch resumed")
 }
 
 // Held locks share the session's watch stream: holding more locks adds no
@@ -90,7 +84,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range held {
-		waitLost(t, l, 20*time.Second, "its key was deleted")
+		waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted")
 	}
 }
 
@@ -118,10 +112,7 @@ func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
 	if _, err := cli.Delete(ctx, held.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, held, 2*time.Second, "its key was deleted")
-	if !errors.Is(held.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", held.Err())
-	}
+	waitLost(t, held, lock.ErrKeyDeleted, 2*time.Second, "its key was deleted")
 }
 
 // A holder whose watch stream sits on a member cut off from the rest of
@@ -161,11 +152,8 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	waitLost(t, l, 15*time.Second, "its key was deleted through the majority")
+	waitLost(t, l, lock.ErrKeyDeleted, 15*time.Second, "its key was deleted through the majority")
 	t.Logf("lost %v after the delete", time.Since(deleted))
-	if !errors.Is(l.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", l.Err())
-	}
 }
 
 // waitStream returns once s's watch stream is open and delivers events: a
@@ -180,7 +168,7 @@ func waitStream(t *testing.T, s *lock.Session) {
 	if _, err := s.Client().Delete(testCtx(t), probe.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, probe, 20*time.Second, "the probe's key was deleted")
+	waitLost(t, probe, lock.ErrKeyDeleted, 20*time.Second, "the probe's key was deleted")
 }
 
 // isolate cuts m off from the other members of c (raft messages both ways
@@ -243,7 +231,7 @@ func TestHolderLostWhenWatchRefused(t *testing.T) {
 	p.Close()
 	must(admin.RoleRevokePermission(ctx, "locker", pfx, end))
 	etcdtest.RestartProxy(t, p)
-	waitLost(t, l, 20*time.Second, "it may no longer watch its key")
+	waitLost(t, l, lock.ErrWatchRefused, 20*time.Second, "it may no longer watch its key")
 	if err := l.Err(); !errors.Is(err, lock.ErrWatchRefused) || !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("lost with %v, want ErrWatchRefused and etcd's permission denied", err)
 	}
