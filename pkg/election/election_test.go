@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,7 +267,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 	}})
 	for range 3 {
 		term := receive(t, terms, 10*time.Second, "term")
-		if !m.isLeading() {
+		if !m.leading.Load() {
 			t.Errorf("Metrics not told of the term while leading")
 		}
 		st, err := lock.Inspect(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
@@ -278,7 +279,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		}
 	}
 	receive(t, terms, 10*time.Second, "fourth term")
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return m.renewals() > 0 }, "Metrics never told of a lease renewal")
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return m.renewals.Load() > 0 }, "Metrics never told of a lease renewal")
 	mu.Lock()
 	defer mu.Unlock()
 	if maxActive != 1 {
@@ -289,8 +290,8 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.started != 4 || len(m.stopped) != 3 {
-		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started, len(m.stopped))
+	if m.started.Load() != 4 || len(m.stopped) != 3 {
+		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started.Load(), len(m.stopped))
 	}
 	for i, err := range m.stopped {
 		if !errors.Is(err, lock.ErrLost) {
@@ -301,45 +302,29 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 
 // recorder is an election.Metrics that keeps what it is told.
 type recorder struct {
+	leading           atomic.Bool
+	started, renewals atomic.Int64 // renewals: successful ones
+
 	mu      sync.Mutex
-	leading bool
-	started int
 	stopped []error // each term's lost argument
-	renewed int
 }
 
 func (r *recorder) StartedLeading() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.leading = true
-	r.started++
+	r.leading.Store(true)
+	r.started.Add(1)
 }
 
 func (r *recorder) StoppedLeading(lost error) {
+	r.leading.Store(false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.leading = false
 	r.stopped = append(r.stopped, lost)
 }
 
 func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if err == nil {
-		r.renewed++
+		r.renewals.Add(1)
 	}
-}
-
-func (r *recorder) isLeading() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.leading
-}
-
-func (r *recorder) renewals() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.renewed
 }
 
 // The health check fails while a leader keeps working past its deadline.
