@@ -1,13 +1,11 @@
 package lock_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -24,18 +22,7 @@ func TestInspectListBreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newSession(t, cli, lock.WithOwner("bob"))
-	var (
-		lb        *lock.Lock
-		errB      error
-		bAcquired = make(chan struct{})
-	)
-	bctx, cancelB := context.WithCancel(ctx)
-	go func() {
-		defer close(bAcquired)
-		lb, errB = b.Acquire(bctx, "job")
-	}()
-	t.Cleanup(func() { cancelB(); <-bAcquired }) // if the test ends before bob acquires
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "bob did not queue")
+	bob := queueWaiter(t, ctx, b, "job", 2)
 	if _, err := a.Acquire(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
@@ -63,16 +50,17 @@ func TestInspectListBreak(t *testing.T) {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
 	waitLost(t, la, nil, 10*time.Second, "it was broken")
+	var lb acquired
 	select {
-	case <-bAcquired:
+	case lb = <-bob:
 	case <-time.After(10 * time.Second):
 		t.Fatal("bob did not take over")
 	}
-	if errB != nil {
-		t.Fatalf("bob's Acquire = %v", errB)
+	if lb.err != nil {
+		t.Fatalf("bob's Acquire = %v", lb.err)
 	}
-	if st, err := lock.Inspect(ctx, cli, "job", pfx); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.Token() {
-		t.Fatalf("after the break: Inspect = %+v, %v; want bob holding with token %v", st, err, lb.Token())
+	if st, err := lock.Inspect(ctx, cli, "job", pfx); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.l.Token() {
+		t.Fatalf("after the break: Inspect = %+v, %v; want bob holding with token %v", st, err, lb.l.Token())
 	}
 	if _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Break with the old token = %v, want ErrNotHeld (must not break bob)", err)
