@@ -1,38 +1,31 @@
-package fencing
+package fencing_test
 
 import (
 	"errors"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
 )
 
 // Many writers present interleaved tokens; a write is stale if a newer
 // token has already written. None may be applied, and the newest writer's
 // data must be what remains.
 func TestGuardConcurrentWriters(t *testing.T) {
-	var g Guard
+	var g fencing.Guard
 	const writers, perWriter = 16, 200
 	var (
-		mu           sync.Mutex // guards the "resource" below; Guard serializes, this only satisfies -race bookkeeping
-		value        Token      // the resource's data: the token of the last write applied
-		newest       Token      // highest token applied so far
+		mu           sync.Mutex    // guards the "resource" below; Guard serializes, this only satisfies -race bookkeeping
+		value        fencing.Token // the resource's data: the token of the last write applied
+		newest       fencing.Token // highest token applied so far
 		applied      int
 		staleApplied int
 		rejected     int
 		wg           sync.WaitGroup
 	)
-	tokens := make(chan Token, writers*perWriter)
-	// Tokens rise like successive owners' but arrive out of order within
-	// windows of 32, in groups of equal tokens (a holder writing several
-	// times).
-	for base := 0; base < writers*perWriter; base += 32 {
-		for _, i := range rand.Perm(32) {
-			tokens <- Token((base+i)/4 + 1)
-		}
-	}
-	close(tokens)
+	tokens := fencetest.Tokens(writers*perWriter, 32, 4)
 	for range writers {
 		wg.Add(1)
 		go func() {
@@ -50,7 +43,7 @@ func TestGuardConcurrentWriters(t *testing.T) {
 					applied++
 					return nil
 				})
-				var stale *StaleTokenError
+				var stale *fencing.StaleTokenError
 				switch {
 				case err == nil:
 				case errors.As(err, &stale):
@@ -67,7 +60,7 @@ func TestGuardConcurrentWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	top := Token(writers * perWriter / 4)
+	top := fencing.Token(writers * perWriter / 4)
 	t.Logf("writes attempted %d, applied %d, stale rejected %d, stale applied %d", writers*perWriter, applied, rejected, staleApplied)
 	if staleApplied != 0 {
 		t.Errorf("%d stale writes applied", staleApplied)
@@ -81,7 +74,7 @@ func TestGuardConcurrentWriters(t *testing.T) {
 }
 
 func TestGuardSemantics(t *testing.T) {
-	var g Guard
+	var g fencing.Guard
 	ok := func() error { return nil }
 	if err := g.Do("a", 5, ok); err != nil {
 		t.Fatal(err)
@@ -91,7 +84,7 @@ func TestGuardSemantics(t *testing.T) {
 	}
 	ran := false
 	err := g.Do("a", 4, func() error { ran = true; return nil })
-	if !errors.Is(err, ErrStaleToken) || ran {
+	if !errors.Is(err, fencing.ErrStaleToken) || ran {
 		t.Errorf("older token: err %v ran %v", err, ran)
 	}
 	if err := g.Do("b", 1, ok); err != nil {
@@ -104,7 +97,7 @@ func TestGuardSemantics(t *testing.T) {
 	if g.Current("a") != 5 {
 		t.Errorf("failed write moved the mark to %v", g.Current("a"))
 	}
-	if err := g.Do("a", 0, ok); !errors.Is(err, ErrInvalidToken) {
+	if err := g.Do("a", 0, ok); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("zero token: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/httpfence"
+	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -129,13 +129,7 @@ func TestMiddlewareConcurrentWriters(t *testing.T) {
 	st := &store{}
 	srv, c := newServer(t, st)
 	const writers, attempts = 8, 800
-	tokens := make(chan fencing.Token, attempts)
-	for base := 0; base < attempts; base += 16 {
-		for _, i := range rand.Perm(16) {
-			tokens <- fencing.Token((base+i)/2 + 1)
-		}
-	}
-	close(tokens)
+	tokens := fencetest.Tokens(attempts, 16, 2)
 	var (
 		mu       sync.Mutex
 		rejected int

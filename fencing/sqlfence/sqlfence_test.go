@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
 	"github.com/etcdlock/etcdlock/fencing/sqlfence"
 )
 
@@ -150,15 +151,7 @@ func TestWithFenceConcurrentWriters(t *testing.T) {
 			data, log := setup(t, db)
 			res := "res-" + data
 			const writers, attempts = 8, 400
-			tokens := make(chan fencing.Token, attempts)
-			// Tokens rise like successive lock owners' but arrive out of
-			// order within windows of 16, with pairs of equal tokens.
-			for base := 0; base < attempts; base += 16 {
-				for _, i := range rand.Perm(16) {
-					tokens <- fencing.Token((base+i)/2 + 1)
-				}
-			}
-			close(tokens)
+			tokens := fencetest.Tokens(attempts, 16, 2)
 			var (
 				mu       sync.Mutex
 				rejected int

@@ -10,7 +10,6 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
-	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // BenchmarkFailover measures how long an election has no running leader:
@@ -39,25 +38,14 @@ func failover(b *testing.B, pfx string, crash bool) time.Duration {
 		leading <- time.Now()
 		<-ctx.Done()
 	}}
-	wait := func(what string) time.Time {
-		select {
-		case t := <-leading:
-			return t
-		case <-time.After(30 * time.Second):
-			b.Fatalf("%s never led", what)
-		}
-		return time.Time{}
-	}
+	wait := func(who string) time.Time { return receive(b, leading, 30*time.Second, who+" leading") }
 	aCli := etcdtest.Client(b, cluster.Endpoints()...)
 	a := start(b, election.Config{Identity: "a", Client: aCli, Prefix: pfx, Callbacks: cbs, Logger: zap.NewNop()})
 	defer a.stop()
 	wait("a")
 	f := start(b, election.Config{Identity: "b", Prefix: pfx, Callbacks: cbs, Logger: zap.NewNop()})
 	defer f.stop()
-	etcdtest.Eventually(b, 10*time.Second, func() bool {
-		st, err := lock.Inspect(ctx, aCli, "ctl", lock.WithPrefix(pfx))
-		return err == nil && len(st.Waiters) == 1
-	}, "b never queued")
+	waitQueued(b, aCli, pfx, 1)
 	ended := time.Now()
 	if crash {
 		aCli.Close()

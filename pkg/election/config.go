@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -41,9 +40,9 @@ type Config struct {
 	ReleaseOnCancel bool
 	// Logger receives the elector's logs (default zap.NewNop()).
 	Logger *zap.Logger
-	// Registerer, if set, receives the elector's Prometheus metrics.
-	// Nothing is ever registered globally.
-	Registerer prometheus.Registerer
+	// Metrics, if set, receives the elector's measurements; package
+	// electionmetrics records them with Prometheus. Use one per Elector.
+	Metrics Metrics
 	// Callbacks are run as described on Callbacks.
 	Callbacks Callbacks
 	// SessionOptions are extra options for the term's lock.Session

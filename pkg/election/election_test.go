@@ -4,17 +4,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -78,6 +78,32 @@ func (c *candidate) stop() {
 	<-c.done
 }
 
+// waitQueued waits until n candidates of the election "ctl" under pfx wait
+// behind its leader.
+func waitQueued(t testing.TB, cli *clientv3.Client, pfx string, n int) {
+	t.Helper()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		st, err := lock.Inspect(context.Background(), cli, "ctl", lock.WithPrefix(pfx))
+		return err == nil && len(st.Waiters) == n
+	}, fmt.Sprintf("%d candidates never queued", n))
+}
+
+// receive returns the next value sent on ch, failing t if ch is closed or
+// nothing comes within timeout.
+func receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("channel closed before %s", what)
+		}
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("no %s within %v", what, timeout)
+	}
+	panic("not reached")
+}
+
 type interval struct {
 	who        string
 	token      fencing.Token
@@ -91,7 +117,7 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		intervals []interval
-		enough    = make(chan struct{})
+		enough    = make(chan struct{}, 1)
 		once      sync.Once
 	)
 	for _, id := range []string{"a", "b", "c"} {
@@ -106,17 +132,13 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 				mu.Lock()
 				intervals = append(intervals, iv)
 				if len(intervals) == terms {
-					once.Do(func() { close(enough) })
+					once.Do(func() { enough <- struct{}{} })
 				}
 				mu.Unlock()
 			},
 		}})
 	}
-	select {
-	case <-enough:
-	case <-time.After(60 * time.Second):
-		t.Fatal("not enough terms")
-	}
+	receive(t, enough, 60*time.Second, "30th term")
 	mu.Lock()
 	defer mu.Unlock()
 	sort.Slice(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
@@ -156,29 +178,24 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 		}}
 	}
 	a := start(t, mk("a", func() { mu.Lock(); stoppedA++; mu.Unlock() }))
-	if got := <-started; got != "a" {
+	if got := receive(t, started, 10*time.Second, "first term"); got != "a" {
 		t.Fatalf("first leader %s", got)
 	}
 	b := start(t, mk("b", nil))
+	waitQueued(t, b.cli, prefix(t), 1)
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		st, err := lock.Inspect(context.Background(), b.cli, "ctl", lock.WithPrefix(prefix(t)))
 		mu.Lock()
 		defer mu.Unlock()
-		return err == nil && len(st.Waiters) == 1 && len(seen["b"]) > 0
-	}, "b never queued and observed a leader")
+		return len(seen["b"]) > 0
+	}, "b never observed a leader")
 	resigned := time.Now()
 	if err := a.e.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case got := <-started:
-		if got != "b" {
-			t.Fatalf("after resign, %s leads; want b (FIFO)", got)
-		}
-		t.Logf("graceful handoff: %v from resign to the next leader's OnStartedLeading", time.Since(resigned))
-	case <-time.After(10 * time.Second):
-		t.Fatal("no handoff after resign")
+	if got := receive(t, started, 10*time.Second, "handoff after resign"); got != "b" {
+		t.Fatalf("after resign, %s leads; want b (FIFO)", got)
 	}
+	t.Logf("graceful handoff: %v from resign to the next leader's OnStartedLeading", time.Since(resigned))
 	if !b.e.IsLeader() || a.e.IsLeader() {
 		t.Errorf("IsLeader: a %v b %v", a.e.IsLeader(), b.e.IsLeader())
 	}
@@ -210,20 +227,11 @@ func TestCrashHandoff(t *testing.T) {
 	start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
 	}})
-	time.Sleep(200 * time.Millisecond) // b is queued
+	waitQueued(t, aCli, prefix(t), 1)
 	crashed := time.Now()
 	aCli.Close()
-	var aEnd, bStart time.Time
-	select {
-	case aEnd = <-ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's context was never canceled")
-	}
-	select {
-	case bStart = <-startedB:
-	case <-time.After(15 * time.Second):
-		t.Fatal("b never took over")
-	}
+	aEnd := receive(t, ended, 10*time.Second, "end of a's context")
+	bStart := receive(t, startedB, 15*time.Second, "takeover by b")
 	t.Logf("crash handoff (TTL 2s): a stopped %v after the crash, b led %v after the crash", aEnd.Sub(crashed), bStart.Sub(crashed))
 	if !aEnd.Before(bStart) {
 		t.Errorf("a still led (until %v) when b started (%v)", aEnd, bStart)
@@ -231,16 +239,17 @@ func TestCrashHandoff(t *testing.T) {
 }
 
 // An operator revokes the leader's lease: its context is canceled, its
-// OnStoppedLeading runs, the loss is counted, and it campaigns again.
+// OnStoppedLeading runs, the loss is reported to Metrics, and it campaigns
+// again.
 func TestRevokedLeaseEndsTerm(t *testing.T) {
-	reg := prometheus.NewRegistry()
+	m := &recorder{}
 	var (
 		mu                 sync.Mutex
 		active, maxActive  int
 		startedN, stoppedN int
 		terms              = make(chan election.Term, 10)
 	)
-	c := start(t, election.Config{Identity: "a", Registerer: reg, Callbacks: election.Callbacks{
+	c := start(t, election.Config{Identity: "a", Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) {
 			mu.Lock()
 			active++
@@ -256,10 +265,10 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		},
 		OnStoppedLeading: func() { mu.Lock(); stoppedN++; mu.Unlock() },
 	}})
-	for i := range 3 {
-		term := <-terms
-		if i > 0 && testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_is_leader")) != 1 {
-			t.Errorf("is_leader gauge not 1 while leading")
+	for range 3 {
+		term := receive(t, terms, 10*time.Second, "term")
+		if !m.leading.Load() {
+			t.Errorf("Metrics not told of the term while leading")
 		}
 		st, err := lock.Inspect(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
 		if err != nil || st.Holder == nil || st.Holder.Token != term.Token {
@@ -269,7 +278,8 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-terms
+	receive(t, terms, 10*time.Second, "fourth term")
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return m.renewals.Load() > 0 }, "Metrics never told of a lease renewal")
 	mu.Lock()
 	defer mu.Unlock()
 	if maxActive != 1 {
@@ -278,40 +288,43 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 	if stoppedN != 3 || startedN != 4 {
 		t.Errorf("started %d stopped %d, want 4 and 3", startedN, stoppedN)
 	}
-	if got := testutil.ToFloat64(mustCollector(t, reg, "etcdlock_election_leader_transitions_total")); got != 4 {
-		t.Errorf("transitions = %v, want 4", got)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started.Load() != 4 || len(m.stopped) != 3 {
+		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started.Load(), len(m.stopped))
 	}
-	if n, err := testutil.GatherAndCount(reg, "etcdlock_election_leadership_lost_total"); err != nil || n == 0 {
-		t.Errorf("lost counter: %d series, %v", n, err)
-	}
-}
-
-func mustCollector(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return constCollector{mf.GetMetric()[0].GetGauge().GetValue() + mf.GetMetric()[0].GetCounter().GetValue(), name}
+	for i, err := range m.stopped {
+		if !errors.Is(err, lock.ErrLost) {
+			t.Errorf("Metrics: term %d stopped with %v, want a loss", i+1, err)
 		}
 	}
-	t.Fatalf("metric %s not registered", name)
-	return nil
 }
 
-type constCollector struct {
-	v    float64
-	name string
+// recorder is an election.Metrics that keeps what it is told.
+type recorder struct {
+	leading           atomic.Bool
+	started, renewals atomic.Int64 // renewals: successful ones
+
+	mu      sync.Mutex
+	stopped []error // each term's lost argument
 }
 
-func (c constCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- prometheus.NewDesc(c.name, "x", nil, nil)
+func (r *recorder) StartedLeading() {
+	r.leading.Store(true)
+	r.started.Add(1)
 }
 
-func (c constCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(c.name, "x", nil, nil), prometheus.GaugeValue, c.v)
+func (r *recorder) StoppedLeading(lost error) {
+	r.leading.Store(false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = append(r.stopped, lost)
+}
+
+func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
+	if err == nil {
+		r.renewals.Add(1)
+	}
 }
 
 // The health check fails while a leader keeps working past its deadline.
@@ -369,13 +382,6 @@ func TestConfigValidation(t *testing.T) {
 	if err != nil || e.Identity() == "" {
 		t.Fatalf("defaults: %v", err)
 	}
-	reg := prometheus.NewRegistry()
-	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok, Registerer: reg}); err == nil {
-		t.Error("second elector registered the same metrics without error")
-	}
 }
 
 // Without ReleaseOnCancel, stopping the leader leaves its key until the
@@ -391,10 +397,10 @@ func TestReleaseOnCancel(t *testing.T) {
 			start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
 			}})
-			time.Sleep(200 * time.Millisecond)
+			waitQueued(t, a.cli, prefix(t), 1)
 			stopped := time.Now()
 			a.stop()
-			took := (<-startedB).Sub(stopped)
+			took := receive(t, startedB, 10*time.Second, "takeover by b").Sub(stopped)
 			t.Logf("ReleaseOnCancel=%v: b led %v after a stopped", release, took)
 			if release && took > time.Second {
 				t.Errorf("handoff took %v with ReleaseOnCancel", took)
@@ -417,13 +423,7 @@ func TestFailedResignNextTermGetsNewToken(t *testing.T) {
 	}})
 	next := func() fencing.Token {
 		t.Helper()
-		select {
-		case tok := <-tokens:
-			return tok
-		case <-time.After(10 * time.Second):
-			t.Fatal("no term started")
-			return 0
-		}
+		return receive(t, tokens, 10*time.Second, "term")
 	}
 	prev := next()
 	for i := range 3 {

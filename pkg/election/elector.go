@@ -16,6 +16,13 @@ import (
 // ErrRunning is returned by Run when the Elector is already running.
 var ErrRunning = errors.New("election: already running")
 
+// cleanupTimeout bounds each clean-up the elector runs on a fresh context,
+// because the context it would otherwise use may have ended: a resign
+// (Lock.Release) and the close of a session (Session.Close, which revokes
+// its lease). A clean-up cut short only delays the handover: the leader
+// key still goes away when its lease expires.
+const cleanupTimeout = 5 * time.Second
+
 // Term is one period of leadership.
 type Term struct {
 	Name     string
@@ -35,15 +42,14 @@ func (t Term) Deadline() time.Time { return t.lock.Deadline() }
 // Elector campaigns for one election. Create it with New and call Run.
 type Elector struct {
 	cfg     Config
-	metrics *metrics
+	metrics Metrics // cfg.Metrics, or a no-op
 	running atomic.Bool
 
 	mu   sync.Mutex
 	term *Term // current term, nil when not leading
 }
 
-// New validates cfg, fills in defaults and registers metrics if
-// cfg.Registerer is set.
+// New validates cfg and fills in defaults.
 func New(cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -51,11 +57,11 @@ func New(cfg Config) (*Elector, error) {
 	if cfg.Identity == "" {
 		cfg.Identity = lock.DefaultOwner()
 	}
-	m, err := newMetrics(cfg.Registerer, cfg.Name)
-	if err != nil {
-		return nil, err
+	e := &Elector{cfg: cfg, metrics: cfg.Metrics}
+	if e.metrics == nil {
+		e.metrics = nopMetrics{}
 	}
-	return &Elector{cfg: cfg, metrics: m}, nil
+	return e, nil
 }
 
 // Identity returns this candidate's identity.
@@ -86,11 +92,15 @@ func (e *Elector) Run(ctx context.Context) error {
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer func() { stopObs(); wg.Wait() }()
 	if e.cfg.Callbacks.OnNewLeader != nil {
+		leaders, err := Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix))
+		if err != nil {
+			return err // not reached: New validated the name and prefix
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			last := ""
-			for l := range Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix)) {
+			for l := range leaders {
 				if l.Identity != "" && l.Identity != last {
 					last = l.Identity
 					e.cfg.Callbacks.OnNewLeader(l.Identity)
@@ -105,7 +115,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		if s == nil || keepLease {
 			return
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		_ = s.Close(cctx)
 	}()
@@ -120,7 +130,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
 			if s != nil {
-				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 				_ = s.Close(cctx)
 				cancel()
 			}
@@ -153,8 +163,8 @@ func (e *Elector) sessionOptions(log *zap.Logger) []lock.Option {
 	opts := append([]lock.Option{}, e.cfg.SessionOptions...)
 	opts = append(opts, lock.WithTTL(e.cfg.TTL), lock.WithOwner(e.cfg.Identity),
 		lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log))
-	if e.metrics != nil {
-		opts = append(opts, lock.WithRenewHook(e.metrics.observeRenew))
+	if e.cfg.Metrics != nil {
+		opts = append(opts, lock.WithRenewHook(e.cfg.Metrics.LeaseRenewed))
 	}
 	return opts
 }
@@ -166,7 +176,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()
-	e.metrics.started()
+	e.metrics.StartedLeading()
 	log.Info("started leading", zap.Stringer("token", term.Token))
 
 	done := make(chan struct{})
@@ -175,7 +185,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 		e.cfg.Callbacks.OnStartedLeading(l.Context(), *term)
 	}()
 	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		if err := l.Release(rctx); err != nil {
 			log.Warn("resign failed; the lease will expire", zap.Error(err))
@@ -195,32 +205,20 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 		}
 	}
 	<-done
-	reason := ""
+	var lost error
 	if errors.Is(l.Err(), lock.ErrLost) {
-		reason = lossReason(l.Err())
-		log.Warn("lost leadership", zap.Error(l.Err()))
+		lost = l.Err()
+		log.Warn("lost leadership", zap.Error(lost))
 	}
 	e.mu.Lock()
 	e.term = nil
 	e.mu.Unlock()
-	e.metrics.stopped(reason)
+	e.metrics.StoppedLeading(lost)
 	if e.cfg.Callbacks.OnStoppedLeading != nil {
 		e.cfg.Callbacks.OnStoppedLeading()
 	}
 	log.Info("stopped leading", zap.Stringer("token", term.Token))
 	return keepLease
-}
-
-func lossReason(err error) string {
-	switch {
-	case errors.Is(err, lock.ErrDeadlinePassed):
-		return "deadline"
-	case errors.Is(err, lock.ErrLeaseExpired):
-		return "lease_expired"
-	case errors.Is(err, lock.ErrKeyDeleted):
-		return "key_deleted"
-	}
-	return "other"
 }
 
 // Resign ends the current term, if any: the leader key is deleted with a

@@ -38,17 +38,34 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 	return leaderOf(st), nil
 }
 
-// Observe sends the current leader of name, then every change of leader
-// (identity or term), learned by watching etcd rather than polling. The
-// channel is closed when ctx ends; until then the goroutine behind it
-// retries etcd errors. Read the channel promptly: a change is sent only
-// once the previous one was received. opts may set WithPrefix; an invalid
-// name or option closes the channel at once (GetLeader returns the error).
-func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) <-chan Leader {
+// Observe reports the current leader of name, then every change of leader
+// (identity or term), learned by watching etcd rather than polling. opts
+// may set WithPrefix.
+//
+// An invalid name or option is reported at once, before etcd is
+// contacted: Observe returns a nil channel and the error GetLeader would
+// return (matching lock.ErrInvalidName or lock.ErrInvalidOption). It fails
+// for no other reason.
+//
+// Otherwise the channel receives the leader (the zero Leader if none) as
+// of the first successful read of etcd, then each change; etcd errors are
+// retried with backoff, never sent. A change is sent only once the previous
+// one was received: changes made while the reader is busy are reported as
+// one, the newest. The channel is closed when ctx ends, by the goroutine
+// feeding it as its last act: drain the channel to wait for it.
+func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (<-chan Leader, error) {
+	if err := lock.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := lock.ValidateReadOptions(opts...); err != nil {
+		return nil, err
+	}
 	ch := make(chan Leader)
 	go func() {
 		defer close(ch)
 		var last *Leader
+		// Follow checks name and opts as above, so it returns only once
+		// ctx ends.
 		_ = lock.Follow(ctx, client, name, func(st lock.Status) bool {
 			l := leaderOf(st)
 			if last != nil && last.Token == l.Token {
@@ -63,5 +80,5 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 			}
 		}, opts...)
 	}()
-	return ch
+	return ch, nil
 }

@@ -66,8 +66,9 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err := ValidateName(name); err != nil {
 		return Grant{}, err
 	}
-	if owner == "" {
-		return Grant{}, invalid("empty owner")
+	// The same checks as WithOwner's and WithTTL's.
+	if err := validateOwner(owner); err != nil {
+		return Grant{}, err
 	}
 	if err := ValidateTTL(ttl); err != nil {
 		return Grant{}, err
@@ -95,7 +96,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 		}
 		if resp.Succeeded {
 			g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: lease.ID, TTL: time.Duration(lease.TTL) * time.Second}
-			g.Deadline = send.Add(g.TTL - d.margin(g.TTL))
+			g.Deadline = send.Add(g.TTL - d.cfg.safetyMargin(g.TTL))
 			return g, nil
 		}
 		holder := resp.Responses[0].GetResponseRange().Kvs[0]
@@ -189,15 +190,8 @@ func (d *Detached) renewKV(ctx context.Context, name, owner string, kv *mvccpb.K
 	ttl := time.Duration(resp.TTL) * time.Second
 	return Grant{
 		Name: name, Key: string(kv.Key), Owner: owner, Token: fencing.Token(kv.CreateRevision),
-		LeaseID: clientv3.LeaseID(kv.Lease), TTL: ttl, Deadline: send.Add(ttl - d.margin(ttl)),
+		LeaseID: clientv3.LeaseID(kv.Lease), TTL: ttl, Deadline: send.Add(ttl - d.cfg.safetyMargin(ttl)),
 	}, nil
-}
-
-func (d *Detached) margin(ttl time.Duration) time.Duration {
-	if d.cfg.margin > 0 {
-		return d.cfg.margin
-	}
-	return defaultMargin(ttl)
 }
 
 // revoke removes a lease on a fresh bounded context; failure only means the

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"github.com/etcdlock/etcdlock/fencing"
 )
 
@@ -74,6 +76,12 @@ func (e *LockedError) Error() string {
 
 // Unwrap returns ErrLocked.
 func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// lockedError describes kv, the holder of name.
+func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
+	r := parseRecord(kv.Value)
+	return &LockedError{Name: name, Owner: r.Owner, Token: fencing.Token(kv.CreateRevision), Key: string(kv.Key), Since: r.Acquired}
+}
 
 // LostError says why a session or lock stopped being valid. It wraps Kind
 // (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseExpired,

@@ -2,11 +2,13 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -149,3 +151,5 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 func contenderOf(kv *mvccpb.KeyValue) Contender {
 	return Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
 }
+
+func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }

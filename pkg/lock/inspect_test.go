@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -23,8 +22,7 @@ func TestInspectListBreak(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newSession(t, cli, lock.WithOwner("bob"))
-	go b.Acquire(ctx, "job")
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "bob did not queue")
+	bob := queueWaiter(t, ctx, b, "job", 2)
 	if _, err := a.Acquire(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
@@ -51,15 +49,19 @@ func TestInspectListBreak(t *testing.T) {
 	if err != nil || broken.Owner != "alice" {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
+	waitLost(t, la, nil, 10*time.Second, "it was broken")
+	var lb acquired
 	select {
-	case <-la.Lost():
+	case lb = <-bob:
 	case <-time.After(10 * time.Second):
-		t.Fatal("broken holder did not notice")
+		t.Fatal("bob did not take over")
 	}
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		st, err := lock.Inspect(ctx, cli, "job", pfx)
-		return err == nil && st.Holder != nil && st.Holder.Owner == "bob"
-	}, "bob did not take over")
+	if lb.err != nil {
+		t.Fatalf("bob's Acquire = %v", lb.err)
+	}
+	if st, err := lock.Inspect(ctx, cli, "job", pfx); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.l.Token() {
+		t.Fatalf("after the break: Inspect = %+v, %v; want bob holding with token %v", st, err, lb.l.Token())
+	}
 	if _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Break with the old token = %v, want ErrNotHeld (must not break bob)", err)
 	}

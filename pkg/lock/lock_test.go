@@ -99,7 +99,7 @@ func TestAcquireIsFIFO(t *testing.T) {
 			locks <- l
 		}()
 		// Wait until waiter i has queued its key, so queue order is known.
-		etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t)+"q/")) == i+2 }, "waiter did not queue")
+		waitQueued(t, cli, "q", i+2)
 	}
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -197,8 +197,7 @@ func TestTryAcquire(t *testing.T) {
 	w := newSession(t, cli)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go w.Acquire(wctx, "t")
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	queueWaiter(t, wctx, w, "t", 2)
 	if err := la.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +293,9 @@ func TestCanceledAcquireRemovesItsKey(t *testing.T) {
 	}
 	waiter := newSession(t, cli)
 	wctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { _, err := waiter.Acquire(wctx, "c"); errc <- err }()
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	res := queueWaiter(t, wctx, waiter, "c", 2)
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := (<-res).err; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled Acquire = %v, want context.Canceled", err)
 	}
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 || keys[0] != h.Key() {
@@ -320,17 +317,15 @@ func TestWaiterAbortsWhenItsKeyIsDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiter := newSession(t, cli)
-	errc := make(chan error, 1)
-	go func() { _, err := waiter.Acquire(ctx, "w"); errc <- err }()
+	res := queueWaiter(t, ctx, waiter, "w", 2)
 	wkey := fmt.Sprintf("%sw/%x", prefix(t), int64(waiter.Lease()))
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
 	if _, err := cli.Delete(ctx, wkey); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-errc:
-		if !errors.Is(err, lock.ErrKeyDeleted) {
-			t.Fatalf("Acquire = %v, want ErrKeyDeleted", err)
+	case r := <-res:
+		if !errors.Is(r.err, lock.ErrKeyDeleted) {
+			t.Fatalf("Acquire = %v, want ErrKeyDeleted", r.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiter did not notice its key was deleted")
@@ -347,11 +342,7 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-l.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatal("lock not lost after its key was deleted")
-	}
+	waitLost(t, l, lock.ErrKeyDeleted, 10*time.Second, "its key was deleted")
 	var lost *lock.LostError
 	if l.State() != lock.StateLost || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
 		t.Errorf("state %v err %v, want lost with ErrKeyDeleted", l.State(), l.Err())
@@ -383,11 +374,7 @@ func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-l.Lost():
-	case <-time.After(10 * time.Second):
-		t.Fatal("lock not lost after lease revoke")
-	}
+	waitLost(t, l, nil, 10*time.Second, "its lease was revoked")
 	select {
 	case <-s.Done():
 	case <-time.After(10 * time.Second):
@@ -438,13 +425,11 @@ func TestCloseDuringAcquire(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newSession(t, cli)
-	errc := make(chan error, 1)
-	go func() { _, err := s.Acquire(ctx, "z"); errc <- err }()
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 2 }, "waiter did not queue")
+	res := queueWaiter(t, ctx, s, "z", 2)
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; !errors.Is(err, lock.ErrSessionClosed) {
+	if err := (<-res).err; !errors.Is(err, lock.ErrSessionClosed) {
 		t.Errorf("Acquire interrupted by Close = %v, want ErrSessionClosed", err)
 	}
 }

@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -75,4 +77,52 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// waitLost fails t unless l is lost within timeout, and, if cause is not
+// nil, with an error matching cause; why says what should lose it.
+func waitLost(t *testing.T, l *lock.Lock, cause error, timeout time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-l.Lost():
+	case <-time.After(timeout):
+		t.Fatalf("%s, but lock %q is still %v after %v", why, l.Name(), l.State(), timeout)
+	}
+	if cause != nil && !errors.Is(l.Err(), cause) {
+		t.Errorf("%s: lock %q lost with %v, want %v", why, l.Name(), l.Err(), cause)
+	}
+}
+
+// waitQueued waits until the lock name under the test's prefix has n keys:
+// its holder's and n-1 waiters'.
+func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int) {
+	t.Helper()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		return len(keysUnder(t, cli, lock.NamePrefix(prefix(t), name))) == n
+	}, fmt.Sprintf("%s never had %d keys: the waiter did not queue", name, n))
+}
+
+// acquired is the outcome of an Acquire started by queueWaiter.
+type acquired struct {
+	l   *lock.Lock
+	err error
+}
+
+// queueWaiter starts s.Acquire(ctx, name) in a goroutine, waits until that
+// waiter is queued as the name's n-th key, and returns the channel that
+// receives the Acquire's outcome. When t ends, the Acquire, if still
+// waiting, is canceled and waited for.
+func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string, n int) <-chan acquired {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	res := make(chan acquired, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err := s.Acquire(ctx, name)
+		res <- acquired{l, err}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	waitQueued(t, s.Client(), name, n)
+	return res
 }

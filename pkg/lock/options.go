@@ -99,7 +99,7 @@ type config struct {
 	owner          string
 	logger         *zap.Logger
 	prefix         string
-	margin         time.Duration // 0: max(granted TTL/10, 250ms)
+	margin         time.Duration // 0: the default (see safetyMargin)
 	renewInterval  time.Duration // 0: granted TTL/3
 	clock          Clock
 	cleanupTimeout time.Duration
@@ -112,6 +112,14 @@ type config struct {
 // interval against the TTL etcd grants.)
 func ValidateSessionOptions(opts ...Option) error {
 	_, err := newConfig(atSession, opts)
+	return err
+}
+
+// ValidateReadOptions returns the error Inspect, List and Follow would
+// return for opts before they contact etcd: an option out of range or one
+// that does not apply to them.
+func ValidateReadOptions(opts ...Option) error {
+	_, err := newConfig(atRead, opts)
 	return err
 }
 
@@ -163,12 +171,21 @@ func WithTTL(ttl time.Duration) Option {
 // takes the owner per call and checks it).
 func WithOwner(owner string) Option {
 	return option{"WithOwner", atSession, func(c *config) error {
-		if owner == "" {
-			return invalid("empty owner")
+		if err := validateOwner(owner); err != nil {
+			return err
 		}
 		c.owner = owner
 		return nil
 	}}
+}
+
+// validateOwner is WithOwner's check, which Detached also applies to the
+// owner it takes per call.
+func validateOwner(owner string) error {
+	if owner == "" {
+		return invalid("empty owner")
+	}
+	return nil
 }
 
 // WithLogger sets the session's logger (default zap.NewNop()). For
@@ -261,8 +278,14 @@ func DefaultOwner() string {
 	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
 }
 
-// defaultMargin is the safety margin used unless WithSafetyMargin is given.
-func defaultMargin(ttl time.Duration) time.Duration { return max(ttl/10, 250*time.Millisecond) }
+// safetyMargin is the margin for a lease granted ttl: the one given to
+// WithSafetyMargin, else the default max(ttl/10, 250ms).
+func (c config) safetyMargin(ttl time.Duration) time.Duration {
+	if c.margin > 0 {
+		return c.margin
+	}
+	return max(ttl/10, 250*time.Millisecond)
+}
 
 // WithRenewHook calls fn after every lease renewal attempt with its latency
 // and error (nil on success), for metrics. fn runs on the renewal goroutine

@@ -45,6 +45,8 @@ func TestOptionsApplyOrAreRejected(t *testing.T) {
 			func(o lock.Option) error {
 				return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, o)
 			}},
+		{"ValidateReadOptions", []string{"WithPrefix"},
+			func(o lock.Option) error { return lock.ValidateReadOptions(o) }},
 		{"Break", []string{"WithPrefix", "WithCleanupTimeout"},
 			func(o lock.Option) error {
 				_, err := lock.Break(ctx, cli, "n", fencing.Token(1), o)

@@ -124,10 +124,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}
 	ttl := time.Duration(resp.TTL) * time.Second
-	margin := cfg.margin
-	if margin == 0 {
-		margin = defaultMargin(ttl)
-	}
+	margin := cfg.safetyMargin(ttl)
 	every := cfg.renewInterval
 	if every == 0 {
 		every = ttl / 3

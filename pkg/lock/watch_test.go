@@ -47,28 +47,14 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	}
 	etcdtest.RestartProxy(t, p)
 
-	select {
-	case <-deleted.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the lock whose key was deleted while disconnected was not lost")
-	}
-	if !errors.Is(deleted.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", deleted.Err())
-	}
+	waitLost(t, deleted, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted while it was disconnected")
 	if kept.State() != lock.StateActive {
 		t.Fatalf("the lock whose key survived is %v (%v), want active", kept.State(), kept.Err())
 	}
 	if _, err := direct.Delete(ctx, kept.Key()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-kept.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the resumed watch missed a delete")
-	}
-	if !errors.Is(kept.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", kept.Err())
-	}
+	waitLost(t, kept, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted after the watch resumed")
 }
 
 // Held locks share the session's watch stream: holding more locks adds no
@@ -80,7 +66,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the stream's goroutines start
+	waitStream(t, s) // its goroutines have started
 	before := runtime.NumGoroutine()
 	const n = 200
 	held := []*lock.Lock{first}
@@ -98,11 +84,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range held {
-		select {
-		case <-l.Lost():
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s not lost after its key was deleted", l.Name())
-		}
+		waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted")
 	}
 }
 
@@ -130,14 +112,7 @@ func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
 	if _, err := cli.Delete(ctx, held.Key()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-held.Lost():
-	case <-time.After(2 * time.Second):
-		t.Fatalf("the lock whose key was deleted is still %v after 2s", held.State())
-	}
-	if !errors.Is(held.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", held.Err())
-	}
+	waitLost(t, held, lock.ErrKeyDeleted, 2*time.Second, "its key was deleted")
 }
 
 // A holder whose watch stream sits on a member cut off from the rest of
@@ -169,7 +144,7 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the key watch is created, on cut
+	waitStream(t, s) // on cut, the only member cli knows yet
 	cli.SetEndpoints(c.Endpoints()...)
 
 	isolate(t, c, cut)
@@ -177,15 +152,23 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	select {
-	case <-l.Lost():
-		t.Logf("lost %v after the delete", time.Since(deleted))
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the holder on the partitioned member did not notice its key's deletion (state %v)", l.State())
+	waitLost(t, l, lock.ErrKeyDeleted, 15*time.Second, "its key was deleted through the majority")
+	t.Logf("lost %v after the delete", time.Since(deleted))
+}
+
+// waitStream returns once s's watch stream is open and delivers events: a
+// probe lock of s is lost when its key is deleted. The locks s already
+// holds are watched on that stream.
+func waitStream(t *testing.T, s *lock.Session) {
+	t.Helper()
+	probe, err := s.Acquire(testCtx(t), "probe")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !errors.Is(l.Err(), lock.ErrKeyDeleted) {
-		t.Errorf("lost with %v, want ErrKeyDeleted", l.Err())
+	if _, err := s.Client().Delete(testCtx(t), probe.Key()); err != nil {
+		t.Fatal(err)
 	}
+	waitLost(t, probe, lock.ErrKeyDeleted, 20*time.Second, "the probe's key was deleted")
 }
 
 // isolate cuts m off from the other members of c (raft messages both ways
@@ -248,11 +231,7 @@ func TestHolderLostWhenWatchRefused(t *testing.T) {
 	p.Close()
 	must(admin.RoleRevokePermission(ctx, "locker", pfx, end))
 	etcdtest.RestartProxy(t, p)
-	select {
-	case <-l.Lost():
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the holder that may not watch its key is still %v", l.State())
-	}
+	waitLost(t, l, lock.ErrWatchRefused, 20*time.Second, "it may no longer watch its key")
 	if err := l.Err(); !errors.Is(err, lock.ErrWatchRefused) || !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Errorf("lost with %v, want ErrWatchRefused and etcd's permission denied", err)
 	}

@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -61,13 +62,7 @@ func (s *fakeStream) CloseSend() error { return nil }
 // next returns the next request the Mux sends.
 func (s *fakeStream) next() *pb.WatchRequest {
 	s.t.Helper()
-	select {
-	case r := <-s.sent:
-		return r
-	case <-time.After(wait):
-		s.t.Fatal("no request sent")
-		return nil
-	}
+	return receive(s.t, s.sent, "request sent")
 }
 
 // create returns the next request, which must be a create.
@@ -95,11 +90,7 @@ func (s *fakeStream) cancel() int64 {
 // silent checks that the Mux sends nothing for a while.
 func (s *fakeStream) silent() {
 	s.t.Helper()
-	select {
-	case r := <-s.sent:
-		s.t.Fatalf("sent %v, want nothing", r)
-	case <-time.After(quiet):
-	}
+	none(s.t, s.sent, "request sent")
 }
 
 func (s *fakeStream) reply(r *pb.WatchResponse) {
@@ -122,6 +113,12 @@ func (s *fakeStream) deleted(c *pb.WatchCreateRequest, rev int64) {
 	s.t.Helper()
 	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: c.WatchId, Events: []*mvccpb.Event{
 		{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: c.Key, ModRevision: rev}}}})
+}
+
+// compacted is etcd's reply ending watch id because its start revision was
+// compacted.
+func compacted(id int64) *pb.WatchResponse {
+	return &pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: id, Canceled: true, CompactRevision: 10}
 }
 
 // broken ends the stream with err, as a failed connection does.
@@ -213,35 +210,19 @@ func newHarness(t *testing.T) *harness {
 // stream returns the next stream the Mux opens.
 func (h *harness) stream() *fakeStream {
 	h.t.Helper()
-	select {
-	case s := <-h.opens:
-		return s
-	case <-time.After(wait):
-		h.t.Fatal("no stream opened")
-		return nil
-	}
+	return receive(h.t, h.opens, "stream opened")
 }
 
 // noStream checks that the Mux opens no stream for a while.
 func (h *harness) noStream() {
 	h.t.Helper()
-	select {
-	case <-h.opens:
-		h.t.Fatal("a stream was opened, want none")
-	case <-time.After(quiet):
-	}
+	none(h.t, h.opens, "stream opened")
 }
 
 // read returns the Mux's next re-read.
 func (h *harness) read() *readCall {
 	h.t.Helper()
-	select {
-	case c := <-h.reads:
-		return c
-	case <-time.After(wait):
-		h.t.Fatal("no re-read")
-		return nil
-	}
+	return receive(h.t, h.reads, "re-read")
 }
 
 // step moves the fake clock on by d once the Mux waits for a timer. A
@@ -265,6 +246,48 @@ func (h *harness) step(d time.Duration) {
 	h.clk.Step(d)
 }
 
+// createdAll takes the next n requests, which must be creates, and replies
+// to each that etcd created the watch.
+func (s *fakeStream) createdAll(n int) {
+	s.t.Helper()
+	for range n {
+		s.created(s.create())
+	}
+}
+
+// errReset is how the tests break a stream.
+var errReset = errors.New("connection reset")
+
+// reconnect breaks s and returns the stream the Mux opens next, after the
+// minimum backoff (s had worked).
+func (h *harness) reconnect(s *fakeStream) *fakeStream {
+	h.t.Helper()
+	s.broken(errReset)
+	h.step(minBackoff)
+	return h.stream()
+}
+
+// held is where most tests start: a Mux with one own-key watch, of the key
+// "held" from revision 3 (its create revision is 2), created by c on the
+// open stream s; f records the watch's firing.
+type held struct {
+	*harness
+	s *fakeStream
+	c *pb.WatchCreateRequest
+	f firing
+}
+
+func newHeld(t *testing.T) held {
+	t.Helper()
+	h := newHarness(t)
+	f := newFiring()
+	h.mux.WatchKey("held", 3, 2, 0, f.fire)
+	s := h.stream()
+	c := s.create()
+	s.created(c)
+	return held{harness: h, s: s, c: c, f: f}
+}
+
 // firing records a watch's callback.
 type firing chan error
 
@@ -275,21 +298,35 @@ func (f firing) fire(err error) { f <- err }
 // fired waits for the callback and returns its error.
 func (f firing) fired(t *testing.T) error {
 	t.Helper()
-	select {
-	case err := <-f:
-		return err
-	case <-time.After(wait):
-		t.Fatal("the watch did not fire")
-		return nil
-	}
+	return receive(t, f, "firing of the watch")
 }
 
 // notFired checks that the callback has not run (and does not, for a while).
 func (f firing) notFired(t *testing.T) {
 	t.Helper()
+	none(t, f, "firing of the watch")
+}
+
+// receive returns the next value on ch, failing t if none comes within
+// wait.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case err := <-f:
-		t.Fatalf("the watch fired (%v), want it not to", err)
+	case v := <-ch:
+		return v
+	case <-time.After(wait):
+		t.Fatalf("no %s within %v", what, wait)
+		panic("not reached")
+	}
+}
+
+// none fails t if a value comes on ch within quiet: the Mux must not do
+// what would send it.
+func none[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Fatalf("%s (%v), want none", what, v)
 	case <-time.After(quiet):
 	}
 }

@@ -111,7 +111,7 @@ func TestQuickRemovesLeaveNothing(t *testing.T) {
 			if withStream {
 				h.mux.WatchFromNow("pred", func(error) {}, nil)
 				s = h.stream()
-				s.created(s.create())
+				s.createdAll(1)
 				base = 1 // the watch; its created reply took it off pending
 				for end := time.Now().Add(wait); h.mux.entries() != base && time.Now().Before(end); {
 					time.Sleep(time.Millisecond)
@@ -176,45 +176,43 @@ func TestRemoveSendsCancel(t *testing.T) {
 	s.silent()
 }
 
-// A watch etcd ended for compaction is canceled on the server and its key
-// re-read: a key still there with its create revision is watched again
-// from after the read, with a new ID; one gone or re-created fires. A
-// from-now watch fires at once.
-func TestCompaction(t *testing.T) {
+// A watch etcd ended, for compaction or for another reason, is canceled on
+// the server too and its key re-read: a key still there with its create
+// revision is watched again from after the read, with a new ID; one gone or
+// re-created fires. A from-now watch fires at once.
+func TestEndedWatch(t *testing.T) {
+	serverCanceled := func(id int64) *pb.WatchResponse {
+		return &pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: id, Canceled: true, CancelReason: "server says so"}
+	}
 	for _, tc := range []struct {
 		name      string
+		end       func(watchID int64) *pb.WatchResponse
 		createRev int64 // in the re-read; the key's is 2
 		fires     bool
 	}{
-		{"kept", 2, false},
-		{"gone", 0, true},
-		{"re-created", 8, true},
+		{"compacted/kept", compacted, 2, false},
+		{"compacted/gone", compacted, 0, true},
+		{"compacted/re-created", compacted, 8, true},
+		{"canceled by the server/kept", serverCanceled, 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			f := newFiring()
-			h.mux.WatchKey("held", 3, 2, 0, f.fire)
-			s := h.stream()
-			c := s.create()
-			s.created(c)
-			s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: 30}, WatchId: c.WatchId, Canceled: true, CompactRevision: 10})
-			if id := s.cancel(); id != c.WatchId {
-				t.Errorf("canceled %d, want the compacted watch %d", id, c.WatchId)
+			h := newHeld(t)
+			h.s.reply(tc.end(h.c.WatchId))
+			if id := h.s.cancel(); id != h.c.WatchId {
+				t.Errorf("canceled %d, want the ended watch %d", id, h.c.WatchId)
 			}
-			r := h.read()
-			r.answer(30, tc.createRev)
+			h.read().answer(30, tc.createRev)
 			if tc.fires {
-				if err := f.fired(t); err != nil {
+				if err := h.f.fired(t); err != nil {
 					t.Errorf("fired with %v", err)
 				}
-				s.silent()
+				h.s.silent()
 				return
 			}
-			c2 := s.create()
-			if c2.StartRevision != 31 || c2.WatchId == c.WatchId {
+			if c2 := h.s.create(); c2.StartRevision != 31 || c2.WatchId == h.c.WatchId {
 				t.Errorf("re-created %v, want start revision 31 and a new ID", c2)
 			}
-			f.notFired(t)
+			h.f.notFired(t)
 		})
 	}
 	t.Run("from now", func(t *testing.T) {
@@ -224,30 +222,10 @@ func TestCompaction(t *testing.T) {
 		s := h.stream()
 		c := s.create()
 		s.created(c)
-		s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: c.WatchId, Canceled: true, CompactRevision: 10})
+		s.reply(compacted(c.WatchId))
 		if err := f.fired(t); err != nil {
 			t.Errorf("fired with %v", err)
 		}
 		s.cancel()
 	})
-}
-
-// A watch the server canceled without a compaction is treated the same:
-// canceled on the server too, re-read, created again.
-func TestServerCanceledWatch(t *testing.T) {
-	h := newHarness(t)
-	f := newFiring()
-	h.mux.WatchKey("held", 3, 2, 0, f.fire)
-	s := h.stream()
-	c := s.create()
-	s.created(c)
-	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: c.WatchId, Canceled: true, CancelReason: "server says so"})
-	if id := s.cancel(); id != c.WatchId {
-		t.Errorf("canceled %d, want %d", id, c.WatchId)
-	}
-	h.read().answer(40, 2)
-	if c2 := s.create(); c2.StartRevision != 41 || c2.WatchId == c.WatchId {
-		t.Errorf("re-created %v, want start revision 41 and a new ID", c2)
-	}
-	f.notFired(t)
 }

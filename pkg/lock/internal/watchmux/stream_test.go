@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
-
-var errReset = errors.New("connection reset")
 
 // After a stream breaks, the next one is opened after a backoff on the
 // clock; from-now watches fire when it opens, and own-key watches are
@@ -25,9 +22,7 @@ func TestReconnect(t *testing.T) {
 	h.mux.WatchKey("b", 4, 3, 0, b.fire)
 	h.mux.WatchFromNow("p", p.fire, nil)
 	s := h.stream()
-	for range 3 {
-		s.created(s.create())
-	}
+	s.createdAll(3)
 	s.broken(errReset)
 	s.closed()
 	p.notFired(t) // not before a new stream can carry the waiter's watch
@@ -91,12 +86,8 @@ func TestBatchedReread(t *testing.T) {
 		h.mux.WatchKey(fmt.Sprintf("k%03d", i), 3, 2, 0, func(error) {})
 	}
 	s := h.stream()
-	for range n {
-		s.created(s.create())
-	}
-	s.broken(errReset)
-	h.step(minBackoff)
-	s = h.stream()
+	s.createdAll(n)
+	s = h.reconnect(s)
 	seen := map[string]bool{}
 	for i, size := range []int{MaxReadKeys, MaxReadKeys, 44} {
 		r := h.read()
@@ -126,14 +117,9 @@ func TestBatchedReread(t *testing.T) {
 
 // A failed or hung re-read is retried after a backoff; the watch waits.
 func TestRereadRetry(t *testing.T) {
-	h := newHarness(t)
-	f := newFiring()
-	h.mux.WatchKey("held", 3, 2, 0, f.fire)
-	s := h.stream()
-	c := s.create()
-	s.created(c)
-	s.reply(compacted(c.WatchId))
-	s.cancel()
+	h := newHeld(t)
+	h.s.reply(compacted(h.c.WatchId))
+	h.s.cancel()
 
 	h.read().fail(errors.New("etcdserver: request timed out"))
 	h.step(minBackoff/2 - time.Millisecond)
@@ -153,10 +139,10 @@ func TestRereadRetry(t *testing.T) {
 	h.step(minBackoff) // the second failure: up to twice the minimum
 	h.step(minBackoff)
 	h.read().answer(60, 2)
-	if c := s.create(); c.StartRevision != 61 {
+	if c := h.s.create(); c.StartRevision != 61 {
 		t.Errorf("created from %d, want 61", c.StartRevision)
 	}
-	f.notFired(t)
+	h.f.notFired(t)
 }
 
 // A stream left without watches is closed after IdleTimeout, and opened
@@ -185,12 +171,6 @@ func TestIdleStream(t *testing.T) {
 	}
 }
 
-// compacted is etcd's reply ending watch id because its start revision was
-// compacted.
-func compacted(id int64) *pb.WatchResponse {
-	return &pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: id, Canceled: true, CompactRevision: 10}
-}
-
 // A re-read etcd refuses for permission is retried one key at a time, at
 // once; a key whose own read is refused fires with a *RefusedError, the
 // others are watched again.
@@ -200,12 +180,8 @@ func TestRereadRefused(t *testing.T) {
 	h.mux.WatchKey("a", 3, 2, 0, fs["a"].fire)
 	h.mux.WatchKey("b", 3, 2, 0, fs["b"].fire)
 	s := h.stream()
-	for range 2 {
-		s.created(s.create())
-	}
-	s.broken(errReset)
-	h.step(minBackoff)
-	s = h.stream()
+	s.createdAll(2)
+	s = h.reconnect(s)
 	if r := h.read(); len(r.keys) != 2 {
 		t.Fatalf("re-read %v, want both keys in one read", r.keys)
 	} else {

@@ -1,0 +1,32 @@
+package lock
+
+import (
+	"encoding/json"
+	"os"
+	"time"
+)
+
+// Record is the JSON value stored in every contender's key.
+type Record struct {
+	Owner    string    `json:"owner"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Acquired time.Time `json:"acquired"` // when the key was written, on the writer's clock
+	// Seq numbers a session's acquisitions (0 for Detached). It makes the
+	// value of every key a lease writes unique, so that the clean-up of an
+	// acquisition whose reply was lost can delete exactly the key that
+	// acquisition wrote (a compare on the value), never a later one.
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+func newRecord(owner string, now time.Time, seq uint64) string {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC(), Seq: seq})
+	return string(b)
+}
+
+func parseRecord(v []byte) Record {
+	var r Record
+	_ = json.Unmarshal(v, &r) // a foreign or corrupt value reads as an unknown owner
+	return r
+}
