@@ -20,7 +20,7 @@ var (
 	// ErrAlreadyClaimed: the session already holds, or is acquiring, this
 	// name. A session holds at most one claim per name.
 	ErrAlreadyClaimed = errors.New("lock: session already holds or is acquiring this name")
-	// ErrInvalidName: a lock name is empty or contains '/'.
+	// ErrInvalidName: a lock name is empty or contains NUL.
 	ErrInvalidName = errors.New("lock: invalid name")
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("lock: invalid option")

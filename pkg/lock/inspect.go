@@ -69,7 +69,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Get(ctx, cfg.prefix+namePrefix, clientv3.WithPrefix(),
+	// Escaping works character by character, so the escaped names that
+	// start with namePrefix are the keys that start with its escaped form.
+	resp, err := client.Get(ctx, cfg.prefix+escapeName(namePrefix), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("lock: list: %w", err)
@@ -77,8 +79,12 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	byName := map[string]*Status{}
 	for _, kv := range resp.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), cfg.prefix)
-		name, _, ok := strings.Cut(rest, "/")
-		if !ok || ValidateName(name) != nil {
+		seg, _, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue // not a lock key
+		}
+		name, ok := nameOfSegment(seg)
+		if !ok {
 			continue // not a lock key
 		}
 		st, ok := byName[name]
