@@ -20,6 +20,10 @@ type Contender struct {
 	Record                // the key's value: owner, host, pid, acquired
 	Token   fencing.Token // the key's create revision
 	LeaseID clientv3.LeaseID
+	// Foreign is set when the key has no etcdlock record (Record is then
+	// zero): another etcd lock client, such as etcdctl lock or
+	// concurrency.Mutex, wrote it. It takes part in the queue all the same.
+	Foreign bool
 }
 
 // Status is a snapshot of one lock name, read at one etcd revision.
@@ -155,7 +159,8 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 }
 
 func contenderOf(kv *mvccpb.KeyValue) Contender {
-	return Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+	r, ok := parseRecord(kv.Value)
+	return Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok}
 }
 
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }

@@ -116,12 +116,22 @@ func TestInteroperatesWithConcurrencyMutex(t *testing.T) {
 	if _, err := s.TryAcquire(ctx, "shared"); !errors.As(err, &locked) {
 		t.Fatalf("TryAcquire while concurrency.Mutex holds the name = %v, want *LockedError", err)
 	}
+	if !locked.Foreign || locked.LeaseID != es.Lease() || locked.Owner != "" || !strings.Contains(locked.Error(), "etcdctl lock") {
+		t.Errorf("LockedError %+v (%v): want a foreign holder with the Mutex's lease %x", locked, locked, int64(es.Lease()))
+	}
+	st, err := lock.Inspect(ctx, cli, "shared", lock.WithPrefix(prefix(t)))
+	if err != nil || st.Holder == nil || !st.Holder.Foreign || st.Holder.LeaseID != es.Lease() {
+		t.Errorf("Inspect = %+v, %v: want the Mutex's key as a foreign holder", st, err)
+	}
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l, err := s.TryAcquire(ctx, "shared")
 	if err != nil {
 		t.Fatalf("TryAcquire after the Mutex unlocked: %v", err)
+	}
+	if st, err := lock.Inspect(ctx, cli, "shared", lock.WithPrefix(prefix(t))); err != nil || st.Holder == nil || st.Holder.Foreign {
+		t.Errorf("Inspect = %+v, %v: etcdlock's own key reads as foreign", st, err)
 	}
 	if err := concurrency.NewMutex(es, prefix(t)+"shared").TryLock(ctx); !errors.Is(err, concurrency.ErrLocked) {
 		t.Errorf("Mutex.TryLock while etcdlock holds the name = %v, want ErrLocked", err)
