@@ -20,7 +20,7 @@ var ErrInvalidConfig = errors.New("election: invalid config")
 type Config struct {
 	// Client is the etcd client (required). It must outlive Run.
 	Client *clientv3.Client
-	// Name is the election's lock name (required; no '/').
+	// Name is the election's lock name (required; see lock.ValidateName).
 	Name string
 	// Identity names this candidate to the others (default host:pid:random).
 	Identity string

@@ -102,7 +102,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 		holder := resp.Responses[0].GetResponseRange().Kvs[0]
 		// Replaced once at most: holding it again under owner means a
 		// concurrent acquire under the same owner, which wins.
-		if replaced || parseRecord(holder.Value).Owner != owner {
+		if replaced || recordOwner(holder.Value) != owner {
 			d.revoke(lease.ID)
 			return Grant{}, lockedError(name, holder)
 		}
@@ -169,7 +169,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 		return nil, fmt.Errorf("%w: %q with token %s", ErrNotHeld, name, token)
 	}
 	kv := kvs[0]
-	if got := parseRecord(kv.Value).Owner; got != owner {
+	if got := recordOwner(kv.Value); got != owner {
 		return nil, fmt.Errorf("%w: token %s of %q belongs to %q, not %q", ErrNotOwner, token, name, got, owner)
 	}
 	if holder := resp.Responses[1].GetResponseRange().Kvs; mustHold && (len(holder) == 0 || holder[0].CreateRevision != int64(token)) {

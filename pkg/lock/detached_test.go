@@ -136,7 +136,7 @@ func TestDetachedRenewAfterExpiryFails(t *testing.T) {
 func TestDetachedRejectsBadInput(t *testing.T) {
 	ctx := testCtx(t)
 	d := newDetached(t)
-	if _, err := d.Acquire(ctx, "a/b", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidName) {
+	if _, err := d.Acquire(ctx, "a\x00b", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidName) {
 		t.Errorf("bad name: %v", err)
 	}
 	if _, err := d.Acquire(ctx, "a", "", 5*time.Second); !errors.Is(err, lock.ErrInvalidOption) {

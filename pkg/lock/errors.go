@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
 )
@@ -20,7 +21,7 @@ var (
 	// ErrAlreadyClaimed: the session already holds, or is acquiring, this
 	// name. A session holds at most one claim per name.
 	ErrAlreadyClaimed = errors.New("lock: session already holds or is acquiring this name")
-	// ErrInvalidName: a lock name is empty or contains '/'.
+	// ErrInvalidName: a lock name is empty or contains NUL.
 	ErrInvalidName = errors.New("lock: invalid name")
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("lock: invalid option")
@@ -63,24 +64,35 @@ var (
 
 // LockedError reports the current holder of a name. It wraps ErrLocked.
 type LockedError struct {
-	Name  string        // lock name
-	Owner string        // holder's owner identity ("" if its value is unreadable)
-	Token fencing.Token // holder's fencing token
-	Key   string        // holder's key
-	Since time.Time     // when the holder says it acquired the lock (its clock)
+	Name    string           // lock name
+	Owner   string           // holder's owner identity ("" if Foreign)
+	Token   fencing.Token    // holder's fencing token
+	Key     string           // holder's key
+	Since   time.Time        // when the holder says it acquired the lock (its clock)
+	LeaseID clientv3.LeaseID // holder's lease
+	// Foreign is set when the holder's key has no etcdlock record: another
+	// etcd lock client (etcdctl lock, concurrency.Mutex) wrote it.
+	Foreign bool
 }
 
 func (e *LockedError) Error() string {
+	if e.Foreign {
+		return fmt.Sprintf("lock: %q held by %s (token %s, lease %x)", e.Name, ForeignHolder, e.Token, int64(e.LeaseID))
+	}
 	return fmt.Sprintf("lock: %q held by %q (token %s)", e.Name, e.Owner, e.Token)
 }
+
+// ForeignHolder describes a holder without an etcdlock record.
+const ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
 
 // Unwrap returns ErrLocked.
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // lockedError describes kv, the holder of name.
 func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
-	r := parseRecord(kv.Value)
-	return &LockedError{Name: name, Owner: r.Owner, Token: fencing.Token(kv.CreateRevision), Key: string(kv.Key), Since: r.Acquired}
+	r, ok := parseRecord(kv.Value)
+	return &LockedError{Name: name, Owner: r.Owner, Token: fencing.Token(kv.CreateRevision), Key: string(kv.Key), Since: r.Acquired,
+		LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok}
 }
 
 // LostError says why a session or lock stopped being valid. It wraps Kind

@@ -20,6 +20,10 @@ type Contender struct {
 	Record                // the key's value: owner, host, pid, acquired
 	Token   fencing.Token // the key's create revision
 	LeaseID clientv3.LeaseID
+	// Foreign is set when the key has no etcdlock record (Record is then
+	// zero): another etcd lock client, such as etcdctl lock or
+	// concurrency.Mutex, wrote it. It takes part in the queue all the same.
+	Foreign bool
 }
 
 // Status is a snapshot of one lock name, read at one etcd revision.
@@ -69,7 +73,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Get(ctx, cfg.prefix+namePrefix, clientv3.WithPrefix(),
+	// Escaping works character by character, so the escaped names that
+	// start with namePrefix are the keys that start with its escaped form.
+	resp, err := client.Get(ctx, cfg.prefix+escapeName(namePrefix), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("lock: list: %w", err)
@@ -77,8 +83,12 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	byName := map[string]*Status{}
 	for _, kv := range resp.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), cfg.prefix)
-		name, _, ok := strings.Cut(rest, "/")
-		if !ok || ValidateName(name) != nil {
+		seg, _, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue // not a lock key
+		}
+		name, ok := nameOfSegment(seg)
+		if !ok {
 			continue // not a lock key
 		}
 		st, ok := byName[name]
@@ -149,7 +159,8 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 }
 
 func contenderOf(kv *mvccpb.KeyValue) Contender {
-	return Contender{Key: string(kv.Key), Record: parseRecord(kv.Value), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease)}
+	r, ok := parseRecord(kv.Value)
+	return Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok}
 }
 
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }

@@ -232,7 +232,7 @@ func TestSecondClaimOnSameName(t *testing.T) {
 func TestInvalidNames(t *testing.T) {
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
-	for _, name := range []string{"", "a/b", "/", "a\x00"} {
+	for _, name := range []string{"", "a\x00", "\x00"} {
 		if _, err := s.Acquire(ctx, name); !errors.Is(err, lock.ErrInvalidName) {
 			t.Errorf("Acquire(%q) = %v, want ErrInvalidName", name, err)
 		}

@@ -25,8 +25,18 @@ func newRecord(owner string, now time.Time, seq uint64) string {
 	return string(b)
 }
 
-func parseRecord(v []byte) Record {
-	var r Record
-	_ = json.Unmarshal(v, &r) // a foreign or corrupt value reads as an unknown owner
-	return r
+// parseRecord decodes a key's value; ok is false if it is not an etcdlock
+// record (a key written by another lock client, such as etcdctl lock or
+// concurrency.Mutex, whose value is empty), and r is then the zero Record.
+func parseRecord(v []byte) (r Record, ok bool) {
+	if json.Unmarshal(v, &r) != nil || r.Owner == "" {
+		return Record{}, false
+	}
+	return r, true
+}
+
+// recordOwner is the owner in a key's record, "" for a foreign key.
+func recordOwner(v []byte) string {
+	r, _ := parseRecord(v)
+	return r.Owner
 }
