@@ -88,6 +88,9 @@ func (g *globalOptions) explain(err error, code int) string {
 	switch code {
 	case exitcode.NotAcquired:
 		var locked *lock.LockedError
+		if errors.As(err, &locked) && locked.Foreign {
+			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))
+		}
 		if errors.As(err, &locked) {
 			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since))
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -53,33 +54,27 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	if !o.watch {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
-		st, err := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
+		l, err := election.GetLeader(rctx, cli, name, lock.WithPrefix(g.prefix))
 		if err != nil {
 			return err
 		}
-		printLeader(g, name, st.Holder)
+		printLeader(g, name, l)
 		return nil
 	}
-	// pkg/election's Observe does the same; the CLI stays off that package
-	// so that it does not link Prometheus (see README, Performance).
-	var last fencing.Token = -1
-	return lock.Follow(ctx, cli, name, func(st lock.Status) bool {
-		var token fencing.Token
-		if st.Holder != nil {
-			token = st.Holder.Token
-		}
-		if token != last {
-			last = token
-			printLeader(g, name, st.Holder)
-		}
-		return true
-	}, lock.WithPrefix(g.prefix))
+	leaders, err := election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix))
+	if err != nil {
+		return err
+	}
+	for l := range leaders { // closed when ctx ends (interrupted)
+		printLeader(g, name, l)
+	}
+	return nil
 }
 
-func printLeader(g *globalOptions, name string, h *lock.Contender) {
-	v := leaderView{Name: name}
-	if h != nil {
-		v.Leader, v.Token, v.Since = h.Owner, h.Token, since(h.Acquired)
+func printLeader(g *globalOptions, name string, l election.Leader) {
+	v := leaderView{Name: name, Leader: l.Identity, Token: l.Token}
+	if l.Token != 0 {
+		v.Since = since(l.Since)
 	}
 	g.printer.Print(v, func(w io.Writer) {
 		if v.Token == 0 {

@@ -58,7 +58,11 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 			if v.Holder == nil {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", v.Name, v.Holder.Owner, v.Holder.Token, v.Holder.Since, v.Waiters)
+			owner, since := v.Holder.Owner, v.Holder.Since
+			if v.Holder.Foreign {
+				owner, since = "(no etcdlock record: etcdctl lock?)", "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", v.Name, owner, v.Holder.Token, since, v.Waiters)
 		}
 		tw.Flush()
 	})

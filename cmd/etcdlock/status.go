@@ -59,9 +59,9 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 			return
 		}
 		h := v.Holder
-		fmt.Fprintf(w, "%s: held by %s (token %s, since %s, lease %s, %ds left)\n", name, h.Owner, h.Token, h.Since, h.Lease, h.LeaseTTL)
+		fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
 		for i, c := range v.Waiters {
-			fmt.Fprintf(w, "  waiter %d: %s (token %s, since %s)\n", i+1, c.Owner, c.Token, c.Since)
+			fmt.Fprintf(w, "  waiter %d: %s (token %s%s)\n", i+1, c.who(), c.Token, c.when())
 		}
 	})
 	return nil

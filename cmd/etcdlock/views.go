@@ -22,11 +22,29 @@ type contenderView struct {
 	Key      string        `json:"key"`
 	Lease    string        `json:"lease"`
 	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
+	// Foreign: the key has no etcdlock record (etcdctl lock, concurrency.Mutex).
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 func viewOf(c lock.Contender) contenderView {
 	return contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
-		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID))}
+		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign}
+}
+
+// who names the contender for people: its owner, or what a foreign key is.
+func (v contenderView) who() string {
+	if v.Foreign {
+		return lock.ForeignHolder
+	}
+	return v.Owner
+}
+
+// when is how a contender's start is printed: a foreign key has none.
+func (v contenderView) when() string {
+	if v.Foreign {
+		return ""
+	}
+	return ", since " + v.Since
 }
 
 // grantView is how acquire and renew print a grant.
