@@ -14,6 +14,25 @@ import (
 	"github.com/creack/pty"
 )
 
+// interactiveShell is bash with job control on a terminal, at its prompt.
+func interactiveShell(t *testing.T) *terminal {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Fatalf("bash is needed for job control: %v", err)
+	}
+	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
+	sh.Env = append(cleanEnv(), "PS1=$ ", "TERM=dumb")
+	term := onTerminal(t, sh)
+	term.expect("$ ", 10*time.Second)
+	return term
+}
+
+// typeEtcdlock types an etcdlock command line (args in shell syntax) with
+// the test's endpoint and prefix.
+func (term *terminal) typeEtcdlock(args string) {
+	term.send(cliPath + " --endpoints " + shared.Endpoints()[0] + " --prefix " + prefixOf(term.t) + " " + args + "\n")
+}
+
 // A terminal session: a command on a pseudo-terminal, its output
 // collected for expect.
 type terminal struct {
@@ -53,7 +72,7 @@ func (term *terminal) send(s string) {
 	}
 }
 
-// expect waits until the output holds want after the first since bytes.
+// expect waits until the output holds want.
 func (term *terminal) expect(want string, within time.Duration) {
 	term.t.Helper()
 	end := time.Now().Add(within)
@@ -116,16 +135,8 @@ func TestCLITerminalInterrupt(t *testing.T) {
 // Under an interactive shell, Ctrl-Z stops the job and gives the prompt
 // back; fg resumes the command with the terminal; Ctrl-C then ends it.
 func TestCLITerminalJobControl(t *testing.T) {
-	ep := shared.Endpoints()[0]
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Fatalf("bash is needed for job control: %v", err)
-	}
-	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
-	sh.Env = append(cleanEnv(), "PS1=$ ", "TERM=dumb")
-	term := onTerminal(t, sh)
-	term.expect("$ ", 10*time.Second)
-	term.send(cliPath + " --endpoints " + ep + " --prefix " + prefixOf(t) +
-		` run job --ttl 5s -- sh -c 'echo rea""dy; read x; echo "got:$x"; exit 3'` + "\n")
+	term := interactiveShell(t)
+	term.typeEtcdlock(`run job --ttl 5s -- sh -c 'echo rea""dy; read x; echo "got:$x"; exit 3'`)
 	term.expect("ready", 20*time.Second)
 	term.send("\x1a")
 	term.expect("Stopped", 10*time.Second)
@@ -145,14 +156,9 @@ func TestCLITerminalJobControl(t *testing.T) {
 // deadline, before the next holder can have the lock; fg then reports the
 // loss (79).
 func TestCLITerminalStoppedPastTheLease(t *testing.T) {
-	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
-	sh := exec.Command("bash", "--norc", "--noprofile", "-i")
-	sh.Env = append(cleanEnv(), "PS1=$ ", "TERM=dumb")
-	term := onTerminal(t, sh)
-	term.expect("$ ", 10*time.Second)
-	term.send(cliPath + " --endpoints " + ep + " --prefix " + prefixOf(t) +
-		` run job --ttl 3s -- sh -c 'echo $$ > ` + dir + `/pid; echo rea""dy; read x'` + "\n")
+	term := interactiveShell(t)
+	term.typeEtcdlock(`run job --ttl 3s -- sh -c 'echo $$ > ` + dir + `/pid; echo rea""dy; read x'`)
 	term.expect("ready", 20*time.Second)
 	g := &guarded{dir: dir}
 	b, err := os.ReadFile(dir + "/pid")
