@@ -53,6 +53,9 @@ var errWaitTimeout = errors.New("timed out")
 // exitCode maps an error to its exit code. It is the one place that
 // classifies errors.
 func exitCode(err error) int {
+	if err == nil {
+		return exitcode.OK
+	}
 	var e *exitErr
 	if errors.As(err, &e) {
 		return e.code

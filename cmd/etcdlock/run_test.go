@@ -24,7 +24,6 @@ func TestCommandArgs(t *testing.T) {
 		{[]string{"a", "b", "--", "true"}, "put COMMAND after --"},
 		{[]string{"a", "--"}, "missing COMMAND after --"},
 		{[]string{"--", "true"}, "missing lock NAME before --"},
-		{[]string{"a/b", "--", "true"}, "invalid name"},
 		{[]string{"", "--", "true"}, "invalid name"},
 	}
 	for _, newCmd := range []func(*globalOptions) *cobra.Command{newRunCommand, newElectCommand} {

@@ -363,7 +363,7 @@ func TestConfigValidation(t *testing.T) {
 	for name, cfg := range map[string]election.Config{
 		"no client":   {Name: "x", Callbacks: ok},
 		"no name":     {Client: cli, Callbacks: ok},
-		"bad name":    {Client: cli, Name: "a/b", Callbacks: ok},
+		"bad name":    {Client: cli, Name: "a\x00b", Callbacks: ok},
 		"no callback": {Client: cli, Name: "x"},
 		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
 		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},

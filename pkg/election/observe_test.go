@@ -62,7 +62,7 @@ func TestObserveRejectsBadInput(t *testing.T) {
 		want error
 	}{
 		"empty name":           {"", nil, lock.ErrInvalidName},
-		"slash in name":        {"a/b", nil, lock.ErrInvalidName},
+		"NUL in name":          {"a\x00b", nil, lock.ErrInvalidName},
 		"prefix without slash": {"x", []lock.Option{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
 		"session option":       {"x", []lock.Option{lock.WithTTL(5 * time.Second)}, lock.ErrInvalidOption},
 		"nil option":           {"x", []lock.Option{nil}, lock.ErrInvalidOption},
