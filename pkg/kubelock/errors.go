@@ -1,0 +1,43 @@
+package kubelock
+
+import (
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Errors returned by New and by the lock's methods, and the causes of a
+// term's end (context.Cause of Term.Context).
+var (
+	// ErrInvalidOption is returned by New for a bad argument or option.
+	ErrInvalidOption = errors.New("kubelock: invalid option")
+	// ErrClosed is returned by every method after Close, and ends the term
+	// that Close cut short.
+	ErrClosed = errors.New("kubelock: lock closed")
+	// ErrStillLeading is returned by Create while the elector still leads
+	// after this lock's term ended: the elector must stop leading
+	// (OnStoppedLeading) before a new term can start.
+	ErrStillLeading = errors.New("kubelock: the term ended while the elector still leads")
+	// ErrDeadline ends a term whose lease was not renewed by the
+	// conservative deadline.
+	ErrDeadline = errors.New("kubelock: no renewal before the deadline")
+	// ErrRecordGone ends a term whose record was deleted in etcd, taken by
+	// another holder, or whose lease etcd no longer has.
+	ErrRecordGone = errors.New("kubelock: the record was deleted or taken in etcd")
+	// ErrReleased ends a term that the elector released (ReleaseOnCancel).
+	ErrReleased = errors.New("kubelock: term released")
+	// ErrNoTerm is returned by Lead's and Term's callers' helpers when no
+	// term has started.
+	ErrNoTerm = errors.New("kubelock: no term has started")
+)
+
+// resource names the record in the Kubernetes API errors that client-go's
+// elector inspects (apierrors.IsNotFound, IsConflict).
+var resource = schema.GroupResource{Group: "etcdlock.io", Resource: "leaderrecords"}
+
+func notFound(name string) error { return apierrors.NewNotFound(resource, name) }
+
+func conflict(name string, err error) error { return apierrors.NewConflict(resource, name, err) }
+
+func alreadyExists(name string) error { return apierrors.NewAlreadyExists(resource, name) }

@@ -1,0 +1,414 @@
+package kubelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// The events client-go's LeaderElector records around a term
+// (tools/leaderelection/leaderelection.go: acquire and renew).
+const (
+	eventBecameLeader  = "became leader"
+	eventStoppedLeader = "stopped leading"
+)
+
+var _ rl.Interface = (*Lock)(nil)
+
+// Lock is a client-go resourcelock.Interface whose record is one etcd key.
+// Create one per candidate and election with New, give it to one elector,
+// and Close it when the elector has returned.
+type Lock struct {
+	client   *clientv3.Client
+	name     string
+	key      string
+	identity string
+	cfg      config
+	logger   *zap.Logger
+
+	// calls serialises Get, Create and Update, which read and write the
+	// observation across their round trips. Lock order: calls, then mu.
+	calls sync.Mutex
+
+	mu       sync.Mutex
+	observed observation // the record as the last call saw or wrote it
+	term     *term       // the current term; nil between terms
+	last     *term       // the latest term started, current or ended
+	leading  bool        // between the elector's "became leader" and "stopped leading"
+	closed   bool
+	wg       sync.WaitGroup // term watchers and background revokes
+}
+
+// observation is what this lock last knew of the record's key.
+type observation struct {
+	exists bool
+	modRev int64
+	lease  clientv3.LeaseID
+}
+
+// New returns the lock of election name for the candidate identity. The
+// record's key is the prefix (WithPrefix, default DefaultPrefix) followed by
+// name. identity must be unique among the candidates, as for any client-go
+// resource lock.
+func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock, error) {
+	if client == nil {
+		return nil, invalid("nil etcd client")
+	}
+	if err := lock.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if identity == "" {
+		return nil, invalid("empty identity")
+	}
+	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, logger: zap.NewNop()}
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.margin >= cfg.ttl {
+		return nil, invalid("safety margin %v must be below the TTL %v", cfg.margin, cfg.ttl)
+	}
+	return &Lock{
+		client:   client,
+		name:     name,
+		key:      cfg.prefix + name,
+		identity: identity,
+		cfg:      cfg,
+		logger:   cfg.logger.With(zap.String("election", name), zap.String("identity", identity)),
+	}, nil
+}
+
+// Key returns the etcd key of the record.
+func (l *Lock) Key() string { return l.key }
+
+// Identity returns the candidate's identity (resourcelock.Interface).
+func (l *Lock) Identity() string { return l.identity }
+
+// Describe names the record in the elector's logs (resourcelock.Interface).
+func (l *Lock) Describe() string { return "etcd:" + l.key }
+
+// RecordEvent logs an event of the elector (resourcelock.Interface). There
+// is no Kubernetes object to attach it to. The events that client-go's
+// elector records when a term starts and ends tell the lock whether the
+// elector leads (see the package doc).
+func (l *Lock) RecordEvent(event string) {
+	l.mu.Lock()
+	switch event {
+	case eventBecameLeader:
+		l.leading = true
+	case eventStoppedLeader:
+		l.leading = false
+	}
+	var token int64
+	if l.last != nil {
+		token = int64(l.last.token)
+	}
+	l.mu.Unlock()
+	l.logger.Info(event, zap.Int64("token", token))
+}
+
+// Get reads the record (resourcelock.Interface). A missing record is an
+// error for which apierrors.IsNotFound is true. The raw bytes are the
+// stored value, which differs after every write. A record that shows the
+// current term is over (deleted, or under another lease) ends the term.
+func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
+	l.calls.Lock()
+	defer l.calls.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	resp, err := l.client.Get(ctx, l.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		l.observe(observation{})
+		return nil, nil, notFound(l.name)
+	}
+	kv := resp.Kvs[0]
+	l.observe(observation{exists: true, modRev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)})
+	rec, err := decode(l.key, kv.Value)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rec, kv.Value, nil
+}
+
+// Create writes the record if there is none, under a new etcd lease, and
+// starts a term (resourcelock.Interface). If a record exists, it returns
+// an error for which apierrors.IsAlreadyExists is true. While the elector
+// leads it returns ErrStillLeading instead: the record vanished under the
+// elector's term, which has ended and must end for the elector too.
+func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	l.calls.Lock()
+	defer l.calls.Unlock()
+	if err := l.checkHolder(ler); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	closed, leading := l.closed, l.leading
+	l.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case leading:
+		return ErrStillLeading
+	}
+	sent := time.Now()
+	g, err := l.client.Grant(ctx, int64((l.cfg.ttl+time.Second-1)/time.Second))
+	if err != nil {
+		return err
+	}
+	granted := time.Duration(g.TTL) * time.Second
+	deadline := sent.Add(granted - l.cfg.marginFor(granted))
+	value, err := encode(ler, g.ID, 0)
+	if err != nil {
+		l.revokeLater(g.ID)
+		return err
+	}
+	resp, err := l.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
+		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID))).
+		Else(clientv3.OpGet(l.key)).
+		Commit()
+	if err != nil {
+		// The put may yet be applied: revoking the lease deletes the key
+		// if it was, and makes the put fail if it was not.
+		l.revokeLater(g.ID)
+		return err
+	}
+	if !resp.Succeeded {
+		l.revokeLater(g.ID)
+		l.observeRange(resp.Responses[0].GetResponseRange())
+		return alreadyExists(l.name)
+	}
+	if !time.Now().Before(deadline) {
+		l.revokeLater(g.ID)
+		return fmt.Errorf("kubelock: create of %s answered after its deadline: %w", l.key, ErrDeadline)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.revokeLater(g.ID)
+		return ErrClosed
+	}
+	l.startTerm(g.ID, resp.Header.Revision, deadline)
+	return nil
+}
+
+// Update writes the record if it is unchanged since this lock last read or
+// wrote it (resourcelock.Interface). With this lock's identity as holder it
+// renews the current term: it renews the term's etcd lease, then writes
+// the record, and moves the term's deadline forward from the renewal's
+// send time. With an empty holder — client-go's release — it ends the term
+// and revokes its lease, which deletes the record. Any other change is an
+// error for which apierrors.IsConflict is true: the record is not this
+// lock's current term (another holder's, or an earlier lease's, which etcd
+// deletes when that lease ends).
+func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	l.calls.Lock()
+	defer l.calls.Unlock()
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
+	if ler.HolderIdentity == "" {
+		return l.release(ctx)
+	}
+	if err := l.checkHolder(ler); err != nil {
+		return err
+	}
+	return l.renew(ctx, ler)
+}
+
+func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	l.mu.Lock()
+	t, obs := l.term, l.observed
+	var deadline time.Time
+	var renewals int64
+	if t != nil {
+		deadline, renewals = t.deadline, t.renewals+1
+	}
+	l.mu.Unlock()
+	if t == nil || !obs.exists || obs.lease != t.lease {
+		return conflict(l.name, fmt.Errorf("the record is not this lock's current term (%s)", l.describe(obs, t)))
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	ka, err := l.client.KeepAliveOnce(ctx, t.lease)
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.end(t, ErrRecordGone)
+			return conflict(l.name, err)
+		}
+		return err
+	}
+	granted := time.Duration(ka.TTL) * time.Second
+	value, err := encode(ler, t.lease, renewals)
+	if err != nil {
+		return err
+	}
+	for range 2 {
+		resp, err := l.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(l.key), "=", obs.modRev)).
+			Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(t.lease))).
+			Else(clientv3.OpGet(l.key)).
+			Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.end(t, ErrRecordGone)
+			return conflict(l.name, err)
+		}
+		if err != nil {
+			return err
+		}
+		if resp.Succeeded {
+			return l.renewed(t, resp.Header.Revision, sent.Add(granted-l.cfg.marginFor(granted)), renewals)
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 1 && kvs[0].Lease == int64(t.lease) {
+			// Only this term writes under its lease: this is an earlier
+			// renewal of ours whose reply was lost.
+			obs.modRev = kvs[0].ModRevision
+			continue
+		}
+		l.observeRange(resp.Responses[0].GetResponseRange())
+		return conflict(l.name, fmt.Errorf("the record changed: %w", ErrRecordGone))
+	}
+	return conflict(l.name, errors.New("the record keeps changing under this term's lease"))
+}
+
+// renewed records a successful renewal of t.
+func (l *Lock) renewed(t *term, rev int64, deadline time.Time, renewals int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.term != t {
+		// The term ended while the renewal was on its way; it stays ended
+		// (its lease is being revoked).
+		return conflict(l.name, fmt.Errorf("the term ended during the renewal: %w", context.Cause(t.ctx)))
+	}
+	l.observed = observation{exists: true, modRev: rev, lease: t.lease}
+	t.renewals = renewals
+	if deadline.After(t.deadline) {
+		t.deadline = deadline
+	}
+	return nil
+}
+
+// release ends the term and revokes its lease, which deletes the record.
+// A record under a lease this lock did not grant is left alone.
+func (l *Lock) release(ctx context.Context) error {
+	l.mu.Lock()
+	obs, t := l.observed, l.last
+	if t == nil || !obs.exists || obs.lease != t.lease {
+		l.mu.Unlock()
+		return nil // nothing of this lock's to release
+	}
+	l.endLocked(t, ErrReleased, false)
+	l.mu.Unlock()
+	if _, err := l.client.Revoke(ctx, t.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		l.revokeLater(t.lease)
+		return err
+	}
+	l.observe(observation{})
+	return nil
+}
+
+// Close ends the current term, revokes its lease within ctx (the record
+// goes with it) and waits for the lock's goroutines. Every method returns
+// ErrClosed after Close. Close the lock after the elector returned.
+func (l *Lock) Close(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	t := l.term
+	if t != nil {
+		l.endLocked(t, ErrClosed, false)
+	}
+	l.mu.Unlock()
+	var err error
+	if t != nil {
+		if _, err = l.client.Revoke(ctx, t.lease); errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil
+		}
+	}
+	l.wg.Wait()
+	return err
+}
+
+func (l *Lock) checkOpen() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (l *Lock) checkHolder(ler rl.LeaderElectionRecord) error {
+	if ler.HolderIdentity != l.identity {
+		return fmt.Errorf("kubelock: record for holder %q given to the lock of %q", ler.HolderIdentity, l.identity)
+	}
+	return nil
+}
+
+// observe records what a call saw of the key; a key that is gone or under
+// another lease ends the current term.
+func (l *Lock) observe(obs observation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.observed = obs
+	if t := l.term; t != nil && (!obs.exists || obs.lease != t.lease) {
+		l.endLocked(t, ErrRecordGone, true)
+	}
+}
+
+func (l *Lock) observeRange(r *pb.RangeResponse) {
+	if r == nil || len(r.Kvs) == 0 {
+		l.observe(observation{})
+		return
+	}
+	kv := r.Kvs[0]
+	l.observe(observation{exists: true, modRev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)})
+}
+
+// describe says whose the observed record is, for errors.
+func (l *Lock) describe(obs observation, t *term) string {
+	switch {
+	case !obs.exists:
+		return "no record"
+	case t == nil:
+		return fmt.Sprintf("held under etcd lease %x, and this lock has no term", int64(obs.lease))
+	default:
+		return fmt.Sprintf("held under etcd lease %x, this term's is %x", int64(obs.lease), int64(t.lease))
+	}
+}
+
+// revokeLater revokes a lease on the lock's own bounded context.
+func (l *Lock) revokeLater(id clientv3.LeaseID) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.cleanup)
+		defer cancel()
+		if _, err := l.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			l.logger.Warn("lease revoke failed; etcd expires it", zap.String("lease", leaseHex(id)), zap.Error(err))
+		}
+	}()
+}

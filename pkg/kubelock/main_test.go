@@ -1,0 +1,30 @@
+package kubelock
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// cluster is a 3-member etcd shared by the package's tests, each under its
+// own prefix.
+var cluster *embedded.Cluster
+
+func TestMain(m *testing.M) {
+	cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() },
+		// klog's flush daemon, started by client-go's import, runs for the
+		// process's lifetime.
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+	))
+}
+
+func prefix(t testing.TB) string {
+	return "/kube/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+}

@@ -1,0 +1,121 @@
+package kubelock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Defaults.
+const (
+	// DefaultPrefix is the key prefix of the records: a record's key is the
+	// prefix followed by the election's name. It is apart from package
+	// lock's DefaultPrefix, so that `etcdlock list` does not show records
+	// as locks.
+	DefaultPrefix = "/etcdlock-kube/"
+	// DefaultTTL is the etcd lease TTL of a term. Each successful Update
+	// renews it, so it must comfortably exceed the elector's RetryPeriod
+	// (client-go's and controller-runtime's default: 2 s): three renewals
+	// fit in it.
+	DefaultTTL = 6 * time.Second
+	// DefaultCleanupTimeout bounds a lease revoke the lock runs on its own
+	// context after a term ends.
+	DefaultCleanupTimeout = 5 * time.Second
+)
+
+// Option configures New. Options are a closed set: those of this package.
+type Option interface{ apply(*config) error }
+
+type option func(*config) error
+
+func (f option) apply(c *config) error { return f(c) }
+
+type config struct {
+	prefix  string
+	ttl     time.Duration
+	margin  time.Duration // 0: max(TTL/10, 250ms) of the granted TTL
+	cleanup time.Duration
+	logger  *zap.Logger
+}
+
+// WithPrefix sets the key prefix of the record (default DefaultPrefix). It
+// must start and end with '/'.
+func WithPrefix(prefix string) Option {
+	return option(func(c *config) error {
+		if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
+			return invalid("prefix %q must start and end with '/'", prefix)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithTTL sets the etcd lease TTL of a term (default DefaultTTL), within
+// package lock's bounds (lock.ValidateTTL). etcd raises a TTL below its
+// minimum (about 2 s with default election settings); the lock works with
+// the TTL etcd granted. A crashed leader's record disappears after about
+// the TTL; a leader whose Updates are further apart than the TTL less the
+// safety margin loses its term.
+func WithTTL(ttl time.Duration) Option {
+	return option(func(c *config) error {
+		if err := lock.ValidateTTL(ttl); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.ttl = ttl
+		return nil
+	})
+}
+
+// WithSafetyMargin sets how long before the earliest possible server-side
+// expiry of the lease a term ends (default max(TTL/10, 250ms)). It must be
+// positive and below the TTL.
+func WithSafetyMargin(d time.Duration) Option {
+	return option(func(c *config) error {
+		if d <= 0 {
+			return invalid("safety margin %v must be positive", d)
+		}
+		c.margin = d
+		return nil
+	})
+}
+
+// WithCleanupTimeout bounds the lease revoke after a term ends (default
+// DefaultCleanupTimeout). A revoke cut short only delays the next
+// candidate: the record still goes when etcd expires the lease.
+func WithCleanupTimeout(d time.Duration) Option {
+	return option(func(c *config) error {
+		if d <= 0 {
+			return invalid("clean-up timeout %v must be positive", d)
+		}
+		c.cleanup = d
+		return nil
+	})
+}
+
+// WithLogger sets the logger (default: none). RecordEvent logs the
+// elector's events on it.
+func WithLogger(lg *zap.Logger) Option {
+	return option(func(c *config) error {
+		if lg == nil {
+			return invalid("nil logger")
+		}
+		c.logger = lg
+		return nil
+	})
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// marginFor returns the safety margin for a granted TTL.
+func (c config) marginFor(granted time.Duration) time.Duration {
+	if c.margin > 0 {
+		return c.margin
+	}
+	return max(granted/10, 250*time.Millisecond)
+}

@@ -1,0 +1,224 @@
+package kubelock
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// term is one term of this lock's identity as the record's holder.
+type term struct {
+	token   fencing.Token
+	lease   clientv3.LeaseID
+	started time.Time
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+
+	// Guarded by Lock.mu.
+	deadline time.Time // conservative: before etcd could expire the lease
+	renewals int64
+	ended    time.Time
+}
+
+// startTerm starts a term whose record was created at revision rev, and
+// its watcher. l.mu is held.
+func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t := &term{
+		token:    fencing.Token(rev),
+		lease:    lease,
+		started:  time.Now(),
+		ctx:      ctx,
+		cancel:   cancel,
+		deadline: deadline,
+	}
+	l.term, l.last = t, t
+	l.observed = observation{exists: true, modRev: rev, lease: lease}
+	l.wg.Add(1)
+	go l.watch(t, rev+1)
+	l.logger.Info("term started", zap.Int64("token", rev), zap.String("lease", leaseHex(lease)))
+}
+
+// end ends t with cause and revokes its lease in the background.
+func (l *Lock) end(t *term, cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(t, cause, true)
+}
+
+// endLocked ends t: its context is canceled before any write that could
+// let another candidate in is sent. revoke revokes its lease in the
+// background; callers that revoke it themselves pass false. l.mu is held.
+func (l *Lock) endLocked(t *term, cause error, revoke bool) {
+	if !t.ended.IsZero() {
+		return
+	}
+	t.ended = time.Now()
+	t.cancel(cause)
+	if l.term == t {
+		l.term = nil
+	}
+	if revoke {
+		l.revokeLater(t.lease)
+	}
+	l.logger.Info("term ended", zap.Int64("token", int64(t.token)), zap.NamedError("cause", cause))
+}
+
+// watch ends t when its deadline passes without a renewal, or when etcd
+// shows its record deleted or under another lease. It returns when t ends.
+func (l *Lock) watch(t *term, from int64) {
+	defer l.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var (
+		events      clientv3.WatchChan // nil while no watch is open
+		stopWatch   context.CancelFunc = func() {}
+		reopenAfter time.Time
+	)
+	defer func() { stopWatch() }()
+	for {
+		l.mu.Lock()
+		left := time.Until(t.deadline)
+		l.mu.Unlock()
+		if left <= 0 {
+			l.end(t, ErrDeadline)
+			return
+		}
+		wait := left
+		if events == nil {
+			if until := time.Until(reopenAfter); until > 0 {
+				wait = min(wait, until)
+			} else {
+				events, stopWatch = l.openWatch(t, from)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-timer.C:
+		case wr, ok := <-events:
+			switch {
+			case !ok || wr.Canceled && wr.CompactRevision == 0:
+				stopWatch()
+				events, reopenAfter = nil, time.Now().Add(watchRetry)
+			case wr.CompactRevision != 0:
+				stopWatch()
+				events = nil
+				next, ok := l.reread(t)
+				if !ok {
+					reopenAfter = time.Now().Add(watchRetry)
+				}
+				from = max(from, next)
+			default:
+				for _, ev := range wr.Events {
+					from = ev.Kv.ModRevision + 1
+					if ev.Type == mvccpb.DELETE || clientv3.LeaseID(ev.Kv.Lease) != t.lease {
+						l.end(t, ErrRecordGone)
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// openWatch watches the record from revision from until the returned
+// function is called or t ends. WithRequireLeader: a watch on a member cut
+// off from the others is ended by etcd instead of staying silent.
+func (l *Lock) openWatch(t *term, from int64) (clientv3.WatchChan, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
+	return l.client.Watch(ctx, l.key, clientv3.WithRev(from)), cancel
+}
+
+// watchRetry is the pause before a watch that etcd ended is opened again.
+const watchRetry = 100 * time.Millisecond
+
+// reread reads the record after its watch was compacted: it ends t if the
+// record is gone or under another lease, and returns the revision to watch
+// from; ok is false if the read failed.
+func (l *Lock) reread(t *term) (from int64, ok bool) {
+	ctx, cancel := context.WithTimeout(t.ctx, l.cfg.cleanup)
+	defer cancel()
+	resp, err := l.client.Get(ctx, l.key)
+	if err != nil {
+		return 0, false
+	}
+	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != t.lease {
+		l.end(t, ErrRecordGone)
+	}
+	return resp.Header.Revision + 1, true
+}
+
+func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
+
+// Term is a term of this lock's identity as the record's holder.
+type Term struct{ t *term }
+
+// Token is the term's fencing token: the etcd revision at which this
+// identity created the record. Every later term of the election, of any
+// candidate, has a larger token.
+func (t Term) Token() fencing.Token { return t.t.token }
+
+// Context is canceled when the term ends; context.Cause says why:
+// ErrDeadline, ErrRecordGone, ErrReleased or ErrClosed.
+func (t Term) Context() context.Context { return t.t.ctx }
+
+// Started is when the record was created.
+func (t Term) Started() time.Time { return t.t.started }
+
+// Term returns the latest term of this lock, which may have ended (its
+// Context is then done), or ErrNoTerm if none has started.
+func (l *Lock) Term() (Term, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		return Term{}, ErrNoTerm
+	}
+	return Term{l.last}, nil
+}
+
+// Lead adapts run to client-go's OnStartedLeading. The context run gets
+// ends when client-go's does or when the term ends, whichever is first,
+// and carries client-go's context's values. client-go calls
+// OnStartedLeading after the Create that started the term, so run always
+// gets that term; if it has already ended, run's context is already done.
+func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context) {
+	return func(parent context.Context) {
+		t, err := l.Term()
+		if err != nil {
+			// client-go started leading without a Create of this lock.
+			ctx, cancel := context.WithCancelCause(parent)
+			cancel(err)
+			run(ctx, Term{&term{ctx: ctx}})
+			return
+		}
+		// A child of the term's context, so that the term's end cancels
+		// it synchronously; client-go's end reaches it through AfterFunc.
+		ctx, cancel := context.WithCancelCause(valuesFrom{t.t.ctx, parent})
+		stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+		defer stop()
+		defer cancel(nil)
+		run(ctx, t)
+	}
+}
+
+// valuesFrom is a context that is done with Context and looks values up
+// in Context, then in values.
+type valuesFrom struct {
+	context.Context
+	values context.Context
+}
+
+func (v valuesFrom) Value(key any) any {
+	if x := v.Context.Value(key); x != nil {
+		return x
+	}
+	return v.values.Value(key)
+}
