@@ -79,9 +79,11 @@ func TestNewRejectsBadInput(t *testing.T) {
 		"TTL 0":          func() (*Lock, error) { return New(cli, "ctl", "a", WithTTL(0)) },
 		"TTL huge":       func() (*Lock, error) { return New(cli, "ctl", "a", WithTTL(lock.MaxTTL+time.Second)) },
 		"margin 0":       func() (*Lock, error) { return New(cli, "ctl", "a", WithSafetyMargin(0)) },
-		"margin >= TTL":  func() (*Lock, error) { return New(cli, "ctl", "a", WithTTL(2*time.Second), WithSafetyMargin(2*time.Second)) },
-		"cleanup 0":      func() (*Lock, error) { return New(cli, "ctl", "a", WithCleanupTimeout(0)) },
-		"nil logger":     func() (*Lock, error) { return New(cli, "ctl", "a", WithLogger(nil)) },
+		"margin >= TTL": func() (*Lock, error) {
+			return New(cli, "ctl", "a", WithTTL(2*time.Second), WithSafetyMargin(2*time.Second))
+		},
+		"cleanup 0":  func() (*Lock, error) { return New(cli, "ctl", "a", WithCleanupTimeout(0)) },
+		"nil logger": func() (*Lock, error) { return New(cli, "ctl", "a", WithLogger(nil)) },
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {

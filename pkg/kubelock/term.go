@@ -40,7 +40,8 @@ func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time) 
 	}
 	l.term, l.last = t, t
 	l.observed = observation{exists: true, modRev: rev, lease: lease}
-	l.wg.Add(1)
+	l.wg.Add(2)
+	go l.enforceDeadline(t)
 	go l.watch(t, rev+1)
 	l.logger.Info("term started", zap.Int64("token", rev), zap.String("lease", leaseHex(lease)))
 }
@@ -70,18 +71,12 @@ func (l *Lock) endLocked(t *term, cause error, revoke bool) {
 	l.logger.Info("term ended", zap.Int64("token", int64(t.token)), zap.NamedError("cause", cause))
 }
 
-// watch ends t when its deadline passes without a renewal, or when etcd
-// shows its record deleted or under another lease. It returns when t ends.
-func (l *Lock) watch(t *term, from int64) {
+// enforceDeadline ends t when its deadline passes without a renewal. It
+// returns when t ends.
+func (l *Lock) enforceDeadline(t *term) {
 	defer l.wg.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var (
-		events      clientv3.WatchChan // nil while no watch is open
-		stopWatch   context.CancelFunc = func() {}
-		reopenAfter time.Time
-	)
-	defer func() { stopWatch() }()
 	for {
 		l.mu.Lock()
 		left := time.Until(t.deadline)
@@ -90,43 +85,52 @@ func (l *Lock) watch(t *term, from int64) {
 			l.end(t, ErrDeadline)
 			return
 		}
-		wait := left
-		if events == nil {
-			if until := time.Until(reopenAfter); until > 0 {
-				wait = min(wait, until)
-			} else {
-				events, stopWatch = l.openWatch(t, from)
-			}
-		}
-		timer.Reset(wait)
+		timer.Reset(left)
 		select {
 		case <-t.ctx.Done():
 			return
 		case <-timer.C:
-		case wr, ok := <-events:
-			switch {
-			case !ok || wr.Canceled && wr.CompactRevision == 0:
-				stopWatch()
-				events, reopenAfter = nil, time.Now().Add(watchRetry)
-			case wr.CompactRevision != 0:
-				stopWatch()
-				events = nil
-				next, ok := l.reread(t)
-				if !ok {
-					reopenAfter = time.Now().Add(watchRetry)
-				}
-				from = max(from, next)
-			default:
-				for _, ev := range wr.Events {
-					from = ev.Kv.ModRevision + 1
-					if ev.Type == mvccpb.DELETE || clientv3.LeaseID(ev.Kv.Lease) != t.lease {
-						l.end(t, ErrRecordGone)
-						return
-					}
-				}
+		}
+	}
+}
+
+// watch ends t when etcd shows its record deleted or under another lease.
+// It returns when t ends. (Opening a watch blocks until etcd confirms it,
+// which is why the deadline has a goroutine of its own.)
+func (l *Lock) watch(t *term, from int64) {
+	defer l.wg.Done()
+	for t.ctx.Err() == nil {
+		events, stop := l.openWatch(t, from)
+		from = l.follow(t, events, from)
+		stop()
+		if t.ctx.Err() == nil {
+			select {
+			case <-t.ctx.Done():
+			case <-time.After(watchRetry):
 			}
 		}
 	}
+}
+
+// follow reads events until the watch ends or t ends, and returns the
+// revision to watch from next.
+func (l *Lock) follow(t *term, events clientv3.WatchChan, from int64) int64 {
+	for wr := range events {
+		if wr.CompactRevision != 0 {
+			if next, ok := l.reread(t); ok {
+				return max(from, next)
+			}
+			return from
+		}
+		for _, ev := range wr.Events {
+			from = ev.Kv.ModRevision + 1
+			if ev.Type == mvccpb.DELETE || clientv3.LeaseID(ev.Kv.Lease) != t.lease {
+				l.end(t, ErrRecordGone)
+				return from
+			}
+		}
+	}
+	return from
 }
 
 // openWatch watches the record from revision from until the returned

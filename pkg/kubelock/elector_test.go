@@ -1,0 +1,366 @@
+package kubelock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap/zaptest"
+	"k8s.io/client-go/tools/leaderelection"
+	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// Elector timings for the tests: LeaseDuration is far above the etcd lease
+// TTL, so that a takeover sooner than LeaseDuration can only come from the
+// record's etcd lease ending.
+const (
+	testTTL           = 2 * time.Second
+	testLeaseDuration = 8 * time.Second
+	testRenewDeadline = 5 * time.Second
+	testRetryPeriod   = 500 * time.Millisecond
+)
+
+// led is one call of OnStartedLeading, as the controller saw it.
+type led struct {
+	who  string
+	term Term
+	// end is when the callback's context ended: the term's end, or
+	// client-go's context's if that came first.
+	end time.Time
+	// clientGoEnd is when client-go's own OnStartedLeading context ended.
+	clientGoEnd time.Time
+}
+
+// ledger records every term of every candidate.
+type ledger struct {
+	mu     sync.Mutex
+	terms  []*led
+	wg     sync.WaitGroup // callbacks and client-go context watchers
+	change chan struct{}  // a term started or ended
+}
+
+func newLedger() *ledger { return &ledger{change: make(chan struct{}, 1)} }
+
+func (lg *ledger) notify() {
+	select {
+	case lg.change <- struct{}{}:
+	default:
+	}
+}
+
+// onStartedLeading returns candidate who's OnStartedLeading: it records
+// the term and runs until the context Lead gives it ends.
+func (lg *ledger) onStartedLeading(who string, l *Lock) func(context.Context) {
+	lead := l.Lead(func(ctx context.Context, term Term) {
+		rec := &led{who: who, term: term}
+		lg.mu.Lock()
+		lg.terms = append(lg.terms, rec)
+		lg.mu.Unlock()
+		lg.notify()
+		<-ctx.Done()
+		end := time.Now()
+		l.mu.Lock()
+		if ended := term.t.ended; !ended.IsZero() && ended.Before(end) {
+			end = ended
+		}
+		l.mu.Unlock()
+		lg.mu.Lock()
+		rec.end = end
+		lg.mu.Unlock()
+		lg.notify()
+	})
+	return func(ctx context.Context) {
+		lg.wg.Add(1)
+		defer lg.wg.Done()
+		var rec *led
+		defer func() {
+			// client-go's context outlives the callback when the term
+			// ended first; record when it ends.
+			lg.wg.Add(1)
+			context.AfterFunc(ctx, func() {
+				defer lg.wg.Done()
+				now := time.Now()
+				lg.mu.Lock()
+				defer lg.mu.Unlock()
+				if rec != nil {
+					rec.clientGoEnd = now
+				}
+			})
+		}()
+		lead(ctx)
+		lg.mu.Lock()
+		rec = lg.terms[len(lg.terms)-1]
+		for i := len(lg.terms) - 1; i >= 0; i-- {
+			if lg.terms[i].who == who {
+				rec = lg.terms[i]
+				break
+			}
+		}
+		lg.mu.Unlock()
+	}
+}
+
+// current returns the term in progress, if any.
+func (lg *ledger) current() *led {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	for _, r := range lg.terms {
+		if r.end.IsZero() {
+			return r
+		}
+	}
+	return nil
+}
+
+// waitFor waits until cond holds on the ledger.
+func (lg *ledger) waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	for !cond() {
+		select {
+		case <-lg.change:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, within)
+		}
+	}
+}
+
+// overlaps returns the pairs of consecutive terms (by start) where one
+// began before the previous one's end (as given by end), and the pairs
+// whose tokens do not increase.
+func overlaps(terms []*led, end func(*led) time.Time) []string {
+	sorted := append([]*led(nil), terms...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].term.Started().Before(sorted[j].term.Started()) })
+	var bad []string
+	for i := 1; i < len(sorted); i++ {
+		prev, next := sorted[i-1], sorted[i]
+		if e := end(prev); !e.Before(next.term.Started()) {
+			bad = append(bad, fmt.Sprintf("%s's term %v ended %v after %s's term %v started",
+				prev.who, prev.term.Token(), e.Sub(next.term.Started()).Round(time.Millisecond), next.who, next.term.Token()))
+		}
+		if next.term.Token() <= prev.term.Token() {
+			bad = append(bad, fmt.Sprintf("token %v after %v", next.term.Token(), prev.term.Token()))
+		}
+	}
+	return bad
+}
+
+// freezer stands between an elector and its lock: while frozen, every call
+// blocks until it is thawed or its context ends, as in a stopped process.
+type freezer struct {
+	*Lock
+	mu   sync.Mutex
+	thaw chan struct{} // nil when not frozen
+}
+
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.thaw = make(chan struct{})
+}
+
+func (f *freezer) unfreeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.thaw != nil {
+		close(f.thaw)
+		f.thaw = nil
+	}
+}
+
+func (f *freezer) wait(ctx context.Context) error {
+	f.mu.Lock()
+	thaw := f.thaw
+	f.mu.Unlock()
+	if thaw == nil {
+		return nil
+	}
+	select {
+	case <-thaw:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *freezer) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
+	if err := f.wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	return f.Lock.Get(ctx)
+}
+
+func (f *freezer) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
+	return f.Lock.Create(ctx, ler)
+}
+
+func (f *freezer) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
+	return f.Lock.Update(ctx, ler)
+}
+
+// contender is one candidate: client-go's LeaderElector on a Lock, run
+// again each time it returns, reaching etcd through its own proxy.
+type contender struct {
+	who    string
+	lock   *freezer
+	proxy  proxy.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startContender(t *testing.T, lg *ledger, who string, member int) *contender {
+	t.Helper()
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
+	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(testTTL),
+		WithLogger(zaptest.NewLogger(t).Named(who)), WithCleanupTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &contender{who: who, lock: &freezer{Lock: l}, proxy: p}
+	c.start(t, lg)
+	t.Cleanup(func() {
+		c.heal()
+		c.stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Close(ctx)
+	})
+	return c
+}
+
+func (c *contender) start(t *testing.T, lg *ledger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            c.lock,
+		LeaseDuration:   testLeaseDuration,
+		RenewDeadline:   testRenewDeadline,
+		RetryPeriod:     testRetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            "ctl",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: lg.onStartedLeading(c.who, c.lock.Lock),
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			le.Run(ctx)
+		}
+	}()
+}
+
+// stop cancels the elector's context: client-go releases the record
+// (ReleaseOnCancel) and returns.
+func (c *contender) stop() {
+	c.cancel()
+	<-c.done
+}
+
+// partition cuts the contender off from etcd; crash does that and freezes
+// its elector too, as a stopped process: neither renews nor revokes.
+func (c *contender) partition() {
+	c.proxy.BlackholeTx()
+	c.proxy.BlackholeRx()
+}
+
+func (c *contender) crash() {
+	c.lock.freeze()
+	c.partition()
+}
+
+func (c *contender) heal() {
+	c.proxy.UnblackholeTx()
+	c.proxy.UnblackholeRx()
+	c.lock.unfreeze()
+}
+
+// Three candidates run client-go's own LeaderElector on the lock, on the
+// 3-member cluster; the leader is released, crashed and partitioned in
+// turn. No two callback contexts overlap, tokens rise per term, and after
+// a crash or a partition the next leader starts within about the etcd
+// lease TTL — well before client-go's LeaseDuration.
+func TestLeaderElectorOneLeaderThroughFaults(t *testing.T) {
+	lg := newLedger()
+	cands := map[string]*contender{}
+	for i, who := range []string{"c0", "c1", "c2"} {
+		cands[who] = startContender(t, lg, who, i)
+	}
+	type failover struct {
+		fault string
+		took  time.Duration
+	}
+	var failovers []failover
+	for round := range 2 {
+		for _, fault := range []string{"release", "crash", "partition"} {
+			var leader *led
+			lg.waitFor(t, 3*testLeaseDuration, "leader", func() bool { leader = lg.current(); return leader != nil })
+			c := cands[leader.who]
+			at := time.Now()
+			switch fault {
+			case "release":
+				c.stop()
+			case "crash":
+				c.crash()
+			case "partition":
+				c.partition()
+			}
+			var next *led
+			lg.waitFor(t, 3*testLeaseDuration, "next leader", func() bool {
+				next = lg.current()
+				return next != nil && next.term.Token() > leader.term.Token()
+			})
+			took := next.term.Started().Sub(at)
+			failovers = append(failovers, failover{fault, took})
+			t.Logf("round %d: %s of %s → %s leads after %v (token %v → %v)", round, fault, leader.who, next.who,
+				took.Round(time.Millisecond), leader.term.Token(), next.term.Token())
+			if fault != "release" && took >= testLeaseDuration {
+				t.Errorf("%s: next leader after %v, not before client-go's LeaseDuration %v", fault, took, testLeaseDuration)
+			}
+			c.heal()
+			if fault == "release" {
+				c.start(t, lg)
+			}
+		}
+	}
+	for _, c := range cands {
+		c.stop()
+	}
+	lg.wg.Wait()
+
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if len(lg.terms) < 7 {
+		t.Errorf("%d terms, want at least 7", len(lg.terms))
+	}
+	for _, bad := range overlaps(lg.terms, func(r *led) time.Time { return r.end }) {
+		t.Error(bad)
+	}
+	// The negative control: client-go's own contexts, which end only after
+	// RenewDeadline of failed renewals, do overlap the next term after a
+	// crash or a partition — the checker sees it.
+	clientGo := overlaps(lg.terms, func(r *led) time.Time { return r.clientGoEnd })
+	if len(clientGo) == 0 {
+		t.Error("client-go's own contexts never overlapped a later term: the overlap check cannot fail")
+	}
+	for _, o := range clientGo {
+		t.Logf("client-go's context alone: %s", o)
+	}
+}
