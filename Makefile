@@ -29,17 +29,18 @@ test:
 demo:
 	$(GO) run ./hack/demo
 
-## lint: formatting, vet and a tidy go.mod.
+## lint: formatting, vet and a tidy go.mod, in every module (hack/modules.sh).
 lint: tidy-check
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+	@for m in $$(hack/modules.sh); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 tidy-check:
-	@cp go.mod .go.mod.bak; cp go.sum .go.sum.bak; $(GO) mod tidy; \
-	if ! cmp -s go.mod .go.mod.bak || ! cmp -s go.sum .go.sum.bak; then \
-	  echo "go.mod/go.sum are not tidy: run go mod tidy"; diff .go.mod.bak go.mod; \
-	  mv .go.mod.bak go.mod; mv .go.sum.bak go.sum; exit 1; fi; \
-	rm -f .go.mod.bak .go.sum.bak
+	@for m in $$(hack/modules.sh); do ( cd $$m; \
+	  cp go.mod .go.mod.bak; cp go.sum .go.sum.bak; $(GO) mod tidy; \
+	  if ! cmp -s go.mod .go.mod.bak || ! cmp -s go.sum .go.sum.bak; then \
+	    echo "$$m: go.mod/go.sum are not tidy: run go mod tidy there"; diff .go.mod.bak go.mod; \
+	    mv .go.mod.bak go.mod; mv .go.sum.bak go.sum; exit 1; fi; \
+	  rm -f .go.mod.bak .go.sum.bak ) || exit 1; done
 
 ## bench: benchmarks, each comparing contenders side by side in one run.
 bench:
