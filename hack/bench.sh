@@ -39,5 +39,8 @@ go test -run '^$' -bench 'Failover' -benchtime "${FAILOVERS:-5}x" ./pkg/election
 echo "reference: client-go leaderelection defaults (LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s):" \
 	"graceful release -> next leader up to 2000 ms (followers poll every RetryPeriod)," \
 	"crash -> next leader up to 17000 ms (LeaseDuration + RetryPeriod)"
+# The Kubernetes resource lock under client-go's own LeaderElector (a
+# nested module), with client-go's Lease-lock bounds printed beside.
+(cd pkg/kubelock && go test -run '^$' -bench 'Failover' -benchtime "${FAILOVERS:-5}x" .)
 # The CLI against etcdctl.
 hack/bench-cli.sh

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/tools/leaderelection"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -16,15 +17,20 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
-// Elector timings for the tests: LeaseDuration is far above the etcd lease
-// TTL, so that a takeover sooner than LeaseDuration can only come from the
+// timings are an elector's durations and the lock's etcd lease TTL.
+type timings struct {
+	ttl, leaseDuration, renewDeadline, retryPeriod time.Duration
+}
+
+// testTimings are short, with LeaseDuration far above the etcd lease TTL,
+// so that a takeover sooner than LeaseDuration can only come from the
 // record's etcd lease ending.
-const (
-	testTTL           = 2 * time.Second
-	testLeaseDuration = 8 * time.Second
-	testRenewDeadline = 5 * time.Second
-	testRetryPeriod   = 500 * time.Millisecond
-)
+var testTimings = timings{
+	ttl:           2 * time.Second,
+	leaseDuration: 8 * time.Second,
+	renewDeadline: 5 * time.Second,
+	retryPeriod:   500 * time.Millisecond,
+}
 
 // led is one call of OnStartedLeading, as the controller saw it.
 type led struct {
@@ -119,7 +125,7 @@ func (lg *ledger) current() *led {
 }
 
 // waitFor waits until cond holds on the ledger.
-func (lg *ledger) waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+func (lg *ledger) waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.After(within)
 	for !cond() {
@@ -215,21 +221,22 @@ func (f *freezer) Update(ctx context.Context, ler rl.LeaderElectionRecord) error
 // again each time it returns, reaching etcd through its own proxy.
 type contender struct {
 	who    string
+	tm     timings
 	lock   *freezer
 	proxy  proxy.Server
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startContender(t *testing.T, lg *ledger, who string, member int) *contender {
+func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
-	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(testTTL),
-		WithLogger(zaptest.NewLogger(t).Named(who)), WithCleanupTimeout(time.Second))
+	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl),
+		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &contender{who: who, lock: &freezer{Lock: l}, proxy: p}
+	c := &contender{who: who, tm: tm, lock: &freezer{Lock: l}, proxy: p}
 	c.start(t, lg)
 	t.Cleanup(func() {
 		c.heal()
@@ -241,14 +248,14 @@ func startContender(t *testing.T, lg *ledger, who string, member int) *contender
 	return c
 }
 
-func (c *contender) start(t *testing.T, lg *ledger) {
+func (c *contender) start(t testing.TB, lg *ledger) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel, c.done = cancel, make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            c.lock,
-		LeaseDuration:   testLeaseDuration,
-		RenewDeadline:   testRenewDeadline,
-		RetryPeriod:     testRetryPeriod,
+		LeaseDuration:   c.tm.leaseDuration,
+		RenewDeadline:   c.tm.renewDeadline,
+		RetryPeriod:     c.tm.retryPeriod,
 		ReleaseOnCancel: true,
 		Name:            "ctl",
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -292,6 +299,41 @@ func (c *contender) heal() {
 	c.lock.unfreeze()
 }
 
+// failover waits for a leader, applies fault to it — "release" (its
+// elector's context is canceled, ReleaseOnCancel), "crash" or "partition"
+// — and returns how long until the next term started, with both terms.
+// The faulty contender is healed (restarted after a release) before it
+// returns.
+func failover(t testing.TB, lg *ledger, cands map[string]*contender, fault string) (took time.Duration, from, to *led) {
+	t.Helper()
+	wait := 3 * testTimings.leaseDuration
+	for _, c := range cands {
+		wait = 3 * c.tm.leaseDuration
+	}
+	lg.waitFor(t, wait, "leader", func() bool { from = lg.current(); return from != nil })
+	c := cands[from.who]
+	at := time.Now()
+	switch fault {
+	case "release":
+		c.stop()
+	case "crash":
+		c.crash()
+	case "partition":
+		c.partition()
+	default:
+		t.Fatalf("unknown fault %q", fault)
+	}
+	lg.waitFor(t, wait, "next leader", func() bool {
+		to = lg.current()
+		return to != nil && to.term.Token() > from.term.Token()
+	})
+	c.heal()
+	if fault == "release" {
+		c.start(t, lg)
+	}
+	return to.term.Started().Sub(at), from, to
+}
+
 // Three candidates run client-go's own LeaderElector on the lock, on the
 // 3-member cluster; the leader is released, crashed and partitioned in
 // turn. No two callback contexts overlap, tokens rise per term, and after
@@ -301,42 +343,15 @@ func TestLeaderElectorOneLeaderThroughFaults(t *testing.T) {
 	lg := newLedger()
 	cands := map[string]*contender{}
 	for i, who := range []string{"c0", "c1", "c2"} {
-		cands[who] = startContender(t, lg, who, i)
+		cands[who] = startContender(t, lg, who, i, testTimings)
 	}
-	type failover struct {
-		fault string
-		took  time.Duration
-	}
-	var failovers []failover
 	for round := range 2 {
 		for _, fault := range []string{"release", "crash", "partition"} {
-			var leader *led
-			lg.waitFor(t, 3*testLeaseDuration, "leader", func() bool { leader = lg.current(); return leader != nil })
-			c := cands[leader.who]
-			at := time.Now()
-			switch fault {
-			case "release":
-				c.stop()
-			case "crash":
-				c.crash()
-			case "partition":
-				c.partition()
-			}
-			var next *led
-			lg.waitFor(t, 3*testLeaseDuration, "next leader", func() bool {
-				next = lg.current()
-				return next != nil && next.term.Token() > leader.term.Token()
-			})
-			took := next.term.Started().Sub(at)
-			failovers = append(failovers, failover{fault, took})
-			t.Logf("round %d: %s of %s → %s leads after %v (token %v → %v)", round, fault, leader.who, next.who,
-				took.Round(time.Millisecond), leader.term.Token(), next.term.Token())
-			if fault != "release" && took >= testLeaseDuration {
-				t.Errorf("%s: next leader after %v, not before client-go's LeaseDuration %v", fault, took, testLeaseDuration)
-			}
-			c.heal()
-			if fault == "release" {
-				c.start(t, lg)
+			took, from, to := failover(t, lg, cands, fault)
+			t.Logf("round %d: %s of %s → %s leads after %v (token %v → %v)", round, fault, from.who, to.who,
+				took.Round(time.Millisecond), from.term.Token(), to.term.Token())
+			if fault != "release" && took >= testTimings.leaseDuration {
+				t.Errorf("%s: next leader after %v, not before client-go's LeaseDuration %v", fault, took, testTimings.leaseDuration)
 			}
 		}
 	}
