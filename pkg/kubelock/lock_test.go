@@ -54,6 +54,15 @@ func mustTerm(t testing.TB, l *Lock) Term {
 	return term
 }
 
+// create starts a term of l with l's identity as holder.
+func create(t testing.TB, ctx context.Context, l *Lock) Term {
+	t.Helper()
+	if err := l.Create(ctx, record(l.Identity())); err != nil {
+		t.Fatal(err)
+	}
+	return mustTerm(t, l)
+}
+
 // waitEnded waits for term to end and returns its cause.
 func waitEnded(t testing.TB, term Term, within time.Duration) error {
 	t.Helper()
@@ -157,10 +166,7 @@ func TestUpdateConflictsWithAChangedRecord(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
-	if err := a.Create(ctx, record("a")); err != nil {
-		t.Fatal(err)
-	}
-	term := mustTerm(t, a)
+	term := create(t, ctx, a)
 	if _, _, err := b.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +195,7 @@ func TestReleaseEndsTermThenDeletesRecord(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
-	if err := a.Create(ctx, record("a")); err != nil {
-		t.Fatal(err)
-	}
-	term := mustTerm(t, a)
+	term := create(t, ctx, a)
 	w := cli.Watch(ctx, a.Key(), clientv3.WithRev(int64(term.Token())+1))
 	released := rl.LeaderElectionRecord{LeaseDurationSeconds: 1}
 	if err := a.Update(ctx, released); err != nil {
@@ -231,10 +234,7 @@ func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	a := newLock(t, etcdtest.Client(t, url), "a", WithCleanupTimeout(100*time.Millisecond))
 	ctx := ctxT(t)
-	if err := a.Create(ctx, record("a")); err != nil {
-		t.Fatal(err)
-	}
-	term := mustTerm(t, a)
+	term := create(t, ctx, a)
 	w := etcdtest.Client(t, cluster.Endpoints()...).Watch(ctx, a.Key(), clientv3.WithRev(int64(term.Token())+1))
 	p.BlackholeTx()
 	p.BlackholeRx()
