@@ -19,9 +19,10 @@ var ErrRunning = errors.New("election: already running")
 // cleanupTimeout bounds each clean-up the elector runs on a fresh context,
 // because the context it would otherwise use may have ended: a resign
 // (Lock.Release) and the close of a session (Session.Close, which revokes
-// its lease). A clean-up cut short only delays the handover: the leader
-// key still goes away when its lease expires.
-const cleanupTimeout = 5 * time.Second
+// its lease). It is lock's default, so that the elector's clean-ups and
+// its session's are bounded alike. A clean-up cut short only delays the
+// handover: the leader key still goes away when its lease expires.
+const cleanupTimeout = lock.DefaultCleanupTimeout
 
 // Term is one period of leadership.
 type Term struct {

@@ -44,6 +44,9 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return s
 }
 
+// DefaultCleanupTimeout is the bound of WithCleanupTimeout by default.
+const DefaultCleanupTimeout = 5 * time.Second
+
 // Clock is the time source. clock.RealClock is the default; tests inject
 // k8s.io/utils/clock/testing.FakeClock.
 type Clock = clock.Clock
@@ -131,7 +134,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 		logger:         zap.NewNop(),
 		prefix:         DefaultPrefix,
 		clock:          clock.RealClock{},
-		cleanupTimeout: 5 * time.Second,
+		cleanupTimeout: DefaultCleanupTimeout,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -255,9 +258,9 @@ func WithClock(clk Clock) Option {
 
 // WithCleanupTimeout bounds the clean-up that runs after a canceled
 // Acquire or a failed TryAcquire, and the lease revoke of Detached and
-// Break (default 5s). Clean-up runs on a fresh context, so it happens even
-// when the caller's context has ended. For NewSession, NewDetached and
-// Break.
+// Break (default DefaultCleanupTimeout, 5s). Clean-up runs on a fresh
+// context, so it happens even when the caller's context has ended. For
+// NewSession, NewDetached and Break.
 func WithCleanupTimeout(d time.Duration) Option {
 	return option{"WithCleanupTimeout", atSession | atDetached | atBreak, func(c *config) error {
 		if d <= 0 {
