@@ -40,8 +40,8 @@ type Grant struct {
 // WithSafetyMargin, WithClock and WithCleanupTimeout, and rejects other
 // options with ErrInvalidOption.
 func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
-	if client == nil {
-		return nil, invalid("nil client")
+	if err := validateClient(client); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(atDetached, opts)
 	if err != nil {

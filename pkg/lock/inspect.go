@@ -37,6 +37,9 @@ type Status struct {
 // Inspect reads the holder and the waiters of name in one request. It
 // accepts WithPrefix and rejects other options with ErrInvalidOption.
 func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...Option) (Status, error) {
+	if err := validateClient(client); err != nil {
+		return Status{}, err
+	}
 	if err := ValidateName(name); err != nil {
 		return Status{}, err
 	}
@@ -69,6 +72,9 @@ func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) 
 // starts with namePrefix ("" for all), sorted by name, from one read. It
 // accepts WithPrefix and rejects other options with ErrInvalidOption.
 func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...Option) ([]Status, error) {
+	if err := validateClient(client); err != nil {
+		return nil, err
+	}
 	cfg, err := newConfig(atRead, opts)
 	if err != nil {
 		return nil, err
@@ -120,6 +126,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 // by accident. Break accepts WithPrefix and WithCleanupTimeout and rejects
 // other options with ErrInvalidOption.
 func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...Option) (Contender, error) {
+	if err := validateClient(client); err != nil {
+		return Contender{}, err
+	}
 	if err := ValidateName(name); err != nil {
 		return Contender{}, err
 	}

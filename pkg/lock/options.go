@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 )
@@ -148,6 +149,15 @@ func newConfig(at entry, opts []Option) (config, error) {
 		c.owner = DefaultOwner()
 	}
 	return c, nil
+}
+
+// validateClient rejects a nil client, which the entry points would
+// otherwise dereference and panic on.
+func validateClient(client *clientv3.Client) error {
+	if client == nil {
+		return invalid("nil client")
+	}
+	return nil
 }
 
 func invalid(format string, args ...any) error {

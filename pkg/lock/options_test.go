@@ -77,3 +77,28 @@ func TestOptionsApplyOrAreRejected(t *testing.T) {
 		})
 	}
 }
+
+// Every entry point that takes a client rejects a nil one with
+// ErrInvalidOption instead of panicking on it.
+func TestNilClientIsRejected(t *testing.T) {
+	ctx := testCtx(t)
+	for name, call := range map[string]func() error{
+		"NewSession":  func() error { _, err := lock.NewSession(ctx, nil); return err },
+		"NewDetached": func() error { _, err := lock.NewDetached(nil); return err },
+		"Inspect":     func() error { _, err := lock.Inspect(ctx, nil, "n"); return err },
+		"List":        func() error { _, err := lock.List(ctx, nil, ""); return err },
+		"Break":       func() error { _, err := lock.Break(ctx, nil, "n", fencing.Token(1)); return err },
+		"Follow":      func() error { return lock.Follow(ctx, nil, "n", func(lock.Status) bool { return false }) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s(nil client) panicked: %v", name, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, lock.ErrInvalidOption) {
+				t.Errorf("%s(nil client) = %v, want ErrInvalidOption", name, err)
+			}
+		})
+	}
+}

@@ -111,8 +111,8 @@ func (s *Session) sweepStrays() {
 // NewSession grants a lease and starts renewing it. ctx bounds only the
 // grant. The client must outlive the session.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	if client == nil {
-		return nil, invalid("nil client")
+	if err := validateClient(client); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(atSession, opts)
 	if err != nil {
