@@ -81,7 +81,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}
-	pfx := NamePrefix(d.cfg.prefix, name)
+	pfx := contendersPrefix(d.cfg.prefix, name)
 	key := contenderKey(d.cfg.prefix, name, lease.ID)
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
@@ -156,7 +156,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 	if !token.IsValid() {
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	pfx := NamePrefix(d.cfg.prefix, name)
+	pfx := contendersPrefix(d.cfg.prefix, name)
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
 		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),

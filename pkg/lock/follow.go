@@ -26,7 +26,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	if err != nil {
 		return err
 	}
-	prefix := NamePrefix(cfg.prefix, name)
+	prefix := contendersPrefix(cfg.prefix, name)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		st, err := inspect(ctx, client, cfg.prefix, name)

@@ -51,7 +51,7 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 }
 
 func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
-	resp, err := client.Get(ctx, NamePrefix(prefix, name), clientv3.WithPrefix(),
+	resp, err := client.Get(ctx, contendersPrefix(prefix, name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)

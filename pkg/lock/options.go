@@ -218,12 +218,20 @@ func WithLogger(lg *zap.Logger) Option {
 // entry point.
 func WithPrefix(prefix string) Option {
 	return option{"WithPrefix", atAll, func(c *config) error {
-		if !strings.HasSuffix(prefix, "/") {
-			return invalid("prefix %q must end in '/'", prefix)
+		if err := validatePrefix(prefix); err != nil {
+			return err
 		}
 		c.prefix = prefix
 		return nil
 	}}
+}
+
+// validatePrefix is WithPrefix's check, which NamePrefix also applies.
+func validatePrefix(prefix string) error {
+	if !strings.HasSuffix(prefix, "/") {
+		return invalid("prefix %q must end in '/'", prefix)
+	}
+	return nil
 }
 
 // WithSafetyMargin sets how long before the earliest possible server-side
