@@ -29,7 +29,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	prefix := contendersPrefix(cfg.prefix, name)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		st, err := inspect(ctx, client, cfg.prefix, name)
+		st, err := readStatus(ctx, client, cfg.prefix, name)
 		if err != nil {
 			select {
 			case <-ctx.Done():

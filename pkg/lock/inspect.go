@@ -47,10 +47,12 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 	if err != nil {
 		return Status{}, err
 	}
-	return inspect(ctx, client, cfg.prefix, name)
+	return readStatus(ctx, client, cfg.prefix, name)
 }
 
-func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
+// readStatus is Inspect for arguments already checked; Break and Follow
+// use it too.
+func readStatus(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
 	resp, err := client.Get(ctx, contendersPrefix(prefix, name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
@@ -139,7 +141,7 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 	if err != nil {
 		return Contender{}, err
 	}
-	st, err := inspect(ctx, client, cfg.prefix, name)
+	st, err := readStatus(ctx, client, cfg.prefix, name)
 	if err != nil {
 		return Contender{}, err
 	}
