@@ -73,8 +73,8 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err := ValidateTTL(ttl); err != nil {
 		return Grant{}, err
 	}
-	if d.cfg.margin >= ttl {
-		return Grant{}, invalid("safety margin %v must be below the TTL %v", d.cfg.margin, ttl)
+	if err := d.cfg.marginBelow(ttl); err != nil {
+		return Grant{}, err
 	}
 	send := d.cfg.clock.Now()
 	lease, err := d.client.Grant(ctx, ttlSeconds(ttl))

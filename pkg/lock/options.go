@@ -54,9 +54,21 @@ type Clock = clock.Clock
 
 // Option configures one of the package's entry points. Each option's doc
 // names the entry points it applies to; given to any other, it is rejected
-// with ErrInvalidOption, never ignored.
+// with ErrInvalidOption, never ignored. Of two options with the same
+// OptionName, the later one sets the value.
 type Option interface {
 	apply(c *config, at entry) error
+	kind() string
+}
+
+// OptionName returns the name of the function that made o ("WithTTL"), or
+// "" for a nil o, so that a caller combining options from two sources can
+// tell when both set the same thing.
+func OptionName(o Option) string {
+	if o == nil {
+		return ""
+	}
+	return o.kind()
 }
 
 // entry is a set of the entry points that take options.
@@ -91,6 +103,8 @@ type option struct {
 	set  func(*config) error
 }
 
+func (o option) kind() string { return o.name }
+
 func (o option) apply(c *config, at entry) error {
 	if o.at&at == 0 {
 		return invalid("%s does not apply to %v", o.name, at)
@@ -111,9 +125,10 @@ type config struct {
 }
 
 // ValidateSessionOptions returns the error NewSession would return for
-// opts before it contacts etcd: an option out of range or one that does not
-// apply to sessions. (NewSession also checks the margin and the renewal
-// interval against the TTL etcd grants.)
+// opts before it contacts etcd: an option out of range or one that does
+// not apply to sessions, or a safety margin not below the TTL. (NewSession
+// also checks the margin and the renewal interval against the TTL etcd
+// grants.)
 func ValidateSessionOptions(opts ...Option) error {
 	_, err := newConfig(atSession, opts)
 	return err
@@ -142,6 +157,12 @@ func newConfig(at entry, opts []Option) (config, error) {
 			return config{}, invalid("nil option")
 		}
 		if err := o.apply(&c, at); err != nil {
+			return config{}, err
+		}
+	}
+	// Detached checks the margin against the TTL of each call instead.
+	if at == atSession {
+		if err := c.marginBelow(c.ttl); err != nil {
 			return config{}, err
 		}
 	}
@@ -236,9 +257,9 @@ func validatePrefix(prefix string) error {
 
 // WithSafetyMargin sets how long before the earliest possible server-side
 // expiry the session considers itself lost (default max(TTL/10, 250ms)). It
-// covers clock-rate drift and scheduling delay. It must be below the granted
-// TTL minus the renewal interval (for Detached: below the TTL). For
-// NewSession and NewDetached.
+// covers clock-rate drift and scheduling delay. It must be below the TTL
+// and, for NewSession, below the granted TTL minus the renewal interval.
+// For NewSession and NewDetached.
 func WithSafetyMargin(d time.Duration) Option {
 	return option{"WithSafetyMargin", atSession | atDetached, func(c *config) error {
 		if d <= 0 {
@@ -297,6 +318,15 @@ func DefaultOwner() string {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+}
+
+// marginBelow rejects a safety margin given to WithSafetyMargin that is not
+// below ttl: every lease of that TTL would be lost as soon as granted.
+func (c config) marginBelow(ttl time.Duration) error {
+	if c.margin >= ttl {
+		return invalid("safety margin %v must be below the TTL %v", c.margin, ttl)
+	}
+	return nil
 }
 
 // safetyMargin is the margin for a lease granted ttl: the one given to

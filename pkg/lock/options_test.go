@@ -102,3 +102,32 @@ func TestNilClientIsRejected(t *testing.T) {
 		})
 	}
 }
+
+// A session's safety margin must be below its TTL, the default one
+// included: NewSession rejects it before etcd is contacted.
+func TestSessionMarginBelowTTL(t *testing.T) {
+	for name, opts := range map[string][]lock.Option{
+		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
+		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
+		"margin above a TTL given after": {lock.WithSafetyMargin(3 * time.Second), lock.WithTTL(2 * time.Second)},
+	} {
+		if err := lock.ValidateSessionOptions(opts...); !errors.Is(err, lock.ErrInvalidOption) {
+			t.Errorf("%s: ValidateSessionOptions = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// OptionName names the function that made an option, whatever its value,
+// so that two sources of options can be checked for overlap.
+func TestOptionName(t *testing.T) {
+	for want, o := range map[string]lock.Option{
+		"WithTTL":       lock.WithTTL(time.Hour),
+		"WithPrefix":    lock.WithPrefix("no-slash"), // out of range
+		"WithRenewHook": lock.WithRenewHook(nil),
+		"":              nil,
+	} {
+		if got := lock.OptionName(o); got != want {
+			t.Errorf("OptionName = %q, want %q", got, want)
+		}
+	}
+}
