@@ -16,6 +16,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -368,9 +369,20 @@ func TestConfigValidation(t *testing.T) {
 		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
 		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
 		// Run used to log and retry these forever.
-		"prefix without slash": {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
-		"bad session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
-		"nil session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
+		"prefix without slash":  {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
+		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
+		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
+		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
+		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
+			SessionOptions: []lock.Option{lock.WithSafetyMargin(2 * time.Second)}},
+		// Config's fields set these; SessionOptions' values used to be
+		// silently overridden.
+		"session option WithTTL":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithTTL(20 * time.Second)}},
+		"session option WithOwner":  {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithOwner("me")}},
+		"session option WithPrefix": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithPrefix("/other/")}},
+		"session option WithLogger": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithLogger(zap.NewNop())}},
+		"session option WithRenewHook with Metrics": {Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{},
+			SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
@@ -381,6 +393,11 @@ func TestConfigValidation(t *testing.T) {
 	e, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok})
 	if err != nil || e.Identity() == "" {
 		t.Fatalf("defaults: %v", err)
+	}
+	// Without Metrics, the renew hook is the caller's to set.
+	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok,
+		SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}}); err != nil {
+		t.Errorf("WithRenewHook without Metrics: %v", err)
 	}
 }
 

@@ -55,9 +55,6 @@ func New(cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Identity == "" {
-		cfg.Identity = lock.DefaultOwner()
-	}
 	e := &Elector{cfg: cfg, metrics: cfg.Metrics}
 	if e.metrics == nil {
 		e.metrics = nopMetrics{}
@@ -136,7 +133,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				cancel()
 			}
 			var err error
-			s, err = lock.NewSession(ctx, e.cfg.Client, e.sessionOptions(log)...)
+			s, err = lock.NewSession(ctx, e.cfg.Client, e.cfg.sessionOptions(log)...)
 			if err != nil {
 				s = nil
 				if ctx.Err() == nil {
@@ -158,16 +155,6 @@ func (e *Elector) Run(ctx context.Context) error {
 		keepLease = e.lead(ctx, s, l, log)
 	}
 	return nil
-}
-
-func (e *Elector) sessionOptions(log *zap.Logger) []lock.Option {
-	opts := append([]lock.Option{}, e.cfg.SessionOptions...)
-	opts = append(opts, lock.WithTTL(e.cfg.TTL), lock.WithOwner(e.cfg.Identity),
-		lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log))
-	if e.cfg.Metrics != nil {
-		opts = append(opts, lock.WithRenewHook(e.cfg.Metrics.LeaseRenewed))
-	}
-	return opts
 }
 
 // lead runs one term and reports whether the lease must be left to expire
