@@ -187,6 +187,11 @@ func (s *Session) Deadline() time.Time {
 // last successful renewal + TTL).
 func (s *Session) SafetyMargin() time.Duration { return s.margin }
 
+// Clock returns the session's time source (the one given to WithClock, else
+// the real clock): Deadline, and the deadlines of its locks, are times on
+// this clock.
+func (s *Session) Clock() Clock { return s.cfg.clock }
+
 // Remaining returns the time left until Deadline, or 0 once the session is
 // lost or closed.
 func (s *Session) Remaining() time.Duration {
