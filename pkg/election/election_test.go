@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/election"
@@ -356,6 +357,39 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	if rec.Code != 503 {
 		t.Errorf("stuck leader: HTTP %d", rec.Code)
 	}
+}
+
+// Check reads the term's deadline on the session's clock (here a fake one
+// set long ago, given with lock.WithClock), not on the real clock, which is
+// decades past that deadline.
+func TestHealthCheckUsesTheSessionClock(t *testing.T) {
+	fc := testingclock.NewFakeClock(time.Unix(2_000_000, 0))
+	release := make(chan struct{})
+	leading := make(chan struct{}, 1)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	c := start(t, election.Config{Identity: "faked", Client: etcdtest.Client(t, url), TTL: 10 * time.Second,
+		SessionOptions: []lock.Option{lock.WithClock(fc)},
+		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			leading <- struct{}{}
+			<-release // ignores ctx: a stuck controller
+		}}})
+	defer close(release)
+	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	select {
+	case <-leading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never led")
+	}
+	if err := c.e.Check(nil); err != nil {
+		t.Errorf("Check before the deadline on the session's clock = %v", err)
+	}
+	// No renewal gets through: moving the fake clock past the deadline
+	// makes the stuck leader late.
+	p.BlackholeTx()
+	p.BlackholeRx()
+	fc.Step(10 * time.Second)
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return c.e.Check(nil) != nil },
+		"Check passed for a leader past its deadline on the session's clock")
 }
 
 func TestConfigValidation(t *testing.T) {

@@ -34,6 +34,7 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
+	clock   lock.Clock // the session's, on which Deadline is a time
 }
 
 // Deadline returns the conservative lease deadline: the term is valid only
@@ -160,7 +161,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // lead runs one term and reports whether the lease must be left to expire
 // (Run's context ended without ReleaseOnCancel).
 func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *zap.Logger) (keepLease bool) {
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l}
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, clock: s.Clock()}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()
