@@ -14,18 +14,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // parentDeathSignal is what the kernel sends the guardian when the thread
 // that started it exits. Go may end that thread while the supervisor runs,
 // so the guardian treats it as a hint and checks its parent.
 const parentDeathSignal = syscall.SIGUSR2
-
-// Exit statuses of the guardian itself when it cannot do its job.
-const (
-	exitUsage    = 64 // started by hand, without the supervisor's pipes
-	exitProtocol = 70 // the supervisor's first message was missing or bad
-)
 
 // reapEvery bounds how long the SIGKILL phase waits between scans of
 // /proc for processes that were forked while it was killing.
@@ -37,7 +33,7 @@ const reapEvery = 2 * time.Millisecond
 func Main(stderr io.Writer) int {
 	if os.Getenv(EnvMarker) != "1" {
 		fmt.Fprintln(stderr, "etcdlock: guardian is started by etcdlock run, not by hand")
-		return exitUsage
+		return exitcode.Usage // started by hand, without the supervisor's pipes
 	}
 	// The command is started from this thread, with a parent-death signal
 	// of SIGKILL: the thread must live as long as the guardian does.
@@ -45,7 +41,7 @@ func Main(stderr io.Writer) int {
 	for _, fd := range []int{controlFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
-			return exitUsage
+			return exitcode.Usage
 		}
 		// Inherited without close-on-exec: the command must not hold
 		// them (it could read the supervisor's messages, and would keep
@@ -93,7 +89,7 @@ func (g *guard) run(ctrl *os.File) int {
 	cfg, ok := <-msgs
 	if !ok || cfg.Op != opConfig || len(cfg.Argv) == 0 {
 		g.note("guardian: no command from the supervisor")
-		return exitProtocol
+		return exitcode.Internal
 	}
 	g.killSignal = syscall.Signal(cfg.KillSignal)
 	g.killGrace = time.Duration(cfg.KillGrace)
@@ -107,10 +103,10 @@ func (g *guard) run(ctrl *os.File) int {
 
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		g.note("guardian: cannot become a child subreaper: %v", err)
-		return g.exit(126)
+		return g.exit(exitcode.CannotExecute)
 	}
 	if os.Getppid() != g.supervisor {
-		return g.exit(126) // the supervisor died before we were ready
+		return g.exit(exitcode.CannotExecute) // the supervisor died before we were ready
 	}
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
@@ -202,9 +198,9 @@ func (g *guard) start(argv []string) (code int, ok bool) {
 	if err := c.Start(); err != nil {
 		g.note("cannot start %s: %v", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127, false
+			return exitcode.NotFound, false
 		}
-		return 126, false
+		return exitcode.CannotExecute, false
 	}
 	g.cmdPid = c.Process.Pid
 	// The guardian reaps with wait4(-1); the handle is not needed.
@@ -242,7 +238,7 @@ func (g *guard) reap() bool {
 		case ws.Exited():
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
-			g.commandExited(128 + int(ws.Signal()))
+			g.commandExited(exitcode.SignalBase + int(ws.Signal()))
 		}
 	}
 }

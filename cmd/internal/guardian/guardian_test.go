@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // The test binary is its own guardian: Start re-executes /proc/self/exe.
@@ -203,8 +205,8 @@ func TestDeadlinePassesWithoutRenewal(t *testing.T) {
 	pids := append(r.pids("pids", 3), r.pid)
 	code, at := r.exited(10 * time.Second)
 	assertDead(t, pids)
-	if code != 128+int(syscall.SIGKILL) {
-		t.Errorf("code %d, want %d (SIGKILL)", code, 128+int(syscall.SIGKILL))
+	if code != exitcode.SignalBase+int(syscall.SIGKILL) {
+		t.Errorf("code %d, want %d (SIGKILL)", code, exitcode.SignalBase+int(syscall.SIGKILL))
 	}
 	took := at.Sub(begin)
 	t.Logf("soft deadline %v, hard %v: every process dead and reaped at %v", soft, hard, took)
@@ -251,8 +253,8 @@ func TestStopAndSignal(t *testing.T) {
 		}
 		code, _ := r.exited(10 * time.Second)
 		assertDead(t, pids)
-		if code != 128+int(syscall.SIGTERM) {
-			t.Errorf("code %d, want %d", code, 128+int(syscall.SIGTERM))
+		if code != exitcode.SignalBase+int(syscall.SIGTERM) {
+			t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
 		}
 		if !strings.Contains(r.stderr.String(), "lock lost: sending terminated") {
 			t.Errorf("stderr: %q", r.stderr)
@@ -280,9 +282,9 @@ func TestCommandThatCannotStart(t *testing.T) {
 		argv []string
 		code int
 	}{
-		{[]string{"/nonexistent/command"}, 127},
-		{[]string{"no-such-command-in-path"}, 127},
-		{[]string{"/etc/hostname"}, 126}, // not executable
+		{[]string{"/nonexistent/command"}, exitcode.NotFound},
+		{[]string{"no-such-command-in-path"}, exitcode.NotFound},
+		{[]string{"/etc/hostname"}, exitcode.CannotExecute}, // not executable
 	} {
 		stderr := &syncBuffer{}
 		g, err := Start(Config{Argv: tc.argv, Env: os.Environ(), Stderr: stderr, KillSignal: syscall.SIGTERM,
@@ -313,7 +315,7 @@ func TestBadConfig(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	t.Setenv(EnvMarker, "")
-	if code := Main(&stderr); code != exitUsage || !strings.Contains(stderr.String(), "not by hand") {
+	if code := Main(&stderr); code != exitcode.Usage || !strings.Contains(stderr.String(), "not by hand") {
 		t.Errorf("Main by hand: %d %q", code, stderr.String())
 	}
 }
