@@ -44,7 +44,10 @@ var Table = []Row{
 	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
 	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
 	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
-	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed), or the token given to `renew`/`release`/`break` no longer holds the lock"},
+	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed); " +
+		"`renew`: the token's lock is gone (expired, released, broken), is another owner's or is not the holder; " +
+		"`release`: the token is a lock of another owner (a lock already gone is a success); " +
+		"`break`: no holder of the name has the token"},
 	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
 	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
 	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; %d+N if signal N killed it", SignalBase)},
