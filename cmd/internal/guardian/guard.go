@@ -111,7 +111,7 @@ func (g *guard) run(ctrl *os.File) int {
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
 	}
-	if code, ok := g.start(cfg.Argv); !ok {
+	if code, ok := g.startCommand(cfg.Argv); !ok {
 		return g.exit(code)
 	}
 	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
@@ -128,7 +128,7 @@ func (g *guard) run(ctrl *os.File) int {
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil
-				g.stop("etcdlock exited")
+				g.stopAll("etcdlock exited")
 				continue
 			}
 			g.handle(m)
@@ -138,10 +138,10 @@ func (g *guard) run(ctrl *os.File) int {
 				// reaped at the top of the loop
 			case parentDeathSignal:
 				if os.Getppid() != g.supervisor {
-					g.stop("etcdlock exited")
+					g.stopAll("etcdlock exited")
 				}
 			default:
-				g.stop(fmt.Sprintf("the guardian received %v", sig))
+				g.stopAll(fmt.Sprintf("the guardian received %v", sig))
 			}
 		case <-timer.C:
 		}
@@ -174,7 +174,7 @@ func (g *guard) handle(m message) {
 			_ = unix.Kill(-g.cmdPid, syscall.Signal(m.Signal))
 		}
 	case opStop:
-		g.stopWithin(m.Reason, time.Duration(m.Grace))
+		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
 	case opContinue:
 		if g.foreground && m.Foreground {
 			g.setForeground(g.cmdPid)
@@ -183,9 +183,10 @@ func (g *guard) handle(m message) {
 	}
 }
 
-// start starts the command in its own process group; ok is false with the
-// shell's exit status if it cannot be started.
-func (g *guard) start(argv []string) (code int, ok bool) {
+// startCommand starts the command in its own process group; ok is false
+// with the shell's exit status if it cannot be started. (Start, in the
+// supervisor, starts the guardian process itself.)
+func (g *guard) startCommand(argv []string) (code int, ok bool) {
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return kv == EnvMarker+"=1" })
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -253,7 +254,7 @@ func (g *guard) commandExited(code int) {
 		return
 	}
 	if n := len(below(g.self)); n > 0 {
-		g.stop(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
+		g.stopAll(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
 	}
 }
 
@@ -265,13 +266,13 @@ func (g *guard) commandStopped() {
 	_ = g.status.Encode(message{Op: opStopped})
 }
 
-// stop sends the kill signal to everything below the guardian and sets the
-// SIGKILL time: the grace period, cut to the hard deadline.
-func (g *guard) stop(reason string) { g.stopWithin(reason, g.killGrace) }
+// stopAll sends the kill signal to everything below the guardian and sets
+// the SIGKILL time: the grace period, cut to the hard deadline.
+func (g *guard) stopAll(reason string) { g.stopAllWithin(reason, g.killGrace) }
 
-// stopWithin is stop with its own grace period. A stop already under way
-// keeps the earlier SIGKILL time.
-func (g *guard) stopWithin(reason string, grace time.Duration) {
+// stopAllWithin is stopAll with its own grace period. A stop already under
+// way keeps the earlier SIGKILL time.
+func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	now := monoNow()
 	if g.stopping {
 		g.killAt = min(g.killAt, now+int64(grace))
@@ -296,7 +297,7 @@ func (g *guard) enforce() {
 	now := monoNow()
 	if !g.stopping && now >= g.soft {
 		late := time.Duration(now - g.soft).Round(time.Millisecond)
-		g.stop(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
+		g.stopAll(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
 	}
 	if g.stopping && (now >= g.killAt || now >= g.hard) && !g.killing {
 		g.killing = true
