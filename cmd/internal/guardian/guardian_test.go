@@ -110,6 +110,16 @@ func (r *run) exited(timeout time.Duration) (int, time.Time) {
 	}
 }
 
+// waitFor polls cond until it holds, failing t with msg after 10 s.
+func waitFor(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s within 10s", msg)
+		}
+	}
+}
+
 // pids waits for the file $DIR/name with one pid per word.
 func (r *run) pids(name string, n int) []int {
 	r.t.Helper()
@@ -262,12 +272,10 @@ func TestStopAndSignal(t *testing.T) {
 	})
 	t.Run("signal", func(t *testing.T) {
 		r := start(t, `trap 'exit 9' USR1; touch "$DIR/ready"; while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
-		for {
-			if _, err := os.Stat(filepath.Join(r.dir, "ready")); err == nil {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, "the command never set its trap", func() bool {
+			_, err := os.Stat(filepath.Join(r.dir, "ready"))
+			return err == nil
+		})
 		if err := r.g.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
@@ -334,11 +342,11 @@ func TestBelowFindsDescendants(t *testing.T) {
 	}
 	defer p.Wait()
 	var grand int
-	for grand == 0 {
+	waitFor(t, "the shell never wrote its child's pid", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "p"))
 		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		time.Sleep(5 * time.Millisecond)
-	}
+		return grand != 0
+	})
 	got := below(os.Getpid())
 	if len(got) != 2 || !isBelow(grand, os.Getpid()) {
 		t.Errorf("below = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
