@@ -3,11 +3,8 @@ package integration
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
-	"text/tabwriter"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -136,20 +133,9 @@ func (t *chaosTotals) add(r chaosResult) {
 }
 
 func (t *chaosTotals) table(took time.Duration) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
-	fmt.Fprintln(w, "\nchaos totals\t")
-	row("runs (of which negative controls)", fmt.Sprintf("%d (%d)", t.runs, t.controlRuns))
-	row("wall time", took.Round(time.Second))
-	keys := make([]string, 0, len(t.faults))
-	for k := range t.faults {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		row("faults: "+k, t.faults[k])
-	}
+	tab := newTotalsTable("chaos totals", t.runs, t.controlRuns, took)
+	row := tab.row
+	tab.counts("faults: ", t.faults)
 	row("operations checked", t.ops)
 	row("histories Ok / Illegal / Unknown", fmt.Sprintf("%d / %d / %d", t.ok, t.illegal, t.unknown))
 	row("stale writes attempted / rejected / accepted", fmt.Sprintf("%d / %d / %d", t.staleAttempted, t.staleRejected, t.staleAccepted))
@@ -161,8 +147,7 @@ func (t *chaosTotals) table(took time.Duration) string {
 	row("minimum lead time (server delete - client loss)", t.minLead.Round(time.Millisecond))
 	row("longest time a dead holder's lock stayed stuck", t.maxStuck.Round(time.Millisecond))
 	row("negative controls detected", fmt.Sprintf("%d/%d", t.controlsDetected, t.controlRuns))
-	w.Flush()
-	return b.String()
+	return tab.String()
 }
 
 // longRuns reads a long mode's settings from NAME_RUNS (the test is skipped

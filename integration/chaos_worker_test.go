@@ -139,7 +139,11 @@ func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
 	}
 	// The broken release: delete whatever key holds the name.
 	_ = l.Release(rctx) // ends the session's claim; its compare-and-delete is harmless
-	get, err := c.obs.Get(rctx, lock.NamePrefix(c.cfg.prefix, name), clientv3.WithFirstCreate()...)
+	pfx, err := lock.NamePrefix(c.cfg.prefix, name)
+	if err != nil {
+		return // the control then goes undetected, which the run reports
+	}
+	get, err := c.obs.Get(rctx, pfx, clientv3.WithFirstCreate()...)
 	if err != nil || len(get.Kvs) == 0 {
 		return
 	}

@@ -39,8 +39,13 @@ func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 	delete(w.held, h.g.name)
 	err := h.l.Release(ctx)
 	if w.control == reuseReleaseByName && err == nil {
-		// The broken release: delete whatever key holds the name.
-		get, gerr := w.c.cli.Get(context.Background(), lock.NamePrefix(w.r.prefix, h.g.name), clientv3.WithFirstCreate()...)
+		// The broken release: delete whatever key holds the name. An
+		// error leaves the control uncontrolled, which the run reports.
+		pfx, perr := lock.NamePrefix(w.r.prefix, h.g.name)
+		if perr != nil {
+			return nil
+		}
+		get, gerr := w.c.cli.Get(context.Background(), pfx, clientv3.WithFirstCreate()...)
 		if gerr == nil && len(get.Kvs) > 0 {
 			_, _ = w.c.cli.Delete(context.Background(), string(get.Kvs[0].Key))
 			w.r.mu.Lock()

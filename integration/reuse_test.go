@@ -2,14 +2,9 @@ package integration
 
 import (
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
-	"text/tabwriter"
 	"time"
 )
 
@@ -127,29 +122,15 @@ func (t *reuseTotals) add(r reuseResult) {
 }
 
 func (t *reuseTotals) table(took time.Duration) string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
-	fmt.Fprintln(w, "\nsession-reuse checker totals\t")
-	row("runs (of which negative controls)", fmt.Sprintf("%d (%d)", t.runs, t.controlRuns))
-	row("wall time", took.Round(time.Second))
+	tab := newTotalsTable("session-reuse checker totals", t.runs, t.controlRuns, took)
+	row := tab.row
 	row("grants checked / deletions attributed", fmt.Sprintf("%d / %d", t.grants, t.deletions))
-	keys := make([]string, 0, len(t.stats))
-	for k := range t.stats {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		row(k, t.stats[k])
-	}
+	tab.counts("", t.stats)
 	for _, inv := range reuseInvariants {
 		row(fmt.Sprintf("violations of %d: %s", reuseInvariantNumber[inv], inv), fmt.Sprint(t.counters[inv])+t.first[inv])
 	}
-	for _, sig := range slices.Sorted(maps.Keys(t.sigRuns)) {
-		row("runs that found "+sig, t.sigRuns[sig])
-	}
+	tab.counts("runs that found ", t.sigRuns)
 	row("slowest notice of a deleted held key", t.maxNotice.Round(time.Millisecond))
 	row("negative controls caught", fmt.Sprintf("%d/%d", t.controlsCaught, t.controlRuns))
-	w.Flush()
-	return b.String()
+	return tab.String()
 }

@@ -22,7 +22,7 @@ import (
 // message. Commands return the errors they meet as they are (wrapped with
 // %w for context); they mark with withCode only what no error can say: a
 // usage or configuration mistake found by the CLI itself, the command's own
-// exit status, 128+N after signal N.
+// exit status, exitcode.SignalBase+N after signal N.
 
 // exitErr carries an exit code and an optional message (nil err means the
 // code speaks for itself, e.g. the child's own exit status).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -236,7 +237,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	}
 	switch cause := context.Cause(wctx); {
 	case interrupted != nil:
-		return nil, withCode(128+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
+		return nil, withCode(exitcode.SignalBase+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
 	case errors.Is(cause, errWaitTimeout):
 		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}

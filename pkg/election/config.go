@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,8 +45,10 @@ type Config struct {
 	// Callbacks are run as described on Callbacks.
 	Callbacks Callbacks
 	// SessionOptions are extra options for the term's lock.Session
-	// (safety margin, clock, ...). WithTTL, WithOwner, WithPrefix and
-	// WithLogger are set from the fields above.
+	// (safety margin, clock, ...). The session's TTL, owner, prefix and
+	// logger are set in one place, the fields above, and so is its renew
+	// hook when Metrics is set: New rejects WithTTL, WithOwner, WithPrefix
+	// and WithLogger here, and WithRenewHook with Metrics.
 	SessionOptions []lock.Option
 }
 
@@ -81,25 +82,18 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: nil OnStartedLeading", ErrInvalidConfig)
 	case c.TTL < 0 || c.RetryMin < 0 || c.RetryMax < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
-	case c.TTL != 0 && c.TTL < time.Second:
-		return fmt.Errorf("%w: TTL %v below one second", ErrInvalidConfig, c.TTL)
 	}
 	if err := lock.ValidateName(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	if c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/") {
-		return fmt.Errorf("%w: Prefix %q must end in '/'", ErrInvalidConfig, c.Prefix)
-	}
-	// Checked here, once, so that Run does not retry a configuration
-	// error forever.
-	if err := lock.ValidateSessionOptions(c.SessionOptions...); err != nil {
-		return fmt.Errorf("%w: SessionOptions: %w", ErrInvalidConfig, err)
 	}
 	if c.TTL == 0 {
 		c.TTL = lock.DefaultTTL
 	}
 	if c.Prefix == "" {
 		c.Prefix = lock.DefaultPrefix
+	}
+	if c.Identity == "" {
+		c.Identity = lock.DefaultOwner()
 	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 250 * time.Millisecond
@@ -113,5 +107,34 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	// The options of every term's session, checked here, once, so that
+	// Run does not retry a configuration error forever: lock checks the
+	// TTL, the prefix and the margin against the TTL. Of two options of
+	// one kind the later would win, so one given twice — in
+	// SessionOptions, one that a field above sets — is rejected.
+	opts := c.sessionOptions(c.Logger)
+	if err := lock.ValidateSessionOptions(opts...); err != nil {
+		return fmt.Errorf("%w: session options (Config's fields and SessionOptions): %w", ErrInvalidConfig, err)
+	}
+	given := make(map[string]bool, len(opts))
+	for _, o := range opts {
+		name := lock.OptionName(o)
+		if given[name] {
+			return fmt.Errorf("%w: %s given twice: SessionOptions may not set what Config's fields set (WithTTL, WithOwner, WithPrefix, WithLogger and, with Metrics, WithRenewHook)", ErrInvalidConfig, name)
+		}
+		given[name] = true
+	}
 	return nil
+}
+
+// sessionOptions are the options of a term's session: SessionOptions and
+// those that Config's fields set, with log as its logger.
+func (c *Config) sessionOptions(log *zap.Logger) []lock.Option {
+	opts := append([]lock.Option{}, c.SessionOptions...)
+	opts = append(opts, lock.WithTTL(c.TTL), lock.WithOwner(c.Identity),
+		lock.WithPrefix(c.Prefix), lock.WithLogger(log))
+	if c.Metrics != nil {
+		opts = append(opts, lock.WithRenewHook(c.Metrics.LeaseRenewed))
+	}
+	return opts
 }

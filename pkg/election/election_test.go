@@ -16,7 +16,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/election"
@@ -357,6 +359,39 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	}
 }
 
+// Check reads the term's deadline on the session's clock (here a fake one
+// set long ago, given with lock.WithClock), not on the real clock, which is
+// decades past that deadline.
+func TestHealthCheckUsesTheSessionClock(t *testing.T) {
+	fc := testingclock.NewFakeClock(time.Unix(2_000_000, 0))
+	release := make(chan struct{})
+	leading := make(chan struct{}, 1)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	c := start(t, election.Config{Identity: "faked", Client: etcdtest.Client(t, url), TTL: 10 * time.Second,
+		SessionOptions: []lock.Option{lock.WithClock(fc)},
+		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			leading <- struct{}{}
+			<-release // ignores ctx: a stuck controller
+		}}})
+	defer close(release)
+	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	select {
+	case <-leading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never led")
+	}
+	if err := c.e.Check(nil); err != nil {
+		t.Errorf("Check before the deadline on the session's clock = %v", err)
+	}
+	// No renewal gets through: moving the fake clock past the deadline
+	// makes the stuck leader late.
+	p.BlackholeTx()
+	p.BlackholeRx()
+	fc.Step(10 * time.Second)
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return c.e.Check(nil) != nil },
+		"Check passed for a leader past its deadline on the session's clock")
+}
+
 func TestConfigValidation(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ok := election.Callbacks{OnStartedLeading: func(context.Context, election.Term) {}}
@@ -368,9 +403,20 @@ func TestConfigValidation(t *testing.T) {
 		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
 		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
 		// Run used to log and retry these forever.
-		"prefix without slash": {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
-		"bad session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
-		"nil session option":   {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
+		"prefix without slash":  {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
+		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
+		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
+		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
+		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
+			SessionOptions: []lock.Option{lock.WithSafetyMargin(2 * time.Second)}},
+		// Config's fields set these; SessionOptions' values used to be
+		// silently overridden.
+		"session option WithTTL":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithTTL(20 * time.Second)}},
+		"session option WithOwner":  {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithOwner("me")}},
+		"session option WithPrefix": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithPrefix("/other/")}},
+		"session option WithLogger": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithLogger(zap.NewNop())}},
+		"session option WithRenewHook with Metrics": {Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{},
+			SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
@@ -381,6 +427,11 @@ func TestConfigValidation(t *testing.T) {
 	e, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok})
 	if err != nil || e.Identity() == "" {
 		t.Fatalf("defaults: %v", err)
+	}
+	// Without Metrics, the renew hook is the caller's to set.
+	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok,
+		SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}}); err != nil {
+		t.Errorf("WithRenewHook without Metrics: %v", err)
 	}
 }
 

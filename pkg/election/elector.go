@@ -19,9 +19,10 @@ var ErrRunning = errors.New("election: already running")
 // cleanupTimeout bounds each clean-up the elector runs on a fresh context,
 // because the context it would otherwise use may have ended: a resign
 // (Lock.Release) and the close of a session (Session.Close, which revokes
-// its lease). A clean-up cut short only delays the handover: the leader
-// key still goes away when its lease expires.
-const cleanupTimeout = 5 * time.Second
+// its lease). It is lock's default, so that the elector's clean-ups and
+// its session's are bounded alike. A clean-up cut short only delays the
+// handover: the leader key still goes away when its lease expires.
+const cleanupTimeout = lock.DefaultCleanupTimeout
 
 // Term is one period of leadership.
 type Term struct {
@@ -33,6 +34,7 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
+	clock   lock.Clock // the session's, on which Deadline is a time
 }
 
 // Deadline returns the conservative lease deadline: the term is valid only
@@ -53,9 +55,6 @@ type Elector struct {
 func New(cfg Config) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if cfg.Identity == "" {
-		cfg.Identity = lock.DefaultOwner()
 	}
 	e := &Elector{cfg: cfg, metrics: cfg.Metrics}
 	if e.metrics == nil {
@@ -135,7 +134,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				cancel()
 			}
 			var err error
-			s, err = lock.NewSession(ctx, e.cfg.Client, e.sessionOptions(log)...)
+			s, err = lock.NewSession(ctx, e.cfg.Client, e.cfg.sessionOptions(log)...)
 			if err != nil {
 				s = nil
 				if ctx.Err() == nil {
@@ -159,20 +158,10 @@ func (e *Elector) Run(ctx context.Context) error {
 	return nil
 }
 
-func (e *Elector) sessionOptions(log *zap.Logger) []lock.Option {
-	opts := append([]lock.Option{}, e.cfg.SessionOptions...)
-	opts = append(opts, lock.WithTTL(e.cfg.TTL), lock.WithOwner(e.cfg.Identity),
-		lock.WithPrefix(e.cfg.Prefix), lock.WithLogger(log))
-	if e.cfg.Metrics != nil {
-		opts = append(opts, lock.WithRenewHook(e.cfg.Metrics.LeaseRenewed))
-	}
-	return opts
-}
-
 // lead runs one term and reports whether the lease must be left to expire
 // (Run's context ended without ReleaseOnCancel).
 func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *zap.Logger) (keepLease bool) {
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l}
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, clock: s.Clock()}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

@@ -16,7 +16,9 @@ func (e *Elector) Check(_ *http.Request) error {
 	if t == nil {
 		return nil
 	}
-	if late := time.Since(t.Deadline()); late > 0 {
+	// On the session's clock, which may be a test's fake (see
+	// lock.WithClock): the deadline is a time on that clock.
+	if late := t.clock.Since(t.Deadline()); late > 0 {
 		return fmt.Errorf("election %q: leading with token %s but past its lease deadline by %v", t.Name, t.Token, late.Round(time.Millisecond))
 	}
 	return nil

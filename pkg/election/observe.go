@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,10 +43,10 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 // (identity or term), learned by watching etcd rather than polling. opts
 // may set WithPrefix.
 //
-// An invalid name or option is reported at once, before etcd is
-// contacted: Observe returns a nil channel and the error GetLeader would
-// return (matching lock.ErrInvalidName or lock.ErrInvalidOption). It fails
-// for no other reason.
+// A nil client or an invalid name or option is reported at once, before
+// etcd is contacted: Observe returns a nil channel and the error GetLeader
+// would return (matching lock.ErrInvalidOption or lock.ErrInvalidName). It
+// fails for no other reason.
 //
 // Otherwise the channel receives the leader (the zero Leader if none) as
 // of the first successful read of etcd, then each change; etcd errors are
@@ -54,6 +55,11 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 // one, the newest. The channel is closed when ctx ends, by the goroutine
 // feeding it as its last act: drain the channel to wait for it.
 func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (<-chan Leader, error) {
+	// Follow would report a nil client too, but on the goroutine below,
+	// where it could not be returned.
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", lock.ErrInvalidOption)
+	}
 	if err := lock.ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -64,8 +70,8 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 	go func() {
 		defer close(ch)
 		var last *Leader
-		// Follow checks name and opts as above, so it returns only once
-		// ctx ends.
+		// Follow checks client, name and opts as above, so it returns
+		// only once ctx ends.
 		_ = lock.Follow(ctx, client, name, func(st lock.Status) bool {
 			l := leaderOf(st)
 			if last != nil && last.Token == l.Token {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -52,27 +54,30 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-// An invalid name or option is an error from Observe itself, the same as
-// GetLeader's, and no channel.
+// A nil client or an invalid name or option is an error from Observe
+// itself, the same as GetLeader's, and no channel (a nil client used to
+// panic on Observe's goroutine, killing the process).
 func TestObserveRejectsBadInput(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for name, tc := range map[string]struct {
+		cli  *clientv3.Client
 		name string
 		opts []lock.Option
 		want error
 	}{
-		"empty name":           {"", nil, lock.ErrInvalidName},
-		"NUL in name":          {"a\x00b", nil, lock.ErrInvalidName},
-		"prefix without slash": {"x", []lock.Option{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
-		"session option":       {"x", []lock.Option{lock.WithTTL(5 * time.Second)}, lock.ErrInvalidOption},
-		"nil option":           {"x", []lock.Option{nil}, lock.ErrInvalidOption},
+		"nil client":           {nil, "x", nil, lock.ErrInvalidOption},
+		"empty name":           {cli, "", nil, lock.ErrInvalidName},
+		"NUL in name":          {cli, "a\x00b", nil, lock.ErrInvalidName},
+		"prefix without slash": {cli, "x", []lock.Option{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
+		"session option":       {cli, "x", []lock.Option{lock.WithTTL(5 * time.Second)}, lock.ErrInvalidOption},
+		"nil option":           {cli, "x", []lock.Option{nil}, lock.ErrInvalidOption},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ch, err := election.Observe(context.Background(), cli, tc.name, tc.opts...)
+			ch, err := election.Observe(context.Background(), tc.cli, tc.name, tc.opts...)
 			if !errors.Is(err, tc.want) || ch != nil {
 				t.Errorf("Observe = %v, %v; want a nil channel and %v", ch, err, tc.want)
 			}
-			if _, gerr := election.GetLeader(context.Background(), cli, tc.name, tc.opts...); !errors.Is(gerr, tc.want) {
+			if _, gerr := election.GetLeader(context.Background(), tc.cli, tc.name, tc.opts...); !errors.Is(gerr, tc.want) {
 				t.Errorf("GetLeader = %v, want %v", gerr, tc.want)
 			}
 		})

@@ -45,7 +45,7 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	pfx := NamePrefix(s.cfg.prefix, name)
+	pfx := contendersPrefix(s.cfg.prefix, name)
 	var resp *clientv3.TxnResponse
 	for {
 		// The Get before the Put returns the newest key already under the
@@ -95,7 +95,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	pfx := NamePrefix(s.cfg.prefix, name)
+	pfx := contendersPrefix(s.cfg.prefix, name)
 	var resp *clientv3.TxnResponse
 	for {
 		// The put happens only if no key exists under the name: a range

@@ -40,8 +40,8 @@ type Grant struct {
 // WithSafetyMargin, WithClock and WithCleanupTimeout, and rejects other
 // options with ErrInvalidOption.
 func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
-	if client == nil {
-		return nil, invalid("nil client")
+	if err := validateClient(client); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(atDetached, opts)
 	if err != nil {
@@ -73,15 +73,15 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err := ValidateTTL(ttl); err != nil {
 		return Grant{}, err
 	}
-	if d.cfg.margin >= ttl {
-		return Grant{}, invalid("safety margin %v must be below the TTL %v", d.cfg.margin, ttl)
+	if err := d.cfg.marginBelow(ttl); err != nil {
+		return Grant{}, err
 	}
 	send := d.cfg.clock.Now()
 	lease, err := d.client.Grant(ctx, ttlSeconds(ttl))
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}
-	pfx := NamePrefix(d.cfg.prefix, name)
+	pfx := contendersPrefix(d.cfg.prefix, name)
 	key := contenderKey(d.cfg.prefix, name, lease.ID)
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
@@ -156,7 +156,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 	if !token.IsValid() {
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	pfx := NamePrefix(d.cfg.prefix, name)
+	pfx := contendersPrefix(d.cfg.prefix, name)
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
 		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),

@@ -13,9 +13,12 @@ import (
 // is held, the name's prefix while it is free, so waiters joining or
 // leaving wake no one. It retries etcd errors with backoff and re-reads the
 // state after any broken or compacted watch. It returns an error only for
-// an invalid name or option, at once. It accepts WithPrefix and rejects
+// a nil client or an invalid name or option, at once. It accepts WithPrefix and rejects
 // other options with ErrInvalidOption.
 func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...Option) error {
+	if err := validateClient(client); err != nil {
+		return err
+	}
 	if err := ValidateName(name); err != nil {
 		return err
 	}
@@ -23,10 +26,10 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	if err != nil {
 		return err
 	}
-	prefix := NamePrefix(cfg.prefix, name)
+	prefix := contendersPrefix(cfg.prefix, name)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		st, err := inspect(ctx, client, cfg.prefix, name)
+		st, err := readStatus(ctx, client, cfg.prefix, name)
 		if err != nil {
 			select {
 			case <-ctx.Done():

@@ -37,6 +37,9 @@ type Status struct {
 // Inspect reads the holder and the waiters of name in one request. It
 // accepts WithPrefix and rejects other options with ErrInvalidOption.
 func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...Option) (Status, error) {
+	if err := validateClient(client); err != nil {
+		return Status{}, err
+	}
 	if err := ValidateName(name); err != nil {
 		return Status{}, err
 	}
@@ -44,11 +47,13 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 	if err != nil {
 		return Status{}, err
 	}
-	return inspect(ctx, client, cfg.prefix, name)
+	return readStatus(ctx, client, cfg.prefix, name)
 }
 
-func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
-	resp, err := client.Get(ctx, NamePrefix(prefix, name), clientv3.WithPrefix(),
+// readStatus is Inspect for arguments already checked; Break and Follow
+// use it too.
+func readStatus(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
+	resp, err := client.Get(ctx, contendersPrefix(prefix, name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
@@ -69,6 +74,9 @@ func inspect(ctx context.Context, client *clientv3.Client, prefix, name string) 
 // starts with namePrefix ("" for all), sorted by name, from one read. It
 // accepts WithPrefix and rejects other options with ErrInvalidOption.
 func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...Option) ([]Status, error) {
+	if err := validateClient(client); err != nil {
+		return nil, err
+	}
 	cfg, err := newConfig(atRead, opts)
 	if err != nil {
 		return nil, err
@@ -120,6 +128,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 // by accident. Break accepts WithPrefix and WithCleanupTimeout and rejects
 // other options with ErrInvalidOption.
 func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...Option) (Contender, error) {
+	if err := validateClient(client); err != nil {
+		return Contender{}, err
+	}
 	if err := ValidateName(name); err != nil {
 		return Contender{}, err
 	}
@@ -130,7 +141,7 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 	if err != nil {
 		return Contender{}, err
 	}
-	st, err := inspect(ctx, client, cfg.prefix, name)
+	st, err := readStatus(ctx, client, cfg.prefix, name)
 	if err != nil {
 		return Contender{}, err
 	}

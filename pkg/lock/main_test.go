@@ -98,7 +98,7 @@ func waitLost(t *testing.T, l *lock.Lock, cause error, timeout time.Duration, wh
 func waitQueued(t *testing.T, cli *clientv3.Client, name string, n int) {
 	t.Helper()
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		return len(keysUnder(t, cli, lock.NamePrefix(prefix(t), name))) == n
+		return len(keysUnder(t, cli, namePrefix(t, prefix(t), name))) == n
 	}, fmt.Sprintf("%s never had %d keys: the waiter did not queue", name, n))
 }
 
@@ -125,4 +125,14 @@ func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string
 	t.Cleanup(func() { cancel(); <-done })
 	waitQueued(t, s.Client(), name, n)
 	return res
+}
+
+// namePrefix is lock.NamePrefix for arguments the test knows are valid.
+func namePrefix(t testing.TB, prefix, name string) string {
+	t.Helper()
+	p, err := lock.NamePrefix(prefix, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -28,7 +28,22 @@ func ValidateName(name string) error {
 // and '%' is its own key segment, as etcd's concurrency.Mutex and etcdctl
 // lock write it: with the same prefix, those clients and etcdlock exclude
 // each other on such names.
-func NamePrefix(prefix, name string) string { return prefix + escapeName(name) + "/" }
+//
+// NamePrefix checks its arguments as the entry points do: a prefix that
+// WithPrefix rejects fails with ErrInvalidOption, a name that ValidateName
+// rejects with ErrInvalidName.
+func NamePrefix(prefix, name string) (string, error) {
+	if err := validatePrefix(prefix); err != nil {
+		return "", err
+	}
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	return contendersPrefix(prefix, name), nil
+}
+
+// contendersPrefix is NamePrefix for a prefix and a name already checked.
+func contendersPrefix(prefix, name string) string { return prefix + escapeName(name) + "/" }
 
 var (
 	nameEscaper   = strings.NewReplacer("%", "%25", "/", "%2F")
@@ -47,5 +62,5 @@ func nameOfSegment(seg string) (name string, ok bool) {
 // contenderKey is the deterministic key of lease's claim on name, so that a
 // retry after a lost reply finds the key its first attempt wrote.
 func contenderKey(prefix, name string, lease clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%x", NamePrefix(prefix, name), int64(lease))
+	return fmt.Sprintf("%s%x", contendersPrefix(prefix, name), int64(lease))
 }

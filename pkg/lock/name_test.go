@@ -35,8 +35,9 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 		}
 		return "", "", false
 	}
-	if a, b, found := nests(func(n string) string { return lock.NamePrefix("/p/", n) }); found {
-		t.Errorf("NamePrefix(%q) = %q lies under NamePrefix(%q) = %q", a, lock.NamePrefix("/p/", a), b, lock.NamePrefix("/p/", b))
+	prefixOf := func(n string) string { return namePrefix(t, "/p/", n) }
+	if a, b, found := nests(prefixOf); found {
+		t.Errorf("NamePrefix(%q) = %q lies under NamePrefix(%q) = %q", a, prefixOf(a), b, prefixOf(b))
 	}
 	// Negative control: the same check finds nesting in unescaped names.
 	if _, _, found := nests(func(n string) string { return "/p/" + n + "/" }); !found {
@@ -49,8 +50,27 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 		"a%2Fb":        "/p/a%252Fb/",
 		"/":            "/p/%2F/",
 	} {
-		if got := lock.NamePrefix("/p/", name); got != want {
+		if got := namePrefix(t, "/p/", name); got != want {
 			t.Errorf("NamePrefix(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// NamePrefix rejects what the entry points reject: a prefix WithPrefix
+// refuses (it used to build "/locksa/" from "/locks" and "a") and a name
+// ValidateName refuses.
+func TestNamePrefixChecksItsArguments(t *testing.T) {
+	for _, tc := range []struct {
+		prefix, name string
+		want         error
+	}{
+		{"/locks", "a", lock.ErrInvalidOption},
+		{"", "a", lock.ErrInvalidOption},
+		{"/locks/", "", lock.ErrInvalidName},
+		{"/locks/", "a\x00b", lock.ErrInvalidName},
+	} {
+		if got, err := lock.NamePrefix(tc.prefix, tc.name); !errors.Is(err, tc.want) || got != "" {
+			t.Errorf("NamePrefix(%q, %q) = %q, %v; want %v", tc.prefix, tc.name, got, err, tc.want)
 		}
 	}
 }

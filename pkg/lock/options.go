@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 )
@@ -44,15 +45,30 @@ func ttlSeconds(ttl time.Duration) int64 {
 	return s
 }
 
+// DefaultCleanupTimeout is the bound of WithCleanupTimeout by default.
+const DefaultCleanupTimeout = 5 * time.Second
+
 // Clock is the time source. clock.RealClock is the default; tests inject
 // k8s.io/utils/clock/testing.FakeClock.
 type Clock = clock.Clock
 
 // Option configures one of the package's entry points. Each option's doc
 // names the entry points it applies to; given to any other, it is rejected
-// with ErrInvalidOption, never ignored.
+// with ErrInvalidOption, never ignored. Of two options with the same
+// OptionName, the later one sets the value.
 type Option interface {
 	apply(c *config, at entry) error
+	kind() string
+}
+
+// OptionName returns the name of the function that made o ("WithTTL"), or
+// "" for a nil o, so that a caller combining options from two sources can
+// tell when both set the same thing.
+func OptionName(o Option) string {
+	if o == nil {
+		return ""
+	}
+	return o.kind()
 }
 
 // entry is a set of the entry points that take options.
@@ -87,6 +103,8 @@ type option struct {
 	set  func(*config) error
 }
 
+func (o option) kind() string { return o.name }
+
 func (o option) apply(c *config, at entry) error {
 	if o.at&at == 0 {
 		return invalid("%s does not apply to %v", o.name, at)
@@ -107,9 +125,10 @@ type config struct {
 }
 
 // ValidateSessionOptions returns the error NewSession would return for
-// opts before it contacts etcd: an option out of range or one that does not
-// apply to sessions. (NewSession also checks the margin and the renewal
-// interval against the TTL etcd grants.)
+// opts before it contacts etcd: an option out of range or one that does
+// not apply to sessions, or a safety margin not below the TTL. (NewSession
+// also checks the margin and the renewal interval against the TTL etcd
+// grants.)
 func ValidateSessionOptions(opts ...Option) error {
 	_, err := newConfig(atSession, opts)
 	return err
@@ -131,7 +150,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 		logger:         zap.NewNop(),
 		prefix:         DefaultPrefix,
 		clock:          clock.RealClock{},
-		cleanupTimeout: 5 * time.Second,
+		cleanupTimeout: DefaultCleanupTimeout,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -141,10 +160,25 @@ func newConfig(at entry, opts []Option) (config, error) {
 			return config{}, err
 		}
 	}
+	// Detached checks the margin against the TTL of each call instead.
+	if at == atSession {
+		if err := c.marginBelow(c.ttl); err != nil {
+			return config{}, err
+		}
+	}
 	if c.owner == "" {
 		c.owner = DefaultOwner()
 	}
 	return c, nil
+}
+
+// validateClient rejects a nil client, which the entry points would
+// otherwise dereference and panic on.
+func validateClient(client *clientv3.Client) error {
+	if client == nil {
+		return invalid("nil client")
+	}
+	return nil
 }
 
 func invalid(format string, args ...any) error {
@@ -205,19 +239,27 @@ func WithLogger(lg *zap.Logger) Option {
 // entry point.
 func WithPrefix(prefix string) Option {
 	return option{"WithPrefix", atAll, func(c *config) error {
-		if !strings.HasSuffix(prefix, "/") {
-			return invalid("prefix %q must end in '/'", prefix)
+		if err := validatePrefix(prefix); err != nil {
+			return err
 		}
 		c.prefix = prefix
 		return nil
 	}}
 }
 
+// validatePrefix is WithPrefix's check, which NamePrefix also applies.
+func validatePrefix(prefix string) error {
+	if !strings.HasSuffix(prefix, "/") {
+		return invalid("prefix %q must end in '/'", prefix)
+	}
+	return nil
+}
+
 // WithSafetyMargin sets how long before the earliest possible server-side
 // expiry the session considers itself lost (default max(TTL/10, 250ms)). It
-// covers clock-rate drift and scheduling delay. It must be below the granted
-// TTL minus the renewal interval (for Detached: below the TTL). For
-// NewSession and NewDetached.
+// covers clock-rate drift and scheduling delay. It must be below the TTL
+// and, for NewSession, below the granted TTL minus the renewal interval.
+// For NewSession and NewDetached.
 func WithSafetyMargin(d time.Duration) Option {
 	return option{"WithSafetyMargin", atSession | atDetached, func(c *config) error {
 		if d <= 0 {
@@ -255,9 +297,9 @@ func WithClock(clk Clock) Option {
 
 // WithCleanupTimeout bounds the clean-up that runs after a canceled
 // Acquire or a failed TryAcquire, and the lease revoke of Detached and
-// Break (default 5s). Clean-up runs on a fresh context, so it happens even
-// when the caller's context has ended. For NewSession, NewDetached and
-// Break.
+// Break (default DefaultCleanupTimeout, 5s). Clean-up runs on a fresh
+// context, so it happens even when the caller's context has ended. For
+// NewSession, NewDetached and Break.
 func WithCleanupTimeout(d time.Duration) Option {
 	return option{"WithCleanupTimeout", atSession | atDetached | atBreak, func(c *config) error {
 		if d <= 0 {
@@ -276,6 +318,15 @@ func DefaultOwner() string {
 		host = "unknown"
 	}
 	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+}
+
+// marginBelow rejects a safety margin given to WithSafetyMargin that is not
+// below ttl: every lease of that TTL would be lost as soon as granted.
+func (c config) marginBelow(ttl time.Duration) error {
+	if c.margin >= ttl {
+		return invalid("safety margin %v must be below the TTL %v", c.margin, ttl)
+	}
+	return nil
 }
 
 // safetyMargin is the margin for a lease granted ttl: the one given to

@@ -77,3 +77,57 @@ func TestOptionsApplyOrAreRejected(t *testing.T) {
 		})
 	}
 }
+
+// Every entry point that takes a client rejects a nil one with
+// ErrInvalidOption instead of panicking on it.
+func TestNilClientIsRejected(t *testing.T) {
+	ctx := testCtx(t)
+	for name, call := range map[string]func() error{
+		"NewSession":  func() error { _, err := lock.NewSession(ctx, nil); return err },
+		"NewDetached": func() error { _, err := lock.NewDetached(nil); return err },
+		"Inspect":     func() error { _, err := lock.Inspect(ctx, nil, "n"); return err },
+		"List":        func() error { _, err := lock.List(ctx, nil, ""); return err },
+		"Break":       func() error { _, err := lock.Break(ctx, nil, "n", fencing.Token(1)); return err },
+		"Follow":      func() error { return lock.Follow(ctx, nil, "n", func(lock.Status) bool { return false }) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s(nil client) panicked: %v", name, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, lock.ErrInvalidOption) {
+				t.Errorf("%s(nil client) = %v, want ErrInvalidOption", name, err)
+			}
+		})
+	}
+}
+
+// A session's safety margin must be below its TTL, the default one
+// included: NewSession rejects it before etcd is contacted.
+func TestSessionMarginBelowTTL(t *testing.T) {
+	for name, opts := range map[string][]lock.Option{
+		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
+		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
+		"margin above a TTL given after": {lock.WithSafetyMargin(3 * time.Second), lock.WithTTL(2 * time.Second)},
+	} {
+		if err := lock.ValidateSessionOptions(opts...); !errors.Is(err, lock.ErrInvalidOption) {
+			t.Errorf("%s: ValidateSessionOptions = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// OptionName names the function that made an option, whatever its value,
+// so that two sources of options can be checked for overlap.
+func TestOptionName(t *testing.T) {
+	for want, o := range map[string]lock.Option{
+		"WithTTL":       lock.WithTTL(time.Hour),
+		"WithPrefix":    lock.WithPrefix("no-slash"), // out of range
+		"WithRenewHook": lock.WithRenewHook(nil),
+		"":              nil,
+	} {
+		if got := lock.OptionName(o); got != want {
+			t.Errorf("OptionName = %q, want %q", got, want)
+		}
+	}
+}

@@ -3,9 +3,11 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -108,7 +110,9 @@ func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
 		name := map[bool]string{false: "acquire", true: "try-acquire"}[try]
 		t.Run(name, func(t *testing.T) {
 			ctx, cli := testCtx(t), client(t)
-			s := newSession(t, cli, lock.WithTTL(3*time.Second)) // renewed every second
+			var renewals atomic.Int64
+			s := newSession(t, cli, lock.WithTTL(3*time.Second), // renewed every second
+				lock.WithRenewHook(func(time.Duration, error) { renewals.Add(1) }))
 			acquire := s.Acquire
 			if try {
 				acquire = s.TryAcquire
@@ -134,22 +138,34 @@ func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
 					continue
 				}
 				failed++
-				// Let a put still in flight land, then give the renewals
-				// (every second, three sweeps) time to remove it.
-				time.Sleep(50 * time.Millisecond)
+				// A key that landed before its clean-up is gone now; one
+				// that landed after is removed by the sweeps of the next
+				// renewals (every second, three sweeps). One that lands
+				// after this check is left to the check after the loop.
 				deadline := time.Now().Add(3500 * time.Millisecond)
-				for len(keysUnder(t, cli, prefix(t))) > 0 && time.Now().Before(deadline) {
+				for keys := keysUnder(t, cli, prefix(t)); len(keys) > 0; keys = keysUnder(t, cli, prefix(t)) {
+					if time.Now().After(deadline) {
+						left++
+						t.Errorf("iteration %d: failed %v left %v", i, err, keys)
+						break
+					}
 					time.Sleep(20 * time.Millisecond)
 				}
-				if keys := keysUnder(t, cli, prefix(t)); len(keys) > 0 {
-					left++
-					t.Errorf("iteration %d: failed %v left %v", i, err, keys)
-				}
 			}
-			t.Logf("%d of 150 calls failed, %d left a key", failed, left)
 			if failed == 0 {
 				t.Fatal("no call failed: the deadlines never cut a write short")
 			}
+			// A put still in flight when its iteration found no key lands
+			// later: once more renewals have run than a stray key is swept
+			// for, no key may be left.
+			after := renewals.Load() + 4
+			etcdtest.Eventually(t, 10*time.Second, func() bool { return renewals.Load() >= after },
+				"the session stopped renewing")
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) > 0 {
+				left++
+				t.Errorf("after the last sweeps: left %v", keys)
+			}
+			t.Logf("%d of 150 calls failed, %d left a key", failed, left)
 		})
 	}
 }

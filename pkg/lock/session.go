@@ -111,8 +111,8 @@ func (s *Session) sweepStrays() {
 // NewSession grants a lease and starts renewing it. ctx bounds only the
 // grant. The client must outlive the session.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
-	if client == nil {
-		return nil, invalid("nil client")
+	if err := validateClient(client); err != nil {
+		return nil, err
 	}
 	cfg, err := newConfig(atSession, opts)
 	if err != nil {
@@ -186,6 +186,11 @@ func (s *Session) Deadline() time.Time {
 // etcd could expire the lease (Deadline + SafetyMargin = send time of the
 // last successful renewal + TTL).
 func (s *Session) SafetyMargin() time.Duration { return s.margin }
+
+// Clock returns the session's time source (the one given to WithClock, else
+// the real clock): Deadline, and the deadlines of its locks, are times on
+// this clock.
+func (s *Session) Clock() Clock { return s.cfg.clock }
 
 // Remaining returns the time left until Deadline, or 0 once the session is
 // lost or closed.

@@ -21,7 +21,7 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, url)
 	t0 := time.Unix(1_000_000, 0)
-	fc := testingclock.NewFakeClock(t0)
+	fc := newReadClock(t0)
 	s := newSession(t, cli, lock.WithClock(fc), lock.WithTTL(6*time.Second))
 	l, err := s.Acquire(ctx, "dl")
 	if err != nil {
@@ -51,8 +51,9 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 	// must count from when the renewal was sent, not when the reply came.
 	waiters(2)
 	p.PauseRx()
+	fc.drain()
 	fc.Step(every)
-	time.Sleep(200 * time.Millisecond) // let the renewal leave
+	fc.awaitRead(t) // the renewal took its send time
 	fc.Step(300 * time.Millisecond)
 	p.UnpauseRx()
 	d2 := t0.Add(2*every + ttl - margin)
@@ -94,6 +95,44 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if l.State() != lock.StateLost || s.Remaining() != 0 {
 		t.Errorf("after the network healed: lock %v remaining %v", l.State(), s.Remaining())
+	}
+}
+
+// readClock is a fake clock that signals each reading of its time, so a
+// test can wait until the session has read it before moving it on.
+type readClock struct {
+	*testingclock.FakeClock
+	reads chan struct{} // one pending signal at most
+}
+
+func newReadClock(t time.Time) readClock {
+	return readClock{testingclock.NewFakeClock(t), make(chan struct{}, 1)}
+}
+
+func (c readClock) Now() time.Time {
+	now := c.FakeClock.Now()
+	select {
+	case c.reads <- struct{}{}:
+	default: // a signal is pending already
+	}
+	return now
+}
+
+// drain forgets the readings so far.
+func (c readClock) drain() {
+	select {
+	case <-c.reads:
+	default:
+	}
+}
+
+// awaitRead waits for a reading since the last drain.
+func (c readClock) awaitRead(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.reads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the clock was not read")
 	}
 }
 

@@ -9,17 +9,21 @@ import (
 )
 
 // Exit codes. Any other code of `run` or `elect` is the wrapped command's
-// own (128+N when a signal N killed it).
+// own (SignalBase+N when a signal N killed it).
 const (
-	OK          = 0
-	Error       = 1   // any other failure
-	Usage       = 64  // bad command line: unknown flag, missing argument, bad value
-	Unavailable = 69  // etcd could not be reached
-	NotAcquired = 75  // the lock is held by someone else (--try, acquire)
-	Permission  = 77  // etcd refused: authentication or RBAC
-	Config      = 78  // configuration error: unreadable TLS files, bad certificates
-	Lost        = 79  // the lock was lost (while the command ran, or before renew/release)
-	Timeout     = 124 // --timeout passed while waiting for the lock
+	OK            = 0
+	Error         = 1   // any other failure
+	Usage         = 64  // bad command line: unknown flag, missing argument, bad value
+	Unavailable   = 69  // etcd could not be reached
+	Internal      = 70  // the guardian of run/elect got no command from its supervisor
+	NotAcquired   = 75  // the lock is held by someone else (--try, acquire)
+	Permission    = 77  // etcd refused: authentication or RBAC
+	Config        = 78  // configuration error: unreadable TLS files, bad certificates
+	Lost          = 79  // the lock was lost, or renew/release/break's token does not hold it (see Table)
+	Timeout       = 124 // --timeout passed while waiting for the lock
+	CannotExecute = 126 // the command of run/elect could not be executed
+	NotFound      = 127 // the command of run/elect was not found
+	SignalBase    = 128 // plus N: signal N killed the command (or interrupted the wait)
 )
 
 // Row is one line of the table: the code as printed ("126, 127" for a
@@ -36,13 +40,17 @@ var Table = []Row{
 	{fmt.Sprint(Error), "other failure"},
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
 	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
+	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
 	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
 	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
 	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
-	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed), or the token given to `renew`/`release`/`break` no longer holds the lock"},
+	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed); " +
+		"`renew`: the token's lock is gone (expired, released, broken), is another owner's or is not the holder; " +
+		"`release`: the token is a lock of another owner (a lock already gone is a success); " +
+		"`break`: no holder of the name has the token"},
 	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
-	{"126, 127", "the command could not be executed / was not found"},
-	{"N, 128+N", "the command's own exit code; 128+N if signal N killed it"},
+	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
+	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; %d+N if signal N killed it", SignalBase)},
 }
 
 // Help is the table as plain text, for `etcdlock help exit-codes`.

@@ -14,18 +14,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // parentDeathSignal is what the kernel sends the guardian when the thread
 // that started it exits. Go may end that thread while the supervisor runs,
 // so the guardian treats it as a hint and checks its parent.
 const parentDeathSignal = syscall.SIGUSR2
-
-// Exit statuses of the guardian itself when it cannot do its job.
-const (
-	exitUsage    = 64 // started by hand, without the supervisor's pipes
-	exitProtocol = 70 // the supervisor's first message was missing or bad
-)
 
 // reapEvery bounds how long the SIGKILL phase waits between scans of
 // /proc for processes that were forked while it was killing.
@@ -37,7 +33,7 @@ const reapEvery = 2 * time.Millisecond
 func Main(stderr io.Writer) int {
 	if os.Getenv(EnvMarker) != "1" {
 		fmt.Fprintln(stderr, "etcdlock: guardian is started by etcdlock run, not by hand")
-		return exitUsage
+		return exitcode.Usage // started by hand, without the supervisor's pipes
 	}
 	// The command is started from this thread, with a parent-death signal
 	// of SIGKILL: the thread must live as long as the guardian does.
@@ -45,7 +41,7 @@ func Main(stderr io.Writer) int {
 	for _, fd := range []int{controlFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
-			return exitUsage
+			return exitcode.Usage
 		}
 		// Inherited without close-on-exec: the command must not hold
 		// them (it could read the supervisor's messages, and would keep
@@ -93,7 +89,7 @@ func (g *guard) run(ctrl *os.File) int {
 	cfg, ok := <-msgs
 	if !ok || cfg.Op != opConfig || len(cfg.Argv) == 0 {
 		g.note("guardian: no command from the supervisor")
-		return exitProtocol
+		return exitcode.Internal
 	}
 	g.killSignal = syscall.Signal(cfg.KillSignal)
 	g.killGrace = time.Duration(cfg.KillGrace)
@@ -107,15 +103,15 @@ func (g *guard) run(ctrl *os.File) int {
 
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		g.note("guardian: cannot become a child subreaper: %v", err)
-		return g.exit(126)
+		return g.exit(exitcode.CannotExecute)
 	}
 	if os.Getppid() != g.supervisor {
-		return g.exit(126) // the supervisor died before we were ready
+		return g.exit(exitcode.CannotExecute) // the supervisor died before we were ready
 	}
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
 	}
-	if code, ok := g.start(cfg.Argv); !ok {
+	if code, ok := g.startCommand(cfg.Argv); !ok {
 		return g.exit(code)
 	}
 	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
@@ -132,7 +128,7 @@ func (g *guard) run(ctrl *os.File) int {
 		case m, ok := <-msgs:
 			if !ok {
 				msgs = nil
-				g.stop("etcdlock exited")
+				g.stopAll("etcdlock exited")
 				continue
 			}
 			g.handle(m)
@@ -142,10 +138,10 @@ func (g *guard) run(ctrl *os.File) int {
 				// reaped at the top of the loop
 			case parentDeathSignal:
 				if os.Getppid() != g.supervisor {
-					g.stop("etcdlock exited")
+					g.stopAll("etcdlock exited")
 				}
 			default:
-				g.stop(fmt.Sprintf("the guardian received %v", sig))
+				g.stopAll(fmt.Sprintf("the guardian received %v", sig))
 			}
 		case <-timer.C:
 		}
@@ -178,7 +174,7 @@ func (g *guard) handle(m message) {
 			_ = unix.Kill(-g.cmdPid, syscall.Signal(m.Signal))
 		}
 	case opStop:
-		g.stopWithin(m.Reason, time.Duration(m.Grace))
+		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
 	case opContinue:
 		if g.foreground && m.Foreground {
 			g.setForeground(g.cmdPid)
@@ -187,9 +183,10 @@ func (g *guard) handle(m message) {
 	}
 }
 
-// start starts the command in its own process group; ok is false with the
-// shell's exit status if it cannot be started.
-func (g *guard) start(argv []string) (code int, ok bool) {
+// startCommand starts the command in its own process group; ok is false
+// with the shell's exit status if it cannot be started. (Start, in the
+// supervisor, starts the guardian process itself.)
+func (g *guard) startCommand(argv []string) (code int, ok bool) {
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return kv == EnvMarker+"=1" })
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -202,9 +199,9 @@ func (g *guard) start(argv []string) (code int, ok bool) {
 	if err := c.Start(); err != nil {
 		g.note("cannot start %s: %v", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127, false
+			return exitcode.NotFound, false
 		}
-		return 126, false
+		return exitcode.CannotExecute, false
 	}
 	g.cmdPid = c.Process.Pid
 	// The guardian reaps with wait4(-1); the handle is not needed.
@@ -242,7 +239,7 @@ func (g *guard) reap() bool {
 		case ws.Exited():
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
-			g.commandExited(128 + int(ws.Signal()))
+			g.commandExited(exitcode.SignalBase + int(ws.Signal()))
 		}
 	}
 }
@@ -257,7 +254,7 @@ func (g *guard) commandExited(code int) {
 		return
 	}
 	if n := len(below(g.self)); n > 0 {
-		g.stop(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
+		g.stopAll(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
 	}
 }
 
@@ -269,13 +266,13 @@ func (g *guard) commandStopped() {
 	_ = g.status.Encode(message{Op: opStopped})
 }
 
-// stop sends the kill signal to everything below the guardian and sets the
-// SIGKILL time: the grace period, cut to the hard deadline.
-func (g *guard) stop(reason string) { g.stopWithin(reason, g.killGrace) }
+// stopAll sends the kill signal to everything below the guardian and sets
+// the SIGKILL time: the grace period, cut to the hard deadline.
+func (g *guard) stopAll(reason string) { g.stopAllWithin(reason, g.killGrace) }
 
-// stopWithin is stop with its own grace period. A stop already under way
-// keeps the earlier SIGKILL time.
-func (g *guard) stopWithin(reason string, grace time.Duration) {
+// stopAllWithin is stopAll with its own grace period. A stop already under
+// way keeps the earlier SIGKILL time.
+func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	now := monoNow()
 	if g.stopping {
 		g.killAt = min(g.killAt, now+int64(grace))
@@ -300,7 +297,7 @@ func (g *guard) enforce() {
 	now := monoNow()
 	if !g.stopping && now >= g.soft {
 		late := time.Duration(now - g.soft).Round(time.Millisecond)
-		g.stop(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
+		g.stopAll(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
 	}
 	if g.stopping && (now >= g.killAt || now >= g.hard) && !g.killing {
 		g.killing = true

@@ -133,8 +133,9 @@ type Event struct {
 	// Stopped is set when the command was stopped from the terminal.
 	Stopped bool
 	// Exited is set with Code when every process of the command is gone;
-	// Code is the command's exit status (128+N for signal N, 126 if it
-	// could not be started, 127 if it was not found).
+	// Code is the command's exit status (exitcode.SignalBase+N for signal
+	// N, exitcode.CannotExecute if it could not be started,
+	// exitcode.NotFound if it was not found).
 	Exited bool
 	Code   int
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // The test binary is its own guardian: Start re-executes /proc/self/exe.
@@ -104,6 +106,16 @@ func (r *run) exited(timeout time.Duration) (int, time.Time) {
 			}
 		case <-deadline:
 			r.t.Fatalf("no exit within %v; stderr: %s", timeout, r.stderr)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing t with msg after 10 s.
+func waitFor(t *testing.T, msg string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s within 10s", msg)
 		}
 	}
 }
@@ -203,8 +215,8 @@ func TestDeadlinePassesWithoutRenewal(t *testing.T) {
 	pids := append(r.pids("pids", 3), r.pid)
 	code, at := r.exited(10 * time.Second)
 	assertDead(t, pids)
-	if code != 128+int(syscall.SIGKILL) {
-		t.Errorf("code %d, want %d (SIGKILL)", code, 128+int(syscall.SIGKILL))
+	if code != exitcode.SignalBase+int(syscall.SIGKILL) {
+		t.Errorf("code %d, want %d (SIGKILL)", code, exitcode.SignalBase+int(syscall.SIGKILL))
 	}
 	took := at.Sub(begin)
 	t.Logf("soft deadline %v, hard %v: every process dead and reaped at %v", soft, hard, took)
@@ -251,8 +263,8 @@ func TestStopAndSignal(t *testing.T) {
 		}
 		code, _ := r.exited(10 * time.Second)
 		assertDead(t, pids)
-		if code != 128+int(syscall.SIGTERM) {
-			t.Errorf("code %d, want %d", code, 128+int(syscall.SIGTERM))
+		if code != exitcode.SignalBase+int(syscall.SIGTERM) {
+			t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
 		}
 		if !strings.Contains(r.stderr.String(), "lock lost: sending terminated") {
 			t.Errorf("stderr: %q", r.stderr)
@@ -260,12 +272,10 @@ func TestStopAndSignal(t *testing.T) {
 	})
 	t.Run("signal", func(t *testing.T) {
 		r := start(t, `trap 'exit 9' USR1; touch "$DIR/ready"; while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
-		for {
-			if _, err := os.Stat(filepath.Join(r.dir, "ready")); err == nil {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitFor(t, "the command never set its trap", func() bool {
+			_, err := os.Stat(filepath.Join(r.dir, "ready"))
+			return err == nil
+		})
 		if err := r.g.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
@@ -280,9 +290,9 @@ func TestCommandThatCannotStart(t *testing.T) {
 		argv []string
 		code int
 	}{
-		{[]string{"/nonexistent/command"}, 127},
-		{[]string{"no-such-command-in-path"}, 127},
-		{[]string{"/etc/hostname"}, 126}, // not executable
+		{[]string{"/nonexistent/command"}, exitcode.NotFound},
+		{[]string{"no-such-command-in-path"}, exitcode.NotFound},
+		{[]string{"/etc/hostname"}, exitcode.CannotExecute}, // not executable
 	} {
 		stderr := &syncBuffer{}
 		g, err := Start(Config{Argv: tc.argv, Env: os.Environ(), Stderr: stderr, KillSignal: syscall.SIGTERM,
@@ -313,7 +323,7 @@ func TestBadConfig(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	t.Setenv(EnvMarker, "")
-	if code := Main(&stderr); code != exitUsage || !strings.Contains(stderr.String(), "not by hand") {
+	if code := Main(&stderr); code != exitcode.Usage || !strings.Contains(stderr.String(), "not by hand") {
 		t.Errorf("Main by hand: %d %q", code, stderr.String())
 	}
 }
@@ -332,11 +342,11 @@ func TestBelowFindsDescendants(t *testing.T) {
 	}
 	defer p.Wait()
 	var grand int
-	for grand == 0 {
+	waitFor(t, "the shell never wrote its child's pid", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "p"))
 		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		time.Sleep(5 * time.Millisecond)
-	}
+		return grand != 0
+	})
 	got := below(os.Getpid())
 	if len(got) != 2 || !isBelow(grand, os.Getpid()) {
 		t.Errorf("below = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)

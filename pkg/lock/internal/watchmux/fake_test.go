@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,16 +32,55 @@ type fakeStream struct {
 	sent              chan *pb.WatchRequest
 	resps             chan *pb.WatchResponse
 	fail              chan error
+
+	// called is signaled, without blocking, each time Send is called;
+	// mu guards the counts of the calls and of the requests the test
+	// took, which tell whether a call is still blocked (see inSend).
+	called       chan struct{}
+	mu           sync.Mutex
+	calls, taken int
 }
 
 var _ pb.Watch_WatchClient = (*fakeStream)(nil)
 
+func newFakeStream(ctx context.Context, t *testing.T) *fakeStream {
+	return &fakeStream{t: t, ctx: ctx, sent: make(chan *pb.WatchRequest), resps: make(chan *pb.WatchResponse),
+		fail: make(chan error), called: make(chan struct{}, 1)}
+}
+
 func (s *fakeStream) Send(r *pb.WatchRequest) error {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	select {
+	case s.called <- struct{}{}:
+	default: // a signal is pending already
+	}
 	select {
 	case s.sent <- r:
 		return nil
 	case <-s.ctx.Done():
 		return io.EOF
+	}
+}
+
+// inSend waits until the Mux is blocked in Send with a request the test
+// has not taken.
+func (s *fakeStream) inSend() {
+	s.t.Helper()
+	timeout := time.After(wait)
+	for {
+		s.mu.Lock()
+		blocked := s.calls > s.taken
+		s.mu.Unlock()
+		if blocked {
+			return
+		}
+		select {
+		case <-s.called:
+		case <-timeout:
+			s.t.Fatal("the Mux does not send")
+		}
 	}
 }
 
@@ -62,7 +102,11 @@ func (s *fakeStream) CloseSend() error { return nil }
 // next returns the next request the Mux sends.
 func (s *fakeStream) next() *pb.WatchRequest {
 	s.t.Helper()
-	return receive(s.t, s.sent, "request sent")
+	r := receive(s.t, s.sent, "request sent")
+	s.mu.Lock()
+	s.taken++
+	s.mu.Unlock()
+	return r
 }
 
 // create returns the next request, which must be a create.
@@ -171,7 +215,7 @@ func newHarness(t *testing.T) *harness {
 		reads: make(chan *readCall),
 	}
 	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
-		s := &fakeStream{t: t, ctx: ctx, sent: make(chan *pb.WatchRequest), resps: make(chan *pb.WatchResponse), fail: make(chan error)}
+		s := newFakeStream(ctx, t)
 		select {
 		case h.opens <- s:
 			return s, nil

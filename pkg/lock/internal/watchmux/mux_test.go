@@ -155,7 +155,7 @@ func TestRemoveSendsCancel(t *testing.T) {
 	// The Mux blocks sending c's create until the test reads it; meanwhile
 	// a is removed, b added and d added and removed.
 	h.mux.WatchFromNow("c", func(error) {}, nil)
-	time.Sleep(quiet) // let the Mux block in Send
+	s.inSend()
 	h.mux.Remove(a)
 	h.mux.Remove(a) // idempotent
 	h.mux.WatchFromNow("b", func(error) {}, nil)
