@@ -92,7 +92,10 @@ func (r reuseResult) String() string {
 func (r reuseResult) caught() bool {
 	switch r.control {
 	case reuseIgnoreLost:
-		return r.counters[invOverlap] > 0
+		// Invariant 1 either way: a holder that ignores its loss overlaps
+		// the next holder, or — when no one acquired in time — believes
+		// itself active long after its key was deleted.
+		return r.counters[invOverlap] > 0 || r.counters[invLateNotice] > 0
 	case reuseReleaseByName:
 		return r.counters[invForeign] > 0
 	case reuseStaleToken:
