@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -357,5 +358,33 @@ func TestCommandInheritsNoPipes(t *testing.T) {
 	}
 	if env, _ := os.ReadFile(filepath.Join(r.dir, "env")); strings.Contains(string(env), EnvMarker) {
 		t.Errorf("command environment has %s", EnvMarker)
+	}
+}
+
+// A walker's later passes find what was forked since its first, which
+// reads all of /proc where the kernel has no children files; the later
+// ones read only the pids allocated since.
+func TestWalkerFindsNewProcesses(t *testing.T) {
+	w := &walker{root: os.Getpid()}
+	if got := w.pass(); len(got) != 0 {
+		t.Fatalf("first pass = %v before starting anything", got)
+	}
+	dir := t.TempDir()
+	c := fmt.Sprintf(`setsid sleep 30 & echo $! > %s/p; wait`, dir)
+	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", c}, &os.ProcAttr{Files: []*os.File{nil, os.Stdout, os.Stderr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	defer signalBelow(os.Getpid(), syscall.SIGKILL)
+	var grand int
+	for grand == 0 {
+		b, _ := os.ReadFile(filepath.Join(dir, "p"))
+		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := w.pass()
+	if !slices.Contains(got, p.Pid) || !slices.Contains(got, grand) || len(got) != 2 {
+		t.Errorf("second pass = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
 	}
 }
