@@ -180,3 +180,26 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 	term.send("exit\n")
 	_ = term.exitCode()
 }
+
+// With `stty tostop`, the guardian — in a background group of the
+// terminal — still stops the command of a frozen etcdlock, and its note
+// reaches the terminal.
+func TestCLITerminalTostopFrozen(t *testing.T) {
+	dir := t.TempDir()
+	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--ttl", "3s", "--",
+		"sh", "-c", `stty tostop; echo $$ > `+dir+`/pid; echo rea""dy; exec sleep 100`))
+	term.expect("ready", 20*time.Second)
+	b, err := os.ReadFile(dir + "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	g := &guarded{dir: dir, pids: []int{pid}}
+	next := nextHolder(t, g)
+	if err := term.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	h := <-next
+	h.check(t)
+	term.expect("no lease renewal", 5*time.Second)
+}

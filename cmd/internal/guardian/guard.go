@@ -42,6 +42,7 @@ func Main(stderr io.Writer) int {
 	// The command is started from this thread, with a parent-death signal
 	// of SIGKILL: the thread must live as long as the guardian does.
 	runtime.LockOSThread()
+	blockTerminalStops()
 	for _, fd := range []int{controlFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
@@ -284,7 +285,6 @@ func (g *guard) stopWithin(reason string, grace time.Duration) {
 	g.stopping = true
 	g.killAt = min(now+int64(grace), g.hard)
 	wait := max(time.Duration(g.killAt-now), 0).Round(time.Millisecond)
-	g.note("%s: sending %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, g.killSignal)
 	}
@@ -293,6 +293,7 @@ func (g *guard) stopWithin(reason string, grace time.Duration) {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	signalBelow(g.self, syscall.SIGCONT)
+	g.note("%s: sent %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
 }
 
 // enforce acts on deadlines that have passed.
@@ -302,17 +303,18 @@ func (g *guard) enforce() {
 		late := time.Duration(now - g.soft).Round(time.Millisecond)
 		g.stop(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
 	}
+	first := false
 	if g.stopping && (now >= g.killAt || now >= g.hard) && !g.killing {
-		g.killing = true
-		if !g.cmdDone {
-			g.note("the command is still running after the grace period: sending SIGKILL")
-		}
+		g.killing, first = true, true
 	}
 	if g.killing {
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
 		}
 		signalBelow(g.self, syscall.SIGKILL)
+	}
+	if first && !g.cmdDone {
+		g.note("the command was still running after the grace period: sent SIGKILL")
 	}
 }
 
@@ -358,6 +360,20 @@ func (g *guard) setForeground(pgrp int) {
 	}
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+// blockTerminalStops blocks SIGTTOU and SIGTTIN on the calling thread, the
+// guardian's, which writes every note. The guardian is in a background
+// group of the terminal: with `stty tostop` a note would stop it, and
+// with it the deadline it enforces. Blocked, the signal lets the write
+// through. Ignoring the signals instead would pass SIG_IGN on to the
+// command; a blocked mask does not pass on, as Go starts a child with the
+// mask the thread had when the runtime began.
+func blockTerminalStops() {
+	var set unix.Sigset_t
+	sigaddset(&set, syscall.SIGTTOU)
+	sigaddset(&set, syscall.SIGTTIN)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil)
 }
 
 func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {

@@ -255,7 +255,7 @@ func TestStopAndSignal(t *testing.T) {
 		if code != 128+int(syscall.SIGTERM) {
 			t.Errorf("code %d, want %d", code, 128+int(syscall.SIGTERM))
 		}
-		if !strings.Contains(r.stderr.String(), "lock lost: sending terminated") {
+		if !strings.Contains(r.stderr.String(), "lock lost: sent terminated") {
 			t.Errorf("stderr: %q", r.stderr)
 		}
 	})
@@ -386,5 +386,29 @@ func TestWalkerFindsNewProcesses(t *testing.T) {
 	got := w.pass()
 	if !slices.Contains(got, p.Pid) || !slices.Contains(got, grand) || len(got) != 2 {
 		t.Errorf("second pass = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
+	}
+}
+
+// The guardian blocks SIGTTOU and SIGTTIN for its own writes to the
+// terminal; the command must get neither blocked nor ignored, or a
+// background command writing or reading the terminal would not stop.
+func TestCommandGetsTerminalStops(t *testing.T) {
+	r := start(t, `grep -E '^Sig(Blk|Ign)' /proc/$$/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
+	r.exited(10 * time.Second)
+	b, err := os.ReadFile(filepath.Join(r.dir, "sig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, hex, _ := strings.Cut(line, ":")
+		mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGTTOU, syscall.SIGTTIN} {
+			if mask&(1<<(sig-1)) != 0 {
+				t.Errorf("%s has %v in the command", name, sig)
+			}
+		}
 	}
 }
