@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // interactiveShell is bash with job control on a terminal, at its prompt.
@@ -171,6 +172,12 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 	term.expect("Stopped", 10*time.Second)
 	h := <-nextHolder(t, g)
 	h.check(t)
+	// The shell has the terminal since the job stopped; the guardian
+	// must not take it back for the stopped job when it kills the command.
+	time.Sleep(100 * time.Millisecond)
+	if fg, err := unix.IoctlGetInt(int(term.tty.Fd()), unix.TIOCGPGRP); err != nil || fg != term.cmd.Process.Pid {
+		t.Errorf("terminal's foreground group %d (%v), want the shell's %d", fg, err, term.cmd.Process.Pid)
+	}
 	term.send("fg\n")
 	term.send("echo code=$?\n")
 	term.expect("code=79", 10*time.Second)

@@ -252,7 +252,7 @@ func (g *guard) reap() bool {
 func (g *guard) commandExited(code int) {
 	g.cmdDone, g.cmdCode = true, code
 	if g.foreground {
-		g.setForeground(g.jobPgrp)
+		g.handBack()
 	}
 	if g.stopping {
 		return
@@ -266,7 +266,7 @@ func (g *guard) commandExited(code int) {
 // as the terminal's Ctrl-Z would have without etcdlock. The supervisor's
 // renewals stop with it; the deadline still holds.
 func (g *guard) commandStopped() {
-	g.setForeground(g.jobPgrp)
+	g.handBack()
 	_ = g.status.Encode(message{Op: opStopped})
 }
 
@@ -360,6 +360,16 @@ func (g *guard) setForeground(pgrp int) {
 	}
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+// handBack gives the terminal back to the job's group, if the command's
+// group has it. After a Ctrl-Z the shell takes the terminal when it sees
+// the job stop, and may give it to another job; it is not the guardian's
+// to take back then.
+func (g *guard) handBack() {
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
+		g.setForeground(g.jobPgrp)
+	}
 }
 
 // blockTerminalStops blocks SIGTTOU and SIGTTIN on the calling thread, the
