@@ -210,3 +210,22 @@ func TestCLITerminalTostopFrozen(t *testing.T) {
 	h.check(t)
 	term.expect("no lease renewal", 5*time.Second)
 }
+
+// A command killed by a signal leaves the terminal as it was before the
+// command, as a shell restores it for a job killed by a signal: etcdlock
+// exits 128+N, which a shell takes for a normal exit.
+func TestCLITerminalRestoredAfterSignal(t *testing.T) {
+	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--",
+		"sh", "-c", `stty -icanon -echo; echo rea""dy; kill -9 $$`))
+	term.expect("ready", 20*time.Second)
+	if code := term.exitCode(); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit %d, want %d; output:\n%s", code, 128+int(syscall.SIGKILL), term.out)
+	}
+	tio, err := unix.IoctlGetTermios(int(term.tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint32(unix.ICANON | unix.ECHO); tio.Lflag&want != want {
+		t.Errorf("terminal left with lflag %#x: ICANON or ECHO off", tio.Lflag)
+	}
+}

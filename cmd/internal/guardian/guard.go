@@ -75,7 +75,8 @@ type guard struct {
 	killGrace  time.Duration
 	foreground bool
 	jsonNotes  bool
-	jobPgrp    int // the supervisor's process group, which had the terminal
+	jobPgrp    int           // the supervisor's process group, which had the terminal
+	termios    *unix.Termios // the terminal's settings before the command ran
 
 	cmdPid   int
 	cmdDone  bool
@@ -115,6 +116,7 @@ func (g *guard) run(ctrl *os.File) int {
 	}
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
+		g.termios, _ = unix.IoctlGetTermios(0, unix.TCGETS)
 	}
 	if code, ok := g.start(cfg.Argv); !ok {
 		return g.exit(code)
@@ -243,6 +245,7 @@ func (g *guard) reap() bool {
 		case ws.Exited():
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
+			g.restoreTerminal()
 			g.commandExited(128 + int(ws.Signal()))
 		}
 	}
@@ -369,6 +372,20 @@ func (g *guard) setForeground(pgrp int) {
 func (g *guard) handBack() {
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
 		g.setForeground(g.jobPgrp)
+	}
+}
+
+// restoreTerminal puts back the terminal's settings from before the
+// command, as a shell does for a job killed by a signal: the command had
+// no chance to undo its own (stty -echo, raw mode). Only while the
+// command's group has the terminal: otherwise the shell has taken it and
+// set it as it wants.
+func (g *guard) restoreTerminal() {
+	if g.termios == nil {
+		return
+	}
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
+		_ = unix.IoctlSetTermios(0, unix.TCSETSW, g.termios)
 	}
 }
 
