@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,4 +240,95 @@ func TestCLIGuardCheckCanFail(t *testing.T) {
 	if len(h.alive) != 1 || h.alive[0] != outside.Process.Pid {
 		t.Errorf("check saw %v alive, want only the outside process %d", h.alive, outside.Process.Pid)
 	}
+}
+
+// forkChain is a process that forks and exits in a loop: one process is
+// alive at a time, with a new pid each generation. It ignores SIGTERM,
+// appends "microseconds pid" to its second argument at each generation,
+// and ends by itself at its first (Unix seconds).
+const forkChain = `use Time::HiRes qw(time);
+$SIG{TERM} = 'IGNORE';
+my ($end, $log) = @ARGV;
+while (1) {
+	my $now = time;
+	exit 0 if $now > $end;
+	open(my $f, '>>', $log) or die; printf $f "%d %d\n", $now * 1e6, $$; close $f;
+	my $pid = fork;
+	exit 0 if $pid;
+}
+`
+
+// hostProcs is how many idle processes TestCLISupervisorKilledForkChain
+// adds to the host: every process on the host is a cost to a guardian
+// that reads all of /proc.
+const hostProcs = 1000
+
+// idleProcesses starts n sleeping processes in one process group, killed
+// at cleanup.
+func idleProcesses(t *testing.T, n int) {
+	t.Helper()
+	sh := exec.Command("sh", "-c", `i=0; while [ $i -lt `+strconv.Itoa(n)+` ]; do sleep 1000 & i=$((i+1)); done; echo started; wait`)
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lockedBuffer{}
+	sh.Stdout = out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		_ = sh.Wait()
+	})
+	etcdtest.Eventually(t, time.Minute, func() bool { return strings.Contains(out.String(), "started") }, "idle processes not started")
+}
+
+// etcdlock is killed with SIGKILL while the command left a fork-and-exit
+// chain in its own session, on a host with many other processes: the
+// guardian kills the chain before the next holder gets the lock.
+func TestCLISupervisorKilledForkChain(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl is needed for the fork chain")
+	}
+	idleProcesses(t, hostProcs)
+	dir := t.TempDir()
+	chain, log := filepath.Join(dir, "chain.pl"), filepath.Join(dir, "chain.log")
+	if err := os.WriteFile(chain, []byte(forkChain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(20 * time.Second).Unix() // the chain's own bound
+	script := `setsid perl ` + chain + ` ` + strconv.FormatInt(end, 10) + ` ` + log + ` &
+echo $$ > "$D/pids.tmp"; mv "$D/pids.tmp" "$D/pids"; wait`
+	g := runGuarded(t, shared.Endpoints()[0], script, "--ttl", "3s")
+	generations := func() [][2]int64 {
+		b, _ := os.ReadFile(log)
+		var out [][2]int64
+		for _, line := range strings.Split(string(b), "\n") {
+			var us, pid int64
+			if _, err := fmt.Sscan(line, &us, &pid); err == nil {
+				out = append(out, [2]int64{us, pid})
+			}
+		}
+		return out
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(generations()) > 20 }, "the fork chain did not run")
+	next := nextHolder(t, g)
+	killed := time.Now()
+	if err := g.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	h := <-next
+	h.check(t)
+	gens := generations()
+	last := time.UnixMicro(gens[len(gens)-1][0])
+	var after int
+	for _, gen := range gens {
+		if time.UnixMicro(gen[0]).After(h.at) {
+			after++
+		}
+	}
+	if after > 0 {
+		t.Errorf("%d generations of the fork chain started after the next holder got the lock (%v after the kill); the last %v after the kill",
+			after, h.at.Sub(killed).Round(time.Millisecond), last.Sub(killed).Round(time.Millisecond))
+	}
+	t.Logf("kill -9 etcdlock with %d idle processes on the host: last of %d chain generations %v after the kill; next holder acquired %v after the kill",
+		hostProcs, len(gens), last.Sub(killed).Round(time.Millisecond), h.at.Sub(killed).Round(time.Millisecond))
 }

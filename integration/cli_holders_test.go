@@ -57,6 +57,11 @@ func TestCLIForeignHolder(t *testing.T) {
 	if r := cli(t, ep, nil, "run", "--try", "ext", "--", "true"); r.code != 75 || !strings.Contains(r.stderr, "etcdctl lock") || !strings.Contains(r.stderr, lease) {
 		t.Errorf("run --try: %d %q", r.code, r.stderr)
 	}
+	if r := cli(t, ep, nil, "run", "--timeout", "1s", "ext", "--", "true"); r.code != 124 ||
+		!strings.Contains(r.stderr, "waiting for lock \"ext\": held by a key without an etcdlock record") ||
+		!strings.Contains(r.stderr, "lease "+lease) || !strings.Contains(r.stderr, "s left") || strings.Contains(r.stderr, "since") {
+		t.Errorf("run waiting: %d %q", r.code, r.stderr)
+	}
 	if r := cli(t, ep, nil, "list"); !strings.Contains(r.stdout, "no etcdlock record") {
 		t.Errorf("list: %q", r.stdout)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // interactiveShell is bash with job control on a terminal, at its prompt.
@@ -171,6 +172,12 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 	term.expect("Stopped", 10*time.Second)
 	h := <-nextHolder(t, g)
 	h.check(t)
+	// The shell has the terminal since the job stopped; the guardian
+	// must not take it back for the stopped job when it kills the command.
+	time.Sleep(100 * time.Millisecond)
+	if fg, err := unix.IoctlGetInt(int(term.tty.Fd()), unix.TIOCGPGRP); err != nil || fg != term.cmd.Process.Pid {
+		t.Errorf("terminal's foreground group %d (%v), want the shell's %d", fg, err, term.cmd.Process.Pid)
+	}
 	term.send("fg\n")
 	term.send("echo code=$?\n")
 	term.expect("code=79", 10*time.Second)
@@ -179,4 +186,46 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 	}
 	term.send("exit\n")
 	_ = term.exitCode()
+}
+
+// With `stty tostop`, the guardian — in a background group of the
+// terminal — still stops the command of a frozen etcdlock, and its note
+// reaches the terminal.
+func TestCLITerminalTostopFrozen(t *testing.T) {
+	dir := t.TempDir()
+	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--ttl", "3s", "--",
+		"sh", "-c", `stty tostop; echo $$ > `+dir+`/pid; echo rea""dy; exec sleep 100`))
+	term.expect("ready", 20*time.Second)
+	b, err := os.ReadFile(dir + "/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	g := &guarded{dir: dir, pids: []int{pid}}
+	next := nextHolder(t, g)
+	if err := term.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	h := <-next
+	h.check(t)
+	term.expect("no lease renewal", 5*time.Second)
+}
+
+// A command killed by a signal leaves the terminal as it was before the
+// command, as a shell restores it for a job killed by a signal: etcdlock
+// exits 128+N, which a shell takes for a normal exit.
+func TestCLITerminalRestoredAfterSignal(t *testing.T) {
+	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--",
+		"sh", "-c", `stty -icanon -echo; echo rea""dy; kill -9 $$`))
+	term.expect("ready", 20*time.Second)
+	if code := term.exitCode(); code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit %d, want %d; output:\n%s", code, 128+int(syscall.SIGKILL), term.out)
+	}
+	tio, err := unix.IoctlGetTermios(int(term.tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint32(unix.ICANON | unix.ECHO); tio.Lflag&want != want {
+		t.Errorf("terminal left with lflag %#x: ICANON or ECHO off", tio.Lflag)
+	}
 }

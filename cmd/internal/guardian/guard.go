@@ -38,6 +38,7 @@ func Main(stderr io.Writer) int {
 	// The command is started from this thread, with a parent-death signal
 	// of SIGKILL: the thread must live as long as the guardian does.
 	runtime.LockOSThread()
+	blockTerminalStops()
 	for _, fd := range []int{controlFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
@@ -70,7 +71,8 @@ type guard struct {
 	killGrace  time.Duration
 	foreground bool
 	jsonNotes  bool
-	jobPgrp    int // the supervisor's process group, which had the terminal
+	jobPgrp    int           // the supervisor's process group, which had the terminal
+	termios    *unix.Termios // the terminal's settings before the command ran
 
 	cmdPid   int
 	cmdDone  bool
@@ -110,6 +112,7 @@ func (g *guard) run(ctrl *os.File) int {
 	}
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
+		g.termios, _ = unix.IoctlGetTermios(0, unix.TCGETS)
 	}
 	if code, ok := g.startCommand(cfg.Argv); !ok {
 		return g.exit(code)
@@ -239,6 +242,7 @@ func (g *guard) reap() bool {
 		case ws.Exited():
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
+			g.restoreTerminal()
 			g.commandExited(exitcode.SignalBase + int(ws.Signal()))
 		}
 	}
@@ -248,7 +252,7 @@ func (g *guard) reap() bool {
 func (g *guard) commandExited(code int) {
 	g.cmdDone, g.cmdCode = true, code
 	if g.foreground {
-		g.setForeground(g.jobPgrp)
+		g.handBack()
 	}
 	if g.stopping {
 		return
@@ -262,7 +266,7 @@ func (g *guard) commandExited(code int) {
 // as the terminal's Ctrl-Z would have without etcdlock. The supervisor's
 // renewals stop with it; the deadline still holds.
 func (g *guard) commandStopped() {
-	g.setForeground(g.jobPgrp)
+	g.handBack()
 	_ = g.status.Encode(message{Op: opStopped})
 }
 
@@ -281,7 +285,6 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	g.stopping = true
 	g.killAt = min(now+int64(grace), g.hard)
 	wait := max(time.Duration(g.killAt-now), 0).Round(time.Millisecond)
-	g.note("%s: sending %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, g.killSignal)
 	}
@@ -290,6 +293,7 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	signalBelow(g.self, syscall.SIGCONT)
+	g.note("%s: sent %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
 }
 
 // enforce acts on deadlines that have passed.
@@ -299,17 +303,18 @@ func (g *guard) enforce() {
 		late := time.Duration(now - g.soft).Round(time.Millisecond)
 		g.stopAll(fmt.Sprintf("no lease renewal from etcdlock by the deadline (%v ago)", late))
 	}
+	first := false
 	if g.stopping && (now >= g.killAt || now >= g.hard) && !g.killing {
-		g.killing = true
-		if !g.cmdDone {
-			g.note("the command is still running after the grace period: sending SIGKILL")
-		}
+		g.killing, first = true, true
 	}
 	if g.killing {
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
 		}
 		signalBelow(g.self, syscall.SIGKILL)
+	}
+	if first && !g.cmdDone {
+		g.note("the command was still running after the grace period: sent SIGKILL")
 	}
 }
 
@@ -355,6 +360,44 @@ func (g *guard) setForeground(pgrp int) {
 	}
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+// handBack gives the terminal back to the job's group, if the command's
+// group has it. After a Ctrl-Z the shell takes the terminal when it sees
+// the job stop, and may give it to another job; it is not the guardian's
+// to take back then.
+func (g *guard) handBack() {
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
+		g.setForeground(g.jobPgrp)
+	}
+}
+
+// restoreTerminal puts back the terminal's settings from before the
+// command, as a shell does for a job killed by a signal: the command had
+// no chance to undo its own (stty -echo, raw mode). Only while the
+// command's group has the terminal: otherwise the shell has taken it and
+// set it as it wants.
+func (g *guard) restoreTerminal() {
+	if g.termios == nil {
+		return
+	}
+	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
+		_ = unix.IoctlSetTermios(0, unix.TCSETSW, g.termios)
+	}
+}
+
+// blockTerminalStops blocks SIGTTOU and SIGTTIN on the calling thread, the
+// guardian's, which writes every note. The guardian is in a background
+// group of the terminal: with `stty tostop` a note would stop it, and
+// with it the deadline it enforces. Blocked, the signal lets the write
+// through. Ignoring the signals instead would pass SIG_IGN on to the
+// command; a blocked mask does not pass on, as Go starts a child with the
+// mask the thread had when the runtime began.
+func blockTerminalStops() {
+	var set unix.Sigset_t
+	sigaddset(&set, syscall.SIGTTOU)
+	sigaddset(&set, syscall.SIGTTIN)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil)
 }
 
 func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -266,7 +267,7 @@ func TestStopAndSignal(t *testing.T) {
 		if code != exitcode.SignalBase+int(syscall.SIGTERM) {
 			t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
 		}
-		if !strings.Contains(r.stderr.String(), "lock lost: sending terminated") {
+		if !strings.Contains(r.stderr.String(), "lock lost: sent terminated") {
 			t.Errorf("stderr: %q", r.stderr)
 		}
 	})
@@ -367,5 +368,57 @@ func TestCommandInheritsNoPipes(t *testing.T) {
 	}
 	if env, _ := os.ReadFile(filepath.Join(r.dir, "env")); strings.Contains(string(env), EnvMarker) {
 		t.Errorf("command environment has %s", EnvMarker)
+	}
+}
+
+// A walker's later passes find what was forked since its first, which
+// reads all of /proc where the kernel has no children files; the later
+// ones read only the pids allocated since.
+func TestWalkerFindsNewProcesses(t *testing.T) {
+	w := &walker{root: os.Getpid()}
+	if got := w.pass(); len(got) != 0 {
+		t.Fatalf("first pass = %v before starting anything", got)
+	}
+	dir := t.TempDir()
+	c := fmt.Sprintf(`setsid sleep 30 & echo $! > %s/p; wait`, dir)
+	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", c}, &os.ProcAttr{Files: []*os.File{nil, os.Stdout, os.Stderr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Wait()
+	defer signalBelow(os.Getpid(), syscall.SIGKILL)
+	var grand int
+	for grand == 0 {
+		b, _ := os.ReadFile(filepath.Join(dir, "p"))
+		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := w.pass()
+	if !slices.Contains(got, p.Pid) || !slices.Contains(got, grand) || len(got) != 2 {
+		t.Errorf("second pass = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
+	}
+}
+
+// The guardian blocks SIGTTOU and SIGTTIN for its own writes to the
+// terminal; the command must get neither blocked nor ignored, or a
+// background command writing or reading the terminal would not stop.
+func TestCommandGetsTerminalStops(t *testing.T) {
+	r := start(t, `grep -E '^Sig(Blk|Ign)' /proc/$$/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
+	r.exited(10 * time.Second)
+	b, err := os.ReadFile(filepath.Join(r.dir, "sig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, hex, _ := strings.Cut(line, ":")
+		mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGTTOU, syscall.SIGTTIN} {
+			if mask&(1<<(sig-1)) != 0 {
+				t.Errorf("%s has %v in the command", name, sig)
+			}
+		}
 	}
 }

@@ -2,9 +2,12 @@ package guardian
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,8 +21,9 @@ type proc struct {
 
 // readProc reads /proc/PID/stat; ok is false if the process is gone.
 func readProc(pid int) (p proc, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	var buf [1024]byte
+	b, ok := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
+	if !ok {
 		return proc{}, false
 	}
 	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so
@@ -39,37 +43,184 @@ func readProc(pid int) (p proc, ok bool) {
 	return proc{pid: pid, ppid: ppid, zombie: f[0][0] == 'Z'}, true
 }
 
+// readSmall reads a file of /proc that fits in buf with one read: three
+// system calls where os.ReadFile makes five, which counts when a pass
+// reads one file per process on the host.
+func readSmall(path string, buf []byte) ([]byte, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n <= 0 {
+		return nil, false
+	}
+	return buf[:n], true
+}
+
 // below returns the live processes below root: its children, theirs, and
 // so on. Because root is a child subreaper, that is every process the
 // command started that has not exited, whatever session or group it is in.
 func below(root int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
+	return (&walker{root: root}).pass()
+}
+
+// walker lists the processes below root, pass after pass. A pass walks
+// down from root through /proc/PID/task/TID/children, which reads only the
+// tree, however many processes the host runs. Kernels built without those
+// files (CONFIG_PROC_CHILDREN) get a scan of /proc: the first pass reads
+// every process, later ones only the processes already found and the pids
+// allocated since the previous pass — a process outside the tree never
+// moves into it, so a process new to the tree has a new pid.
+type walker struct {
+	root    int
+	last    int          // the namespace's last allocated pid when the previous scan began; 0 before one
+	members map[int]bool // live processes below root found by the previous scan
+}
+
+// maxProbe bounds how many pids allocated since the previous scan a pass
+// probes one by one before it reads the whole of /proc instead.
+const maxProbe = 4096
+
+func (w *walker) pass() []int {
+	if out, ok := walkChildren(w.root); ok {
+		return out
 	}
-	children := map[int][]proc{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, ok := readProc(pid); ok {
-			children[p.ppid] = append(children[p.ppid], p)
-		}
-	}
-	var out []int
+	return w.scan()
+}
+
+// walkChildren lists the live processes below root from the children
+// files; ok is false if the kernel has none.
+func walkChildren(root int) (out []int, ok bool) {
 	queue := []int{root}
 	for len(queue) > 0 {
-		parent := queue[0]
+		pid := queue[0]
 		queue = queue[1:]
-		for _, c := range children[parent] {
-			queue = append(queue, c.pid)
-			if !c.zombie {
-				out = append(out, c.pid)
+		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			if pid == root {
+				return nil, false
+			}
+			continue // exited since its parent's file was read
+		}
+		for _, task := range tasks {
+			// Orphans are reparented to any thread of a subreaper, and a
+			// child is listed under the thread that forked it.
+			b, err := os.ReadFile(dir + task.Name() + "/children")
+			if err != nil {
+				if pid == root && errors.Is(err, os.ErrNotExist) {
+					if _, err := os.Stat(dir + task.Name()); err == nil {
+						return nil, false // the task is there, its children file is not
+					}
+				}
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil {
+					continue
+				}
+				if p, ok := readProc(c); ok && !p.zombie {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
 			}
 		}
 	}
+	return out, true
+}
+
+// scan lists the live processes below root from /proc/PID/stat.
+func (w *walker) scan() []int {
+	last, lastOK := lastPid()
+	var candidates []int
+	if w.last == 0 || !lastOK || last < w.last || last-w.last > maxProbe {
+		candidates = allPids()
+	} else {
+		for pid := range w.members {
+			candidates = append(candidates, pid)
+		}
+		for pid := w.last + 1; pid <= last; pid++ {
+			candidates = append(candidates, pid)
+		}
+	}
+	if lastOK {
+		w.last = last
+	} else {
+		w.last = 0
+	}
+
+	procs := make(map[int]proc, len(candidates))
+	for _, pid := range candidates {
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
+		}
+	}
+	// in[pid]: pid is below root; decided from the processes read, or, for
+	// an ancestor that was not a candidate, by reading it now.
+	in := map[int]bool{w.root: true}
+	var isIn func(pid int, depth int) bool
+	isIn = func(pid int, depth int) bool {
+		if v, ok := in[pid]; ok {
+			return v
+		}
+		if pid <= 1 || depth > 4096 { // a cycle read mid-change
+			return false
+		}
+		p, ok := procs[pid]
+		if !ok {
+			if p, ok = readProc(pid); !ok {
+				in[pid] = false
+				return false
+			}
+			procs[pid] = p
+		}
+		v := isIn(p.ppid, depth+1)
+		in[pid] = v
+		return v
+	}
+	w.members = map[int]bool{}
+	var out []int
+	for _, pid := range candidates {
+		if p, ok := procs[pid]; ok && !p.zombie && isIn(pid, 0) {
+			w.members[pid] = true
+			out = append(out, pid)
+		}
+	}
 	return out
+}
+
+// allPids lists every process in /proc.
+func allPids() []int {
+	f, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// lastPid is the last pid the kernel allocated in this pid namespace.
+func lastPid() (int, bool) {
+	var buf [32]byte
+	b, ok := readSmall("/proc/sys/kernel/ns_last_pid", buf[:])
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	return n, err == nil && n > 0
 }
 
 // isBelow reports whether pid is still a process below root. A pid read
@@ -89,18 +240,38 @@ func isBelow(pid, root int) bool {
 	return false
 }
 
-// signalBelow sends sig to every live process below root. Each is pinned
-// with a pidfd and checked before the signal, so a pid that was reused
-// by an unrelated process is never signalled.
+// signalFor bounds one signalBelow: a tree that forks as fast as it is
+// killed is chased this long before the guardian's loop runs again.
+const signalFor = 100 * time.Millisecond
+
+// signalBelow sends sig to every live process below root, and walks the
+// tree again while that finds processes it has not signalled: one that
+// forked and exited between the walk and the signal left a child, new to
+// the tree. Each process is pinned with a pidfd and checked before the
+// signal, so a pid that was reused by an unrelated process is never
+// signalled.
 func signalBelow(root int, sig syscall.Signal) {
-	for _, pid := range below(root) {
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue // gone
+	w := &walker{root: root}
+	sent := map[int]bool{}
+	end := time.Now().Add(signalFor)
+	for {
+		fresh := false
+		for _, pid := range w.pass() {
+			if sent[pid] {
+				continue // signalled, not yet gone
+			}
+			sent[pid], fresh = true, true
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue // gone
+			}
+			if isBelow(pid, root) {
+				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			}
+			unix.Close(fd)
 		}
-		if isBelow(pid, root) {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		if !fresh || time.Now().After(end) {
+			return
 		}
-		unix.Close(fd)
 	}
 }
