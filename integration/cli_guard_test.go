@@ -286,7 +286,7 @@ func idleProcesses(t *testing.T, n int) {
 // guardian kills the chain before the next holder gets the lock.
 func TestCLISupervisorKilledForkChain(t *testing.T) {
 	if _, err := exec.LookPath("perl"); err != nil {
-		t.Skip("perl is needed for the fork chain")
+		t.Fatal("perl (Debian's essential perl-base) is needed for the fork chain")
 	}
 	idleProcesses(t, hostProcs)
 	dir := t.TempDir()
