@@ -28,10 +28,17 @@
 // The lock relies on what client-go's LeaderElector does: Get before a
 // takeover, Create only when Get found no record, Update only after Get or
 // a successful write, and RecordEvent("became leader") / RecordEvent("stopped
-// leading") around each term. While the elector leads, the lock refuses to
-// start a new term (a Create after this identity's record vanished), so a
-// lost term always surfaces as a lost election (OnStoppedLeading) instead of
-// a silent new term under the same OnStartedLeading call.
+// leading") around each leadership. While the elector leads, the lock
+// refuses to start a new term (a Create after this identity's record
+// vanished), so a lost term always surfaces as a lost election
+// (OnStoppedLeading) instead of a silent new term under the same
+// OnStartedLeading call; and when the elector stops leading, the term ends
+// with it.
+//
+// No two candidates' term contexts overlap as long as the record changes
+// only through the locks: a record deleted or a lease revoked by hand (an
+// operator's etcdctl del) is noticed through the watch, a moment after
+// another candidate may already have created the record.
 //
 // Not supported: client-go's Coordinated leader election (LeaseCandidate
 // objects), and taking over a record that another holder's etcd lease still

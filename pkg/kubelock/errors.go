@@ -27,8 +27,12 @@ var (
 	ErrRecordGone = errors.New("kubelock: the record was deleted or taken in etcd")
 	// ErrReleased ends a term that the elector released (ReleaseOnCancel).
 	ErrReleased = errors.New("kubelock: term released")
-	// ErrNoTerm is returned by Lead's and Term's callers' helpers when no
-	// term has started.
+	// ErrStoppedLeading ends a term when the elector stops leading
+	// (RecordEvent("stopped leading")) without having released it.
+	ErrStoppedLeading = errors.New("kubelock: the elector stopped leading")
+	// ErrNoTerm is returned by Lock.Term when no term has started, and is
+	// the cause of the context Lead gives a callback that client-go ran
+	// without a Create of this lock.
 	ErrNoTerm = errors.New("kubelock: no term has started")
 )
 

@@ -77,9 +77,8 @@ func Example_controllerRuntime() {
 			return err
 		}
 		// Stop when the manager stops or the term ends, whichever is first.
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := term.Bind(ctx)
 		defer cancel()
-		defer context.AfterFunc(term.Context(), cancel)()
 		fmt.Println("fencing token", term.Token())
 		<-ctx.Done()
 		return nil

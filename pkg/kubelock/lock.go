@@ -44,6 +44,7 @@ type Lock struct {
 	observed observation // the record as the last call saw or wrote it
 	term     *term       // the current term; nil between terms
 	last     *term       // the latest term started, current or ended
+	led      *term       // the term of the elector's latest "became leader"
 	leading  bool        // between the elector's "became leader" and "stopped leading"
 	closed   bool
 	wg       sync.WaitGroup // term watchers and background revokes
@@ -103,15 +104,23 @@ func (l *Lock) Describe() string { return "etcd:" + l.key }
 
 // RecordEvent logs an event of the elector (resourcelock.Interface). There
 // is no Kubernetes object to attach it to. The events that client-go's
-// elector records when a term starts and ends tell the lock whether the
-// elector leads (see the package doc).
+// elector records when it starts and stops leading tell the lock whether
+// the elector leads (see the package doc); when it stops, the current term
+// ends (ErrStoppedLeading) and its lease is revoked, released or not.
 func (l *Lock) RecordEvent(event string) {
 	l.mu.Lock()
 	switch event {
 	case eventBecameLeader:
 		l.leading = true
+		// The term client-go's next OnStartedLeading is for (Lead).
+		l.led = l.last
 	case eventStoppedLeader:
 		l.leading = false
+		// client-go no longer leads under the term: it must not outlive
+		// that, whether or not the elector released it.
+		if t := l.term; t != nil {
+			l.endLocked(t, ErrStoppedLeading, true)
+		}
 	}
 	var token int64
 	if l.last != nil {
@@ -201,12 +210,13 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return fmt.Errorf("kubelock: create of %s answered after its deadline: %w", l.key, ErrDeadline)
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		l.revokeLater(g.ID)
 		return ErrClosed
 	}
 	l.startTerm(g.ID, resp.Header.Revision, deadline)
+	l.mu.Unlock()
 	return nil
 }
 
@@ -218,7 +228,10 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // and revokes its lease, which deletes the record. Any other change is an
 // error for which apierrors.IsConflict is true: the record is not this
 // lock's current term (another holder's, or an earlier lease's, which etcd
-// deletes when that lease ends).
+// deletes when that lease ends). One change is taken as this lock's own: a
+// newer record under the current term's lease, which only a renewal of this
+// term whose reply was lost can have written (as long as nothing else
+// writes with that lease, as nothing should).
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -240,7 +253,10 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	var deadline time.Time
 	var renewals int64
 	if t != nil {
-		deadline, renewals = t.deadline, t.renewals+1
+		// Counted before it is sent: a renewal etcd applied but whose
+		// reply was lost still counts, so the next one's bytes differ.
+		t.renewals++
+		deadline, renewals = t.deadline, t.renewals
 	}
 	l.mu.Unlock()
 	if t == nil || !obs.exists || obs.lease != t.lease {
@@ -276,7 +292,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 			return err
 		}
 		if resp.Succeeded {
-			return l.renewed(t, resp.Header.Revision, sent.Add(granted-l.cfg.marginFor(granted)), renewals)
+			return l.renewed(t, resp.Header.Revision, sent.Add(granted-l.cfg.marginFor(granted)))
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 1 && kvs[0].Lease == int64(t.lease) {
@@ -292,7 +308,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 }
 
 // renewed records a successful renewal of t.
-func (l *Lock) renewed(t *term, rev int64, deadline time.Time, renewals int64) error {
+func (l *Lock) renewed(t *term, rev int64, deadline time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.term != t {
@@ -301,7 +317,6 @@ func (l *Lock) renewed(t *term, rev int64, deadline time.Time, renewals int64) e
 		return conflict(l.name, fmt.Errorf("the term ended during the renewal: %w", context.Cause(t.ctx)))
 	}
 	l.observed = observation{exists: true, modRev: rev, lease: t.lease}
-	t.renewals = renewals
 	if deadline.After(t.deadline) {
 		t.deadline = deadline
 	}
@@ -329,7 +344,9 @@ func (l *Lock) release(ctx context.Context) error {
 
 // Close ends the current term, revokes its lease within ctx (the record
 // goes with it) and waits for the lock's goroutines. Every method returns
-// ErrClosed after Close. Close the lock after the elector returned.
+// ErrClosed after Close. Close the lock after the elector returned: a call
+// still in flight when Close returns cleans up (revokes what it granted)
+// before it returns.
 func (l *Lock) Close(ctx context.Context) error {
 	l.mu.Lock()
 	if l.closed {
@@ -400,15 +417,34 @@ func (l *Lock) describe(obs observation, t *term) string {
 	}
 }
 
-// revokeLater revokes a lease on the lock's own bounded context.
+// revokeLater revokes a lease on the lock's own bounded context: in the
+// background, or — once the lock is closed and its goroutines waited for —
+// before it returns. l.mu must not be held.
 func (l *Lock) revokeLater(id clientv3.LeaseID) {
+	l.mu.Lock()
+	closed := l.closed
+	if !closed {
+		l.revokeLaterLocked(id)
+	}
+	l.mu.Unlock()
+	if closed {
+		l.revoke(id)
+	}
+}
+
+// revokeLaterLocked is revokeLater with l.mu held, for a lock not closed.
+func (l *Lock) revokeLaterLocked(id clientv3.LeaseID) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.cleanup)
-		defer cancel()
-		if _, err := l.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			l.logger.Warn("lease revoke failed; etcd expires it", zap.String("lease", leaseHex(id)), zap.Error(err))
-		}
+		l.revoke(id)
 	}()
+}
+
+func (l *Lock) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.cleanup)
+	defer cancel()
+	if _, err := l.client.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		l.logger.Warn("lease revoke failed; etcd expires it", zap.String("lease", leaseHex(id)), zap.Error(err))
+	}
 }

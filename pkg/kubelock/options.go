@@ -71,8 +71,9 @@ func WithTTL(ttl time.Duration) Option {
 }
 
 // WithSafetyMargin sets how long before the earliest possible server-side
-// expiry of the lease a term ends (default max(TTL/10, 250ms)). It must be
-// positive and below the TTL.
+// expiry of the lease a term ends (default max(TTL/10, 250ms) of the TTL
+// etcd granted). It must be positive and below the requested TTL; etcd
+// only ever grants that TTL or a longer one.
 func WithSafetyMargin(d time.Duration) Option {
 	return option(func(c *config) error {
 		if d <= 0 {

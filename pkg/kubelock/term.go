@@ -65,8 +65,8 @@ func (l *Lock) endLocked(t *term, cause error, revoke bool) {
 	if l.term == t {
 		l.term = nil
 	}
-	if revoke {
-		l.revokeLater(t.lease)
+	if revoke && !l.closed {
+		l.revokeLaterLocked(t.lease)
 	}
 	l.logger.Info("term ended", zap.Int64("token", int64(t.token)), zap.NamedError("cause", cause))
 }
@@ -171,7 +171,7 @@ type Term struct{ t *term }
 func (t Term) Token() fencing.Token { return t.t.token }
 
 // Context is canceled when the term ends; context.Cause says why:
-// ErrDeadline, ErrRecordGone, ErrReleased or ErrClosed.
+// ErrDeadline, ErrRecordGone, ErrReleased, ErrStoppedLeading or ErrClosed.
 func (t Term) Context() context.Context { return t.t.ctx }
 
 // Started is when the record was created.
@@ -188,27 +188,39 @@ func (l *Lock) Term() (Term, error) {
 	return Term{l.last}, nil
 }
 
-// Lead adapts run to client-go's OnStartedLeading. The context run gets
-// ends when client-go's does or when the term ends, whichever is first,
-// and carries client-go's context's values. client-go calls
-// OnStartedLeading after the Create that started the term, so run always
-// gets that term; if it has already ended, run's context is already done.
+// Bind returns a context that ends when parent does or when the term
+// ends, whichever is first, and carries parent's values. The term's end
+// cancels it synchronously, before the lock sends any write that could let
+// another candidate in. Call cancel when done with it.
+func (t Term) Bind(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(valuesFrom{t.t.ctx, parent})
+	if err := parent.Err(); err != nil {
+		cancel(context.Cause(parent))
+		return ctx, func() {}
+	}
+	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+	return ctx, func() { stop(); cancel(context.Canceled) }
+}
+
+// Lead adapts run to client-go's OnStartedLeading: run gets the term of
+// the elector's latest "became leader" and its context bound to client-go's
+// (Term.Bind). A callback that runs after client-go's context ended — the
+// scheduler ran it late, after the elector lost — gets a done context.
 func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context) {
 	return func(parent context.Context) {
-		t, err := l.Term()
-		if err != nil {
+		l.mu.Lock()
+		led := l.led
+		l.mu.Unlock()
+		if led == nil {
 			// client-go started leading without a Create of this lock.
 			ctx, cancel := context.WithCancelCause(parent)
-			cancel(err)
+			cancel(ErrNoTerm)
 			run(ctx, Term{&term{ctx: ctx}})
 			return
 		}
-		// A child of the term's context, so that the term's end cancels
-		// it synchronously; client-go's end reaches it through AfterFunc.
-		ctx, cancel := context.WithCancelCause(valuesFrom{t.t.ctx, parent})
-		stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
-		defer stop()
-		defer cancel(nil)
+		t := Term{led}
+		ctx, cancel := t.Bind(parent)
+		defer cancel()
 		run(ctx, t)
 	}
 }
