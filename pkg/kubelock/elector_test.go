@@ -220,12 +220,12 @@ func (f *freezer) Update(ctx context.Context, ler rl.LeaderElectionRecord) error
 // contender is one candidate: client-go's LeaderElector on a Lock, run
 // again each time it returns, reaching etcd through its own proxy.
 type contender struct {
-	who    string
-	tm     timings
-	lock   *freezer
-	proxy  proxy.Server
-	cancel context.CancelFunc
-	done   chan struct{}
+	who   string
+	tm    timings
+	lock  *freezer
+	proxy proxy.Server
+	// stop stops the elector (client-go releases: ReleaseOnCancel).
+	stop func()
 }
 
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
@@ -249,9 +249,7 @@ func startContender(t testing.TB, lg *ledger, who string, member int, tm timings
 }
 
 func (c *contender) start(t testing.TB, lg *ledger) {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done = cancel, make(chan struct{})
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	c.stop = runElector(t, leaderelection.LeaderElectionConfig{
 		Lock:            c.lock,
 		LeaseDuration:   c.tm.leaseDuration,
 		RenewDeadline:   c.tm.renewDeadline,
@@ -263,22 +261,26 @@ func (c *contender) start(t testing.TB, lg *ledger) {
 			OnStoppedLeading: func() {},
 		},
 	})
+}
+
+// runElector runs client-go's LeaderElector with cfg, again each time Run
+// returns, until the returned stop is called; stop cancels the elector's
+// context (with ReleaseOnCancel, client-go releases) and waits for it.
+func runElector(t testing.TB, cfg leaderelection.LeaderElectionConfig) (stop func()) {
+	t.Helper()
+	le, err := leaderelection.NewLeaderElector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
-		defer close(c.done)
+		defer close(done)
 		for ctx.Err() == nil {
 			le.Run(ctx)
 		}
 	}()
-}
-
-// stop cancels the elector's context: client-go releases the record
-// (ReleaseOnCancel) and returns.
-func (c *contender) stop() {
-	c.cancel()
-	<-c.done
+	return func() { cancel(); <-done }
 }
 
 // partition cuts the contender off from etcd; crash does that and freezes

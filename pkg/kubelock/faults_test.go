@@ -102,8 +102,7 @@ func TestLateCallbackGetsADoneContext(t *testing.T) {
 		<-ctx.Done()
 	})
 	var n atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	stop := runElector(t, leaderelection.LeaderElectionConfig{
 		Lock: a, LeaseDuration: 4 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond,
 		Name: "ctl",
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -116,17 +115,7 @@ func TestLateCallbackGetsADoneContext(t *testing.T) {
 			OnStoppedLeading: func() {},
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			le.Run(ctx)
-		}
-	}()
-	defer func() { cancel(); <-done }()
+	defer stop()
 	var first Term
 	etcdtest.Eventually(t, 5*time.Second, func() bool { tm, err := a.Term(); first = tm; return err == nil }, "first term")
 	if _, err := cli.Delete(ctxT(t), a.Key()); err != nil {
@@ -165,8 +154,7 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 	fr := &freezer{Lock: a}
 	tokens := make(chan fencing.Token, 4)
 	stopped := make(chan struct{}, 4)
-	ctx, cancel := context.WithCancel(context.Background())
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	stop := runElector(t, leaderelection.LeaderElectionConfig{
 		Lock: fr, LeaseDuration: 8 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond,
 		Name: "ctl",
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -174,17 +162,7 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 			OnStoppedLeading: func() { stopped <- struct{}{} },
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			le.Run(ctx)
-		}
-	}()
-	defer func() { fr.unfreeze(); cancel(); <-done }()
+	defer func() { fr.unfreeze(); stop() }()
 	first := <-tokens
 	fr.freeze() // the elector's calls hang (slow etcd) past RenewDeadline
 	select {

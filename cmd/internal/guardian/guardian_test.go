@@ -335,27 +335,34 @@ func TestBelowFindsDescendants(t *testing.T) {
 	if got := below(os.Getpid()); len(got) != 0 {
 		t.Fatalf("below(test) = %v before starting anything", got)
 	}
+	p, grand := startSetsidChild(t)
+	got := below(os.Getpid())
+	if len(got) != 2 || !isBelow(grand, os.Getpid()) {
+		t.Errorf("below = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
+	}
+}
+
+// startSetsidChild starts a shell below the test process whose child calls
+// setsid, and returns the shell and that child's pid. Both are killed and
+// the shell reaped when the test ends.
+func startSetsidChild(t *testing.T) (shell *os.Process, grand int) {
+	t.Helper()
 	dir := t.TempDir()
 	c := fmt.Sprintf(`setsid sleep 30 & echo $! > %s/p; wait`, dir)
 	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", c}, &os.ProcAttr{Files: []*os.File{nil, os.Stdout, os.Stderr}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Wait()
-	var grand int
+	t.Cleanup(func() {
+		signalBelow(os.Getpid(), syscall.SIGKILL)
+		_, _ = p.Wait()
+	})
 	waitFor(t, "the shell never wrote its child's pid", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "p"))
 		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return grand != 0
 	})
-	got := below(os.Getpid())
-	if len(got) != 2 || !isBelow(grand, os.Getpid()) {
-		t.Errorf("below = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
-	}
-	signalBelow(os.Getpid(), syscall.SIGKILL)
-	if _, err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	return p, grand
 }
 
 // The command gets stdin, stdout and stderr, not the guardian's pipes, and
@@ -379,20 +386,7 @@ func TestWalkerFindsNewProcesses(t *testing.T) {
 	if got := w.pass(); len(got) != 0 {
 		t.Fatalf("first pass = %v before starting anything", got)
 	}
-	dir := t.TempDir()
-	c := fmt.Sprintf(`setsid sleep 30 & echo $! > %s/p; wait`, dir)
-	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", c}, &os.ProcAttr{Files: []*os.File{nil, os.Stdout, os.Stderr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Wait()
-	defer signalBelow(os.Getpid(), syscall.SIGKILL)
-	var grand int
-	for grand == 0 {
-		b, _ := os.ReadFile(filepath.Join(dir, "p"))
-		grand, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		time.Sleep(5 * time.Millisecond)
-	}
+	p, grand := startSetsidChild(t)
 	got := w.pass()
 	if !slices.Contains(got, p.Pid) || !slices.Contains(got, grand) || len(got) != 2 {
 		t.Errorf("second pass = %v, want the shell %d and its setsid child %d", got, p.Pid, grand)
