@@ -134,54 +134,48 @@ func TestSetTimeBack(t *testing.T) {
 	mustFire(t, tm, t0.Add(time.Second))
 }
 
-func TestStop(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		setup func(f *clocktest.Fake, tm clock.Timer)
-		want  bool
-	}{
-		{"waiting", func(*clocktest.Fake, clock.Timer) {}, true},
-		{"fired, not received", func(f *clocktest.Fake, _ clock.Timer) { f.Step(time.Second) }, true},
-		{"fired and received", func(f *clocktest.Fake, tm clock.Timer) { f.Step(time.Second); <-tm.C() }, false},
-		{"stopped", func(_ *clocktest.Fake, tm clock.Timer) { tm.Stop() }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+// timerStates puts a timer set for one second into each state that Stop
+// and Reset tell apart, and says whether they report it active.
+var timerStates = []struct {
+	name   string
+	setup  func(f *clocktest.Fake, tm clock.Timer)
+	active bool
+}{
+	{"waiting", func(*clocktest.Fake, clock.Timer) {}, true},
+	{"fired, not received", func(f *clocktest.Fake, _ clock.Timer) { f.Step(time.Second) }, true},
+	{"fired and received", func(f *clocktest.Fake, tm clock.Timer) { f.Step(time.Second); <-tm.C() }, false},
+	{"stopped", func(_ *clocktest.Fake, tm clock.Timer) { tm.Stop() }, false},
+}
+
+// Stop and Reset report whether the timer was active, and neither leaves
+// a stale value to receive.
+func TestStopAndReset(t *testing.T) {
+	for _, tc := range timerStates {
+		timer := func() (*clocktest.Fake, clock.Timer) {
 			f := clocktest.NewFake(t0)
 			tm := f.NewTimer(time.Second)
 			tc.setup(f, tm)
-			if got := tm.Stop(); got != tc.want {
-				t.Errorf("Stop() = %v, want %v", got, tc.want)
+			return f, tm
+		}
+		t.Run(tc.name+"/Stop", func(t *testing.T) {
+			f, tm := timer()
+			if got := tm.Stop(); got != tc.active {
+				t.Errorf("Stop() = %v, want %v", got, tc.active)
 			}
-			mustNotFire(t, tm) // no stale value
+			mustNotFire(t, tm)
 			f.Step(time.Hour)
 			mustNotFire(t, tm)
 			if f.HasWaiters() {
 				t.Error("a stopped timer is a waiter")
 			}
 		})
-	}
-}
-
-func TestReset(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		setup func(f *clocktest.Fake, tm clock.Timer)
-		want  bool
-	}{
-		{"waiting", func(*clocktest.Fake, clock.Timer) {}, true},
-		{"fired, not received", func(f *clocktest.Fake, _ clock.Timer) { f.Step(time.Second) }, true},
-		{"fired and received", func(f *clocktest.Fake, tm clock.Timer) { f.Step(time.Second); <-tm.C() }, false},
-		{"stopped", func(_ *clocktest.Fake, tm clock.Timer) { tm.Stop() }, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := clocktest.NewFake(t0)
-			tm := f.NewTimer(time.Second)
-			tc.setup(f, tm)
+		t.Run(tc.name+"/Reset", func(t *testing.T) {
+			f, tm := timer()
 			start := f.Now()
-			if got := tm.Reset(2 * time.Second); got != tc.want {
-				t.Errorf("Reset() = %v, want %v", got, tc.want)
+			if got := tm.Reset(2 * time.Second); got != tc.active {
+				t.Errorf("Reset() = %v, want %v", got, tc.active)
 			}
-			mustNotFire(t, tm) // no stale value
+			mustNotFire(t, tm)
 			if f.Waiters() != 1 {
 				t.Errorf("Waiters() = %d after Reset, want 1", f.Waiters())
 			}
