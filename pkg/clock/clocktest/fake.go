@@ -15,9 +15,9 @@ var (
 
 // Fake is a clock.Clock whose time moves only by Step and SetTime, which
 // fire the timers that are then due. Its timers behave as time.Timer does
-// in Go 1.23 and later, stale values included: Stop and Reset discard a
-// value not yet received. A Fake is safe for concurrent use; its zero
-// value is not usable, use NewFake.
+// in Go 1.23 and later: Stop and Reset discard a value not yet received,
+// so none is stale. A Fake is safe for concurrent use; its zero value is
+// not usable, use NewFake.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
