@@ -18,9 +18,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -363,7 +363,7 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 // set long ago, given with lock.WithClock), not on the real clock, which is
 // decades past that deadline.
 func TestHealthCheckUsesTheSessionClock(t *testing.T) {
-	fc := testingclock.NewFakeClock(time.Unix(2_000_000, 0))
+	fc := clocktest.NewFake(time.Unix(2_000_000, 0))
 	release := make(chan struct{})
 	leading := make(chan struct{}, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])

@@ -9,7 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"k8s.io/utils/clock"
+
+	"github.com/etcdlock/etcdlock/pkg/clock"
 )
 
 // DefaultPrefix is the etcd key prefix under which locks live by default.
@@ -48,8 +49,9 @@ func ttlSeconds(ttl time.Duration) int64 {
 // DefaultCleanupTimeout is the bound of WithCleanupTimeout by default.
 const DefaultCleanupTimeout = 5 * time.Second
 
-// Clock is the time source. clock.RealClock is the default; tests inject
-// k8s.io/utils/clock/testing.FakeClock.
+// Clock is the time source of the lease deadline and renewals, etcdlock's
+// own clock.Clock: clock.Real() by default; tests pass WithClock a
+// *clocktest.Fake (github.com/etcdlock/etcdlock/pkg/clock/clocktest).
 type Clock = clock.Clock
 
 // Option configures one of the package's entry points. Each option's doc
@@ -149,7 +151,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 		ttl:            DefaultTTL,
 		logger:         zap.NewNop(),
 		prefix:         DefaultPrefix,
-		clock:          clock.RealClock{},
+		clock:          clock.Real(),
 		cleanupTimeout: DefaultCleanupTimeout,
 	}
 	for _, o := range opts {

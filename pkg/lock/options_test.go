@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/utils/clock"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -24,7 +24,7 @@ func TestOptionsApplyOrAreRejected(t *testing.T) {
 		"WithPrefix":         lock.WithPrefix(prefix(t)),
 		"WithSafetyMargin":   lock.WithSafetyMargin(time.Second),
 		"WithRenewInterval":  lock.WithRenewInterval(time.Second),
-		"WithClock":          lock.WithClock(clock.RealClock{}),
+		"WithClock":          lock.WithClock(clock.Real()),
 		"WithCleanupTimeout": lock.WithCleanupTimeout(time.Second),
 		"WithRenewHook":      lock.WithRenewHook(func(time.Duration, error) {}),
 	}

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	testingclock "k8s.io/utils/clock/testing"
-
+	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -101,16 +100,16 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 // readClock is a fake clock that signals each reading of its time, so a
 // test can wait until the session has read it before moving it on.
 type readClock struct {
-	*testingclock.FakeClock
+	*clocktest.Fake
 	reads chan struct{} // one pending signal at most
 }
 
 func newReadClock(t time.Time) readClock {
-	return readClock{testingclock.NewFakeClock(t), make(chan struct{}, 1)}
+	return readClock{clocktest.NewFake(t), make(chan struct{}, 1)}
 }
 
 func (c readClock) Now() time.Time {
-	now := c.FakeClock.Now()
+	now := c.Fake.Now()
 	select {
 	case c.reads <- struct{}{}:
 	default: // a signal is pending already
@@ -137,7 +136,7 @@ func (c readClock) awaitRead(t *testing.T) {
 }
 
 func TestGrantedTTLIsUsed(t *testing.T) {
-	fc := testingclock.NewFakeClock(time.Unix(1_000_000, 0))
+	fc := clocktest.NewFake(time.Unix(1_000_000, 0))
 	s := newSession(t, client(t), lock.WithTTL(time.Second), lock.WithClock(fc))
 	// etcd raises TTLs below ceil(1.5 × election timeout) = 2s by default.
 	if s.TTL() != 2*time.Second {

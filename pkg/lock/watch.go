@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"k8s.io/utils/clock"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
@@ -31,7 +31,7 @@ func newMux(client *clientv3.Client, log *zap.Logger) *watchmux.Mux {
 	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
 		return pb.NewWatchClient(client.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
 	}
-	return watchmux.New(open, readCreateRevisions(client), clock.RealClock{}, log)
+	return watchmux.New(open, readCreateRevisions(client), clock.Real(), log)
 }
 
 // readCreateRevisions reads keys' create revisions in one transaction.

@@ -12,7 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
-	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 )
 
 // wait bounds every wait for the Mux to do something, in real time; quiet
@@ -201,7 +202,7 @@ func (c *readCall) fail(err error) { c.reply <- readResult{err: err} }
 // harness runs a Mux against fake streams, a fake reader and a fake clock.
 type harness struct {
 	t     *testing.T
-	clk   *testingclock.FakeClock
+	clk   *clocktest.Fake
 	mux   *Mux
 	opens chan *fakeStream
 	reads chan *readCall
@@ -210,7 +211,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	h := &harness{
 		t:     t,
-		clk:   testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
+		clk:   clocktest.NewFake(time.Unix(1_000_000, 0)),
 		opens: make(chan *fakeStream),
 		reads: make(chan *readCall),
 	}

@@ -8,7 +8,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.uber.org/zap"
-	"k8s.io/utils/clock"
+
+	"github.com/etcdlock/etcdlock/pkg/clock"
 )
 
 // OpenFunc opens a new watch stream; the stream ends when ctx ends. ctx
