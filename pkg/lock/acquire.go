@@ -40,8 +40,15 @@ import (
 // name can be acquired again; an Acquire that overlaps the previous Lock's
 // Release waits for that Release to finish, and replaces the key if the
 // Release failed to delete it.
-func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
-	l, err := s.claim(ctx, name)
+//
+// opts are the options for Acquire listed in options.go; any other is
+// rejected with ErrInvalidOption.
+func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	ac, err := s.newAcquireConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.claim(ctx, name, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +97,12 @@ func (s *Session) Acquire(ctx context.Context, name string) (*Lock, error) {
 // existing key (a leftover of this session's earlier acquisition of name is
 // removed and, if the name is then free, replaced by a fresh key), and it
 // returns ErrAlreadyClaimed while the session already claims name.
-func (s *Session) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	l, err := s.claim(ctx, name)
+func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+	ac, err := s.newAcquireConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.claim(ctx, name, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +232,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 // key's deletion) is still in flight is waited for, so that the new claim
 // usually finds the name clean; what a failed clean-up leaves behind is
 // replaced, not adopted (see removeLeftover).
-func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
+func (s *Session) claim(ctx context.Context, name string, ac acquireConfig) (*Lock, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -234,8 +245,8 @@ func (s *Session) claim(ctx context.Context, name string) (*Lock, error) {
 		old, ok := s.claims[name]
 		if !ok {
 			s.seq++
-			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}),
-				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq)}
+			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
+				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq, ac)}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
 			s.claims[name] = l
 			s.mu.Unlock()

@@ -28,8 +28,12 @@ type Contender struct {
 
 // Status is a snapshot of one lock name, read at one etcd revision.
 type Status struct {
-	Name     string
-	Holder   *Contender  // nil when the name is free
+	Name   string
+	Holder *Contender // nil when the name is free; else Holders[0]
+	// Holders lists every current holder, oldest first: one for a mutex,
+	// possibly several for the readers of a read-write lock or the
+	// holders of a semaphore.
+	Holders  []Contender
 	Waiters  []Contender // in the order they will be served
 	Revision int64       // etcd revision of the snapshot
 }
@@ -59,13 +63,8 @@ func readStatus(ctx context.Context, client *clientv3.Client, prefix, name strin
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
 	}
 	st := Status{Name: name, Revision: resp.Header.Revision}
-	for i, kv := range resp.Kvs {
-		c := contenderOf(kv)
-		if i == 0 {
-			st.Holder = &c
-		} else {
-			st.Waiters = append(st.Waiters, c)
-		}
+	for _, kv := range resp.Kvs {
+		st.add(contenderOf(kv))
 	}
 	return st, nil
 }
@@ -104,12 +103,7 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 			st = &Status{Name: name, Revision: resp.Header.Revision}
 			byName[name] = st
 		}
-		c := contenderOf(kv)
-		if st.Holder == nil {
-			st.Holder = &c
-		} else {
-			st.Waiters = append(st.Waiters, c)
-		}
+		st.add(contenderOf(kv))
 	}
 	out := make([]Status, 0, len(byName))
 	for _, st := range byName {
@@ -167,6 +161,17 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 		return h, fmt.Errorf("lock: break %q: key deleted but lease revoke failed: %w", name, err)
 	}
 	return h, nil
+}
+
+// add appends c, the next contender in create-revision order, to the
+// holders or the waiters.
+func (st *Status) add(c Contender) {
+	if len(st.Holders) == 0 {
+		st.Holders = append(st.Holders, c)
+		st.Holder = &st.Holders[0]
+		return
+	}
+	st.Waiters = append(st.Waiters, c)
 }
 
 func contenderOf(kv *mvccpb.KeyValue) Contender {

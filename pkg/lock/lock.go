@@ -66,6 +66,7 @@ type Lock struct {
 	key   string
 	token fencing.Token // 0 until the key exists
 	value string        // the record this acquisition writes into key
+	opts  acquireConfig // the options of the acquisition
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

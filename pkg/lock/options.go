@@ -81,6 +81,7 @@ const (
 	atDetached                   // NewDetached
 	atRead                       // Inspect, List, Follow
 	atBreak                      // Break
+	atAcquire                    // Session.Acquire, TryAcquire and AcquireAll
 	atAll      = atSession | atDetached | atRead | atBreak
 )
 
@@ -94,6 +95,8 @@ func (e entry) String() string {
 		return "Inspect, List and Follow"
 	case atBreak:
 		return "Break"
+	case atAcquire:
+		return "Acquire, TryAcquire and AcquireAll"
 	}
 	return fmt.Sprintf("entry(%d)", uint8(e))
 }
@@ -124,6 +127,30 @@ type config struct {
 	clock          Clock
 	cleanupTimeout time.Duration
 	renewHook      func(latency time.Duration, err error)
+	acquire        acquireConfig // a session's defaults for its acquisitions
+}
+
+// acquireConfig is what the options of one acquisition set (atAcquire);
+// options that also apply to NewSession set the session's defaults.
+type acquireConfig struct {
+	limit     int           // WithLimit: holders at once; 0 and 1 are a mutex
+	shared    bool          // WithShared: a reader of a read-write lock
+	lockDelay time.Duration // WithLockDelay: 0 is off
+}
+
+// newAcquireConfig applies opts, given to an acquisition, over the
+// session's defaults.
+func (s *Session) newAcquireConfig(opts []Option) (acquireConfig, error) {
+	c := config{acquire: s.cfg.acquire}
+	for _, o := range opts {
+		if o == nil {
+			return acquireConfig{}, invalid("nil option")
+		}
+		if err := o.apply(&c, atAcquire); err != nil {
+			return acquireConfig{}, err
+		}
+	}
+	return c.acquire, nil
 }
 
 // ValidateSessionOptions returns the error NewSession would return for

@@ -17,11 +17,23 @@ type Record struct {
 	// acquisition whose reply was lost can delete exactly the key that
 	// acquisition wrote (a compare on the value), never a later one.
 	Seq uint64 `json:"seq,omitempty"`
+	// Limit is the number of holders a semaphore admits at once (see
+	// WithLimit); 0 for a mutex or a read-write lock.
+	Limit int `json:"limit,omitempty"`
+	// Shared is set for a reader of a read-write lock (see WithShared).
+	Shared bool `json:"shared,omitempty"`
+	// Names lists every name of an AcquireAll, in the order given; empty
+	// for a lock of one name.
+	Names []string `json:"names,omitempty"`
 }
 
-func newRecord(owner string, now time.Time, seq uint64) string {
+func newRecord(owner string, now time.Time, seq uint64, ac acquireConfig) string {
 	host, _ := os.Hostname()
-	b, _ := json.Marshal(Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC(), Seq: seq})
+	r := Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC(), Seq: seq, Shared: ac.shared}
+	if ac.limit > 1 {
+		r.Limit = ac.limit
+	}
+	b, _ := json.Marshal(r)
 	return string(b)
 }
 
