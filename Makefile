@@ -57,4 +57,4 @@ CHAOS_RUNS ?= 200
 REUSE_RUNS ?= 30
 chaos:
 	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) REUSE_RUNS=$(REUSE_RUNS) REUSE_SEED=$(REUSE_SEED) REUSE_DURATION=$(REUSE_DURATION) \
-	  $(GO) test -count=1 -timeout 4h -run '^(TestChaos|TestReuseLong)$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'
+	  $(GO) test -count=1 -timeout 4h -run '^(TestChaos.*|TestReuseLong)$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'
