@@ -13,6 +13,7 @@ package etcdfence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 
@@ -21,12 +22,24 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 )
 
+// ErrInvalidArgument is returned, wrapped, by Commit for a nil client or an
+// empty owner key, before anything is sent to etcd.
+var ErrInvalidArgument = errors.New("etcdfence: invalid argument")
+
 // Commit applies ops in one transaction if ownerKey (the writer's
 // lock.Lock.Key) still exists with create revision token. If it does not,
 // nothing is applied and Commit returns a *fencing.StaleTokenError whose
 // Current is the token of the name's present holder (0 if none). Any other
-// error comes from etcd, and the outcome is then unknown.
+// error comes from etcd, and the outcome is then unknown, except
+// ErrInvalidArgument and fencing.ErrInvalidToken, returned before any
+// request.
 func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fencing.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+	}
+	if ownerKey == "" {
+		return nil, fmt.Errorf("%w: empty owner key", ErrInvalidArgument)
+	}
 	if !token.IsValid() {
 		return nil, fmt.Errorf("etcdfence: %w: %d", fencing.ErrInvalidToken, token)
 	}

@@ -135,3 +135,31 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 		t.Errorf("/data = %v %v, want last owner's token %v", got.Kvs, err, last)
 	}
 }
+
+// Bad arguments are errors before any request, never a panic.
+func TestCommitRejectsBadArguments(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Cluster(t)
+	cli := etcdtest.Client(t, c.Endpoints()...)
+	for _, tc := range []struct {
+		name  string
+		cli   *clientv3.Client
+		key   string
+		token fencing.Token
+		want  error
+	}{
+		{"nil client", nil, "/etcdlock/a/1", 5, etcdfence.ErrInvalidArgument},
+		{"empty key", cli, "", 5, etcdfence.ErrInvalidArgument},
+		{"zero token", cli, "/etcdlock/a/1", 0, fencing.ErrInvalidToken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := etcdfence.Commit(ctx, tc.cli, tc.key, tc.token, clientv3.OpPut("/data", "x"))
+			if !errors.Is(err, tc.want) || resp != nil {
+				t.Fatalf("Commit = %v, %v; want an error wrapping %v", resp, err, tc.want)
+			}
+		})
+	}
+	if resp, _ := cli.Get(ctx, "/data"); len(resp.Kvs) != 0 {
+		t.Fatalf("a rejected Commit wrote /data")
+	}
+}
