@@ -35,7 +35,26 @@ func TestMain(m *testing.M) {
 	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
 }
 
-func prefix(t testing.TB) string { return "/el/" + strings.ReplaceAll(t.Name(), "/", "_") + "/" }
+// prefix is the key prefix of t's elections: one per test run, so that
+// -count=N runs never meet a key an earlier run left behind (a stuck
+// leader's key stays until its lease expires).
+func prefix(t testing.TB) string {
+	prefixes.Lock()
+	defer prefixes.Unlock()
+	p, ok := prefixes.m[t]
+	if !ok {
+		prefixes.n++
+		p = fmt.Sprintf("/el/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.n)
+		prefixes.m[t] = p
+	}
+	return p
+}
+
+var prefixes = struct {
+	sync.Mutex
+	n int
+	m map[testing.TB]string
+}{m: map[testing.TB]string{}}
 
 // candidate runs an Elector until the test ends.
 type candidate struct {
