@@ -23,18 +23,30 @@ type options struct {
 	dataDir  string
 	listen   string
 	logLevel string
+	members  int
+	// One member of a cluster that --members starts (hidden flags).
+	memberName, initialCluster, clusterToken string
 }
+
+const defaultListen = "127.0.0.1:2379"
 
 func main() {
 	o := &options{}
 	code := 0
 	cmd := &cobra.Command{
-		Use:   "etcdlock-dev [--data-dir D] [--listen 127.0.0.1:2379]",
-		Short: "Run a single-member etcd for local development",
+		Use:   "etcdlock-dev [--data-dir D] [--listen 127.0.0.1:2379 | --members N]",
+		Short: "Run an etcd for local development: one member, or a cluster of member processes",
 		Long: `Start a real etcd server (embedded, single member) listening on --listen, print
 its endpoint, and serve until SIGINT or SIGTERM. Without --data-dir the data
 lives in a temporary directory removed on exit. Only loopback addresses are
-accepted: this is a development server. Also available as 'etcdlock dev'.`,
+accepted: this is a development server. Also available as 'etcdlock dev'.
+
+With --members N (N > 1), start N member processes forming one cluster, each
+on free loopback ports with etcd's production settings (fsync on, 100 ms
+heartbeat, 1 s election timeout). The first line printed lists the client
+URLs, comma-separated; then one line per member: name, pid, client URL.
+Kill a member's pid to try failover: the others serve on while a majority
+runs; the member is not restarted.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -48,8 +60,15 @@ accepted: this is a development server. Also available as 'etcdlock dev'.`,
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { code = exitcode.Usage; return err })
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "keep etcd's data here (default: a temporary directory)")
-	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:2379", "client address (loopback only)")
+	cmd.Flags().StringVar(&o.listen, "listen", defaultListen, "client address (loopback only)")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "error", "etcd's log level on stderr: debug, info, warn, error")
+	cmd.Flags().IntVar(&o.members, "members", 1, "number of member processes (1: this process serves the only member)")
+	cmd.Flags().StringVar(&o.memberName, "member-name", "", "serve this member of --initial-cluster (used by --members)")
+	cmd.Flags().StringVar(&o.initialCluster, "initial-cluster", "", "name=peerURL,... (used by --members)")
+	cmd.Flags().StringVar(&o.clusterToken, "cluster-token", "", "initial cluster token (used by --members)")
+	for _, f := range []string{"member-name", "initial-cluster", "cluster-token"} {
+		_ = cmd.Flags().MarkHidden(f)
+	}
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock dev: error:", err)
 		if code == 0 {
@@ -66,7 +85,21 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--log-level %q: %w", o.logLevel, err)
 	}
+	switch {
+	case o.members < 1:
+		return fmt.Errorf("--members %d: must be at least 1", o.members)
+	case o.members > 1 && o.memberName != "":
+		return errors.New("--members and --member-name exclude each other")
+	case o.members > 1:
+		return runCluster(ctx, o)
+	}
 	opts := []embedded.Option{embedded.WithClientAddr(o.listen), embedded.WithLogger(lg)}
+	if o.memberName != "" {
+		if o.dataDir == "" {
+			return errors.New("--member-name needs --data-dir")
+		}
+		opts = append(opts, embedded.WithMemberOf(o.memberName, o.initialCluster, o.clusterToken))
+	}
 	if o.dataDir != "" {
 		if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
@@ -82,7 +115,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer c.Close()
 	fmt.Println(c.Endpoints()[0])
-	fmt.Fprintf(os.Stderr, "etcdlock dev: etcd serving on %s; stop with Ctrl-C\n", c.Endpoints()[0])
+	if o.memberName == "" {
+		fmt.Fprintf(os.Stderr, "etcdlock dev: etcd serving on %s; stop with Ctrl-C\n", c.Endpoints()[0])
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-c.Member(0).Etcd().Err():

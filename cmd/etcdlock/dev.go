@@ -19,16 +19,18 @@ const devBinary = "etcdlock-dev"
 
 func newDevCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "dev [--data-dir D] [--listen 127.0.0.1:2379]",
-		Short: "Run a single-member etcd for local development",
+		Use:   "dev [--data-dir D] [--listen 127.0.0.1:2379 | --members N]",
+		Short: "Run an etcd for local development: one member, or a cluster of member processes",
 		Long: `Start a real etcd server (embedded, single member) listening on --listen, print
 its endpoint, and serve until SIGINT or SIGTERM. Without --data-dir the data
 lives in a temporary directory removed on exit. Only loopback addresses are
-accepted.
+accepted. With --members N, start N member processes forming one cluster
+(production raft and fsync settings) and print their endpoints, then one
+line per member with its pid: kill one to try failover.
 
 This runs the etcdlock-dev program, found next to etcdlock or on PATH
 (go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest); its flags
-are --data-dir, --listen and --log-level.`,
+are --data-dir, --listen, --members and --log-level.`,
 		DisableFlagParsing: true,
 		RunE:               func(_ *cobra.Command, args []string) error { return runDev(args) },
 	}

@@ -36,6 +36,9 @@ func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if cfg.memberOf != nil && cfg.members != 1 {
+		return nil, fmt.Errorf("embedded: WithMemberOf starts one member, not %d", cfg.members)
+	}
 	if (cfg.clientAddr != "" || cfg.clientHost != "") && cfg.members != 1 {
 		return nil, fmt.Errorf("embedded: WithClientAddr needs exactly one member, have %d", cfg.members)
 	}
@@ -75,25 +78,34 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 	var initial []string
 	for i := range c.members {
 		m := &Member{cluster: c, name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i))}
+		if mo := c.cfg.memberOf; mo != nil {
+			m.name, m.dir = mo.name, filepath.Join(base, mo.name)
+		}
 		m.clientURL, m.peerURL = c.cfg.clientAddr, ""
 		if m.clientURL == "" {
 			if m.clientURL, err = freeLoopbackAddr(cmp.Or(c.cfg.clientHost, "127.0.0.1")); err != nil {
 				return err
 			}
 		}
-		if m.peerURL, err = freeLoopbackAddr("127.0.0.1"); err != nil {
-			return err
+		if c.cfg.memberOf == nil {
+			if m.peerURL, err = freeLoopbackAddr("127.0.0.1"); err != nil {
+				return err
+			}
+			m.peerURL = "http://" + m.peerURL
 		}
 		scheme := "http://"
 		if c.cfg.clientTLS != nil {
 			scheme = "https://"
 		}
-		m.clientURL, m.peerURL = scheme+m.clientURL, "http://"+m.peerURL
+		m.clientURL = scheme + m.clientURL
 		initial = append(initial, m.name+"="+m.peerURL)
 		c.members[i] = m
 	}
 	for _, m := range c.members {
 		m.initialCluster, m.clusterToken = strings.Join(initial, ","), "etcdlock-"+token
+		if mo := c.cfg.memberOf; mo != nil {
+			m.peerURL, m.initialCluster, m.clusterToken = mo.peerURL, mo.initialCluster, mo.token
+		}
 		if err := m.launch(); err != nil {
 			return err
 		}
@@ -102,6 +114,11 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 		if err := m.waitReady(ctx); err != nil {
 			return err
 		}
+	}
+	if c.cfg.memberOf != nil {
+		// The leader may be in another process; a member is ready only
+		// once the cluster has committed its attributes, so it has one.
+		return nil
 	}
 	_, err = c.Leader(ctx)
 	return err

@@ -3,6 +3,8 @@ package embedded
 import (
 	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -28,6 +30,12 @@ type config struct {
 	clientHost string // loopback IP of a free client port, "" for 127.0.0.1
 	clientTLS  *transport.TLSInfo
 	tweak      []func(*embed.Config)
+	memberOf   *memberOf // one member of a cluster spread over processes
+}
+
+// memberOf is what WithMemberOf sets.
+type memberOf struct {
+	name, peerURL, initialCluster, token string
 }
 
 func defaultConfig() config {
@@ -105,6 +113,45 @@ func WithClientAddr(addr string) Option {
 		} else {
 			c.clientAddr, c.clientHost = addr, ""
 		}
+		return nil
+	})
+}
+
+// WithMemberOf starts one member, name, of a cluster whose members run in
+// several processes (each calls Start with this option and its own name):
+// initialCluster lists every member as name=peerURL (etcd's
+// --initial-cluster; every peer URL an http:// loopback URL), token is the
+// cluster's --initial-cluster-token. Start then returns once this member
+// has joined and the cluster serves it, which needs a majority of the
+// members running. The client address is WithClientAddr's (a free port
+// without it); WithMembers must stay 1.
+func WithMemberOf(name, initialCluster, token string) Option {
+	return optionFunc(func(c *config) error {
+		if token == "" {
+			return fmt.Errorf("embedded: empty cluster token")
+		}
+		peers := map[string]string{}
+		for _, entry := range strings.Split(initialCluster, ",") {
+			n, u, ok := strings.Cut(entry, "=")
+			if !ok || n == "" {
+				return fmt.Errorf("embedded: initial cluster entry %q: want name=peerURL", entry)
+			}
+			pu, err := url.Parse(u)
+			if err != nil || pu.Scheme != "http" {
+				return fmt.Errorf("embedded: peer URL %q of %s: want http://host:port", u, n)
+			}
+			if ip := net.ParseIP(pu.Hostname()); ip == nil || !ip.IsLoopback() || pu.Port() == "" {
+				return fmt.Errorf("embedded: peer URL %q of %s: host must be a loopback IP, with a port", u, n)
+			}
+			if _, dup := peers[n]; dup {
+				return fmt.Errorf("embedded: member %s listed twice", n)
+			}
+			peers[n] = u
+		}
+		if _, ok := peers[name]; !ok {
+			return fmt.Errorf("embedded: member %q is not in the initial cluster %q", name, initialCluster)
+		}
+		c.memberOf = &memberOf{name: name, peerURL: peers[name], initialCluster: initialCluster, token: token}
 		return nil
 	})
 }
