@@ -248,8 +248,10 @@ func (s *Session) claim(ctx context.Context, name string, ac acquireConfig) (*Lo
 			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
 				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq, ac)}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
+			l.since = s.cfg.clock.Now()
 			s.claims[name] = l
 			s.mu.Unlock()
+			s.cfg.metrics.Waiting(1)
 			return l, nil
 		}
 		s.mu.Unlock()
@@ -304,6 +306,11 @@ func (l *Lock) activate() error {
 		return l.err
 	}
 	l.state = StateActive
+	now := l.s.cfg.clock.Now()
+	m := l.s.cfg.metrics
+	m.Waiting(-1)
+	m.Acquired(now.Sub(l.since))
+	l.since = now
 	return nil
 }
 

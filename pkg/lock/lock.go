@@ -79,6 +79,7 @@ type Lock struct {
 	// the session Mux's mutex.
 	mu    sync.Mutex
 	state State
+	since time.Time // when the acquisition started; once active, when it became so
 	err   error
 	watch *watchmux.Watch // on the key, from its first write until a final state
 }
@@ -148,6 +149,16 @@ func (l *Lock) finish(state State, err error) bool {
 	if l.state == StateLost || l.state == StateReleased {
 		l.mu.Unlock()
 		return false
+	}
+	m := l.s.cfg.metrics
+	if l.state == stateAcquiring {
+		m.Waiting(-1)
+	} else {
+		var lost error
+		if state == StateLost {
+			lost = err
+		}
+		m.Ended(l.s.cfg.clock.Since(l.since), lost)
 	}
 	l.state, l.err = state, err
 	if state == StateLost {

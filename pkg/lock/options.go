@@ -127,6 +127,7 @@ type config struct {
 	clock          Clock
 	cleanupTimeout time.Duration
 	renewHook      func(latency time.Duration, err error)
+	metrics        Metrics
 	acquire        acquireConfig // a session's defaults for its acquisitions
 }
 
@@ -180,6 +181,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 		prefix:         DefaultPrefix,
 		clock:          clock.Real(),
 		cleanupTimeout: DefaultCleanupTimeout,
+		metrics:        nopMetrics{},
 	}
 	for _, o := range opts {
 		if o == nil {

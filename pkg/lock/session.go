@@ -329,6 +329,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		if s.alive.Err() != nil {
 			return
 		}
+		s.cfg.metrics.LeaseRenewed(s.cfg.clock.Since(send), err)
 		if s.cfg.renewHook != nil {
 			s.cfg.renewHook(s.cfg.clock.Since(send), err)
 		}

@@ -53,10 +53,11 @@ func TestLossReason(t *testing.T) {
 		lock.ErrDeadlinePassed: "deadline",
 		lock.ErrLeaseExpired:   "lease_expired",
 		lock.ErrKeyDeleted:     "key_deleted",
-		lock.ErrWatchRefused:   "other",
+		lock.ErrWatchRefused:   "watch_refused",
+		errors.New("other"):    "other",
 	} {
 		lost := &lock.LostError{Kind: lock.ErrLost, Cause: cause}
-		if got := lossReason(lost); got != want {
+		if got := lock.LossReason(lost); got != want {
 			t.Errorf("lossReason(%v) = %q, want %q", lost, got, want)
 		}
 	}
