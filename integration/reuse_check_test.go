@@ -224,7 +224,10 @@ func (c *reuseRun) checkOverlaps(res *reuseResult) {
 					b.stale() && both <= b.deletedAt+noticeBound
 				if overlap := both - b.start; overlap > 0 && !excused {
 					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
-					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v", a, b, overlap.Round(time.Millisecond))
+					// Exact times: an overlap under a millisecond must be
+					// told apart from a rounding artefact.
+					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v (first ends %v, second starts %v; first's key deleted by %q at %v)",
+						a, b, overlap, a.end, b.start, a.deletedBy, a.deletedAt)
 				}
 			}
 		}
