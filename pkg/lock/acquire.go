@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,10 +58,18 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	for {
 		// The Get before the Put returns the newest key already under the
 		// name — the new key's predecessor — so a waiter can start
-		// watching it without another read.
+		// watching it without another read. A reader gets the newest
+		// readerPageSize keys, to find the newest writer among them.
+		older := clientv3.WithLastCreate()
+		switch {
+		case l.opts.semaphore():
+			older = []clientv3.OpOption{clientv3.WithPrefix()} // all: to count them and check their limits
+		case l.opts.shared:
+			older = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)}
+		}
 		resp, err = s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-			Then(clientv3.OpGet(pfx, clientv3.WithLastCreate()...),
+			Then(clientv3.OpGet(pfx, older...),
 				clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
 			Else(clientv3.OpGet(l.key)).
 			Commit()
@@ -74,12 +83,12 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 			return nil, s.failAcquire(l, err)
 		}
 	}
-	var pred string // the key to wait for, if any
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		pred = string(kvs[0].Key)
-	}
 	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
-	if pred != "" {
+	if l.opts.semaphore() {
+		return s.acquireSlot(ctx, l, pfx, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
+	}
+	wait, pred := turnFromAcquire(l, resp.Responses[0].GetResponseRange())
+	if wait {
 		if err := s.waitTurn(ctx, l, pfx, pred); err != nil {
 			return nil, s.failAcquire(l, err)
 		}
@@ -107,6 +116,28 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 		return nil, err
 	}
 	pfx := contendersPrefix(s.cfg.prefix, name)
+	if ac.shared || ac.semaphore() {
+		try := s.tryShared
+		if ac.semaphore() {
+			try = s.trySemaphore
+		}
+		rev, err := try(ctx, l, pfx)
+		var locked *LockedError
+		if errors.As(err, &locked) {
+			s.unclaim(l)
+			l.finish(StateReleased, ErrReleased)
+			return nil, err
+		}
+		if err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+		if ac.semaphore() {
+			s.watchKey(l, fencing.Token(rev), rev+1)
+			s.holdSlot(l, fencing.Token(rev))
+			return s.activated(l)
+		}
+		return s.tryAcquired(l, rev)
+	}
 	var resp *clientv3.TxnResponse
 	for {
 		// The put happens only if no key exists under the name: a range
@@ -138,17 +169,46 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 		l.finish(StateReleased, ErrReleased)
 		return nil, lockedError(name, holder)
 	}
-	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	return s.tryAcquired(l, resp.Header.Revision)
+}
+
+// tryAcquired activates l, whose key a TryAcquire wrote at rev.
+func (s *Session) tryAcquired(l *Lock, rev int64) (*Lock, error) {
+	s.watchKey(l, fencing.Token(rev), rev+1)
+	return s.activated(l)
+}
+
+// activated activates l, or cleans up if it was lost meanwhile.
+func (s *Session) activated(l *Lock) (*Lock, error) {
 	if err := l.activate(); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
+	s.log.Debug("acquired", zap.String("name", l.name), zap.Stringer("token", l.token))
 	return l, nil
 }
 
-// waitTurn waits until no key under pfx is older than l's key. pred, if
-// set, is the newest older key as of the acquiring write; otherwise the
-// wait starts with a read.
+// turnFromAcquire reads what the acquiring transaction returned about the
+// keys older than l's: whether l must wait, and the older key to wait for
+// if the reply names it ("" if waitTurn must read it).
+func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pred string) {
+	if !l.opts.shared {
+		if len(older.Kvs) == 0 {
+			return false, ""
+		}
+		return true, string(older.Kvs[0].Key)
+	}
+	for _, kv := range older.Kvs {
+		if excludesReader(kv.Value) {
+			return true, string(kv.Key)
+		}
+	}
+	return older.More, ""
+}
+
+// waitTurn waits until no key under pfx that l must wait for is older than
+// l's key: any key for a writer, a writer's key for a reader (WithShared).
+// pred, if set, is the newest such key as of the acquiring write;
+// otherwise the wait starts with a read.
 //
 // Each predecessor is watched from the revision etcd creates the watch at
 // (see watchmux.Mux.WatchFromNow), then read again: if it is still there, the
@@ -168,6 +228,13 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 	)
 	defer func() { s.mux.Remove(w) }()
 	for {
+		if pred == "" && l.opts.shared {
+			p, err := s.olderWriter(ctx, l, pfx)
+			if err != nil || p == "" {
+				return err
+			}
+			pred = p
+		}
 		if pred == "" {
 			resp, err := s.client.Txn(ctx).Then(
 				clientv3.OpGet(l.key),
@@ -330,7 +397,7 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 	defer cancel()
 	var cerr error
 	if l.token != 0 {
-		_, cerr = compareAndDelete(ctx, s.client, l.key, int64(l.token))
+		cerr = l.deleteKeys(ctx)
 	} else {
 		// The reply was lost: the key may or may not exist. The delete
 		// compares the value this acquisition wrote (unique within the
@@ -343,14 +410,22 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 		// network): the key is then a stray, which the renewal loop
 		// deletes after the next renewals (sweepStrays), and which the
 		// session's next acquisition of the name would replace.
-		var resp *clientv3.TxnResponse
-		resp, cerr = s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(l.key), "=", l.value)).
-			Then(clientv3.OpDelete(l.key)).Commit()
-		if cerr != nil || !resp.Succeeded {
-			s.mu.Lock()
-			s.strays = append(s.strays, stray{key: l.key, value: l.value})
-			s.mu.Unlock()
+		// A semaphore's TryAcquire writes a slot key in the same
+		// transaction, with the same value.
+		keys := []string{l.key}
+		if l.slotKey != "" {
+			keys = append(keys, l.slotKey)
+		}
+		for _, key := range keys {
+			var resp *clientv3.TxnResponse
+			resp, cerr = s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.Value(key), "=", l.value)).
+				Then(clientv3.OpDelete(key)).Commit()
+			if cerr != nil || !resp.Succeeded {
+				s.mu.Lock()
+				s.strays = append(s.strays, stray{key: key, value: l.value})
+				s.mu.Unlock()
+			}
 		}
 	}
 	if cerr != nil {

@@ -61,6 +61,10 @@ var (
 	// ErrNotOwner: the token belongs to a lock whose owner differs from the
 	// owner given, or the token's key is not the current holder.
 	ErrNotOwner = errors.New("lock: not the owner")
+	// ErrLimitMismatch: a semaphore acquisition (WithLimit) found an older
+	// key of the name written with another limit, or by a lock that is not
+	// a semaphore; see WithLimit.
+	ErrLimitMismatch = errors.New("lock: name is used with another limit")
 )
 
 // LockedError reports the current holder of a name. It wraps ErrLocked.

@@ -77,3 +77,84 @@ func ExampleSession_TryAcquire() {
 	}
 	// Output: deploy is held by alice
 }
+
+// Three workers may hold "gpu" at once; each gets a slot, and fences its
+// part of the resource with the slot's token.
+func ExampleWithLimit() {
+	ctx := context.Background()
+	etcd, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer etcd.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	var slots []int
+	for range 3 {
+		s, err := lock.NewSession(ctx, cli)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close(ctx)
+		l, err := s.Acquire(ctx, "gpu", lock.WithLimit(3))
+		if err != nil {
+			log.Fatal(err)
+		}
+		// A fenced write: guard.Do(fmt.Sprintf("gpu/%d", l.Slot()), l.Token(), ...)
+		slots = append(slots, l.Slot())
+	}
+	fourth, _ := lock.NewSession(ctx, cli)
+	defer fourth.Close(ctx)
+	_, err = fourth.TryAcquire(ctx, "gpu", lock.WithLimit(3))
+	fmt.Println("slots:", slots, "fourth refused:", errors.Is(err, lock.ErrLocked))
+	// Output: slots: [0 1 2] fourth refused: true
+}
+
+// Readers share "catalog"; a writer waits for them, and readers that come
+// after the writer wait for it.
+func ExampleWithShared() {
+	ctx := context.Background()
+	etcd, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer etcd.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	alice, _ := lock.NewSession(ctx, cli, lock.WithOwner("alice"))
+	defer alice.Close(ctx)
+	bob, _ := lock.NewSession(ctx, cli, lock.WithOwner("bob"))
+	defer bob.Close(ctx)
+
+	r1, err := alice.Acquire(ctx, "catalog", lock.WithShared())
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := bob.Acquire(ctx, "catalog", lock.WithShared())
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, _ := lock.Inspect(ctx, cli, "catalog")
+	fmt.Println("readers holding:", len(st.Holders))
+
+	writer, _ := lock.NewSession(ctx, cli, lock.WithOwner("carol"))
+	defer writer.Close(ctx)
+	_, err = writer.TryAcquire(ctx, "catalog")
+	fmt.Println("writer while readers hold:", errors.Is(err, lock.ErrLocked))
+	r1.Release(ctx)
+	r2.Release(ctx)
+	w, err := writer.TryAcquire(ctx, "catalog")
+	fmt.Println("writer after the readers:", err == nil, w.Token() > r2.Token())
+	// Output:
+	// readers holding: 2
+	// writer while readers hold: true
+	// writer after the readers: true true
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -16,10 +18,16 @@ import (
 
 // Contender is one key under a lock name: the holder or a waiter.
 type Contender struct {
-	Key     string
-	Record                // the key's value: owner, host, pid, acquired
-	Token   fencing.Token // the key's create revision
+	Key    string
+	Record // the key's value: owner, host, pid, acquired
+	// Token is the key's create revision; for a semaphore's holder (see
+	// WithLimit), its slot key's: the holder's fencing token either way.
+	Token   fencing.Token
 	LeaseID clientv3.LeaseID
+	// Slot is a semaphore holder's slot, and SlotKey its key; -1 and ""
+	// for every other contender.
+	Slot    int
+	SlotKey string
 	// Foreign is set when the key has no etcdlock record (Record is then
 	// zero): another etcd lock client, such as etcdctl lock or
 	// concurrency.Mutex, wrote it. It takes part in the queue all the same.
@@ -57,16 +65,44 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 // readStatus is Inspect for arguments already checked; Break and Follow
 // use it too.
 func readStatus(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
-	resp, err := client.Get(ctx, contendersPrefix(prefix, name), clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := client.Txn(ctx).Then(
+		clientv3.OpGet(contendersPrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		// Not keys-only: etcd's keys-only range leaves out the lease,
+		// which ties a slot key to its contender.
+		clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix()),
+	).Commit()
 	if err != nil {
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
 	}
 	st := Status{Name: name, Revision: resp.Header.Revision}
-	for _, kv := range resp.Kvs {
-		st.add(contenderOf(kv))
+	slots := slotsByLease(resp.Responses[1].GetResponseRange().Kvs)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		st.add(contenderOf(kv, slots))
 	}
 	return st, nil
+}
+
+// slotsByLease maps the leases that own slot keys (keys under a name's
+// slotsPrefix) to those keys.
+func slotsByLease(kvs []*mvccpb.KeyValue) map[clientv3.LeaseID]*mvccpb.KeyValue {
+	m := make(map[clientv3.LeaseID]*mvccpb.KeyValue, len(kvs))
+	for _, kv := range kvs {
+		m[clientv3.LeaseID(kv.Lease)] = kv
+	}
+	return m
+}
+
+// slotNumber is the slot of a slot key, -1 if key is not one.
+func slotNumber(key string) int {
+	i := strings.LastIndex(key, slotSegment+"/")
+	if i < 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(key[i+len(slotSegment)+1:])
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // List returns the status of every lock name under the prefix whose name
@@ -88,22 +124,34 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 		return nil, fmt.Errorf("lock: list: %w", err)
 	}
 	byName := map[string]*Status{}
+	slots := map[string][]*mvccpb.KeyValue{} // per name
+	var contenders []*mvccpb.KeyValue
+	var names []string
 	for _, kv := range resp.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), cfg.prefix)
 		seg, _, ok := strings.Cut(rest, "/")
 		if !ok {
 			continue // not a lock key
 		}
+		if base, isSlot := strings.CutSuffix(seg, slotSegment); isSlot {
+			if name, ok := nameOfSegment(base); ok {
+				slots[name] = append(slots[name], kv)
+			}
+			continue
+		}
 		name, ok := nameOfSegment(seg)
 		if !ok {
 			continue // not a lock key
 		}
-		st, ok := byName[name]
+		contenders, names = append(contenders, kv), append(names, name)
+	}
+	for i, kv := range contenders {
+		st, ok := byName[names[i]]
 		if !ok {
-			st = &Status{Name: name, Revision: resp.Header.Revision}
-			byName[name] = st
+			st = &Status{Name: names[i], Revision: resp.Header.Revision}
+			byName[names[i]] = st
 		}
-		st.add(contenderOf(kv))
+		st.add(contenderOf(kv, slotsByLease(slots[names[i]])))
 	}
 	out := make([]Status, 0, len(byName))
 	for _, st := range byName {
@@ -113,7 +161,8 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	return out, nil
 }
 
-// Break removes the holder of name if its token is still token: its key is
+// Break removes a holder of name (for a read-write lock, one of its
+// readers) if its token is still token: its key is
 // deleted with a compare-and-delete and its lease revoked, which ends every
 // lock held under that lease. It returns the broken holder, or ErrNotHeld
 // if no key of name has that token (it was released, expired or already
@@ -139,7 +188,8 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 	if err != nil {
 		return Contender{}, err
 	}
-	if st.Holder == nil || st.Holder.Token != token {
+	i := slices.IndexFunc(st.Holders, func(h Contender) bool { return h.Token == token })
+	if i < 0 {
 		for _, w := range st.Waiters {
 			if w.Token == token {
 				return Contender{}, fmt.Errorf("%w: token %s of %q is a waiter, not the holder", ErrNotOwner, token, name)
@@ -147,8 +197,12 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 		}
 		return Contender{}, fmt.Errorf("%w: no holder of %q has token %s", ErrNotHeld, name, token)
 	}
-	h := *st.Holder
-	ok, err := compareAndDelete(ctx, client, h.Key, int64(token))
+	h := st.Holders[i]
+	key := h.Key
+	if h.SlotKey != "" {
+		key = h.SlotKey // the contender key goes with the lease
+	}
+	ok, err := compareAndDelete(ctx, client, key, int64(token))
 	if err != nil {
 		return Contender{}, fmt.Errorf("lock: break %q: %w", name, err)
 	}
@@ -165,8 +219,14 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 
 // add appends c, the next contender in create-revision order, to the
 // holders or the waiters.
+// Readers (WithShared) at the head of the queue hold the name together;
+// a semaphore's holders are the contenders that own a slot.
 func (st *Status) add(c Contender) {
-	if len(st.Holders) == 0 {
+	holds := len(st.Holders) == 0 || len(st.Waiters) == 0 && c.Shared && st.Holders[0].Shared
+	if c.Limit > 1 {
+		holds = c.SlotKey != ""
+	}
+	if holds {
 		st.Holders = append(st.Holders, c)
 		st.Holder = &st.Holders[0]
 		return
@@ -174,9 +234,15 @@ func (st *Status) add(c Contender) {
 	st.Waiters = append(st.Waiters, c)
 }
 
-func contenderOf(kv *mvccpb.KeyValue) Contender {
+// contenderOf is the contender of kv; slots are the slot keys of its name
+// by lease.
+func contenderOf(kv *mvccpb.KeyValue, slots map[clientv3.LeaseID]*mvccpb.KeyValue) Contender {
 	r, ok := parseRecord(kv.Value)
-	return Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok}
+	c := Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok, Slot: -1}
+	if sk, ok := slots[c.LeaseID]; ok && r.Limit > 1 {
+		c.Slot, c.SlotKey, c.Token = slotNumber(string(sk.Key)), string(sk.Key), fencing.Token(sk.CreateRevision)
+	}
+	return c
 }
 
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }

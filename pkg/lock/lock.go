@@ -82,13 +82,27 @@ type Lock struct {
 	since time.Time // when the acquisition started; once active, when it became so
 	err   error
 	watch *watchmux.Watch // on the key, from its first write until a final state
+
+	// A semaphore holder's slot (WithLimit): slotKey is "" until a slot is
+	// being claimed. Once held, token is the slot key's create revision and
+	// queueRev the contender key's.
+	slot      int
+	slotKey   string
+	queueRev  int64
+	slotWatch *watchmux.Watch
 }
 
 // Name returns the lock name.
 func (l *Lock) Name() string { return l.name }
 
-// Key returns the etcd key that represents this claim.
-func (l *Lock) Key() string { return l.key }
+// Key returns the etcd key that represents this claim: its contender key,
+// or for a semaphore holder its slot key (see WithLimit).
+func (l *Lock) Key() string {
+	if l.queueRev != 0 {
+		return l.slotKey
+	}
+	return l.key
+}
 
 // Owner returns the owner identity of the session holding the lock.
 func (l *Lock) Owner() string { return l.s.cfg.owner }
@@ -136,7 +150,7 @@ func (l *Lock) Err() error {
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
-	if _, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token)); err != nil {
+	if err := l.deleteKeys(ctx); err != nil {
 		return fmt.Errorf("lock: release %q: %w", l.name, err)
 	}
 	l.s.log.Debug("released", zap.String("name", l.name), zap.Stringer("token", l.token))
@@ -164,12 +178,13 @@ func (l *Lock) finish(state State, err error) bool {
 	if state == StateLost {
 		close(l.lost)
 	}
-	w := l.watch
-	l.watch = nil
+	w, sw := l.watch, l.slotWatch
+	l.watch, l.slotWatch = nil, nil
 	l.mu.Unlock()
-	// Stop watching the key before a Release deletes it, so etcd does not
-	// send the holder its own delete.
+	// Stop watching the keys before a Release deletes them, so etcd does
+	// not send the holder its own delete.
 	l.s.mux.Remove(w)
+	l.s.mux.Remove(sw)
 	l.cancel(err)
 	return true
 }
@@ -179,8 +194,35 @@ func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
 		l.s.unclaim(l)
-		l.s.log.Warn("lock lost", zap.String("name", l.name), zap.Stringer("token", l.token), zap.Error(err))
+		l.mu.Lock() // a semaphore's acquisition may still be setting the token
+		tok := l.token
+		l.mu.Unlock()
+		l.s.log.Warn("lock lost", zap.String("name", l.name), zap.Stringer("token", tok), zap.Error(err))
 	}
+}
+
+// deleteKeys deletes l's keys, each only if it is still the one l wrote:
+// the contender key by its create revision, and a semaphore holder's slot
+// key by its own (the token). A slot claim whose outcome is unknown is
+// deleted by its value, unique to this acquisition (Record.Seq).
+func (l *Lock) deleteKeys(ctx context.Context) error {
+	l.mu.Lock()
+	slotKey, queueRev := l.slotKey, l.queueRev
+	l.mu.Unlock()
+	if slotKey == "" {
+		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
+		return err
+	}
+	slotCmp := clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))
+	if queueRev == 0 { // the claim's reply was lost; l.token is the contender key's
+		queueRev = int64(l.token)
+		slotCmp = clientv3.Compare(clientv3.Value(slotKey), "=", l.value)
+	}
+	_, err := l.s.client.Txn(ctx).Then(
+		clientv3.OpTxn([]clientv3.Cmp{slotCmp}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil),
+		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil),
+	).Commit()
+	return err
 }
 
 func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {

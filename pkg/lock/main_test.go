@@ -110,16 +110,16 @@ type acquired struct {
 
 // queueWaiter starts s.Acquire(ctx, name) in a goroutine, waits until that
 // waiter is queued as the name's n-th key, and returns the channel that
-// receives the Acquire's outcome. When t ends, the Acquire, if still
+// receives the Acquire's outcome (with opts). When t ends, the Acquire, if still
 // waiting, is canceled and waited for.
-func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string, n int) <-chan acquired {
+func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string, n int, opts ...lock.Option) <-chan acquired {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	res := make(chan acquired, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l, err := s.Acquire(ctx, name)
+		l, err := s.Acquire(ctx, name, opts...)
 		res <- acquired{l, err}
 	}()
 	t.Cleanup(func() { cancel(); <-done })

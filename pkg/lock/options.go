@@ -151,6 +151,9 @@ func (s *Session) newAcquireConfig(opts []Option) (acquireConfig, error) {
 			return acquireConfig{}, err
 		}
 	}
+	if c.acquire.shared && c.acquire.semaphore() {
+		return acquireConfig{}, invalid("WithLimit and WithShared cannot be combined")
+	}
 	return c.acquire, nil
 }
 

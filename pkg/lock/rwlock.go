@@ -1,0 +1,129 @@
+package lock
+
+import (
+	"context"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// WithShared makes an acquisition a reader of a read-write lock: readers of
+// a name hold it together, a writer — every acquisition without WithShared,
+// and every key another lock client (etcdctl lock, concurrency.Mutex)
+// wrote — holds it alone. Order is FIFO by key creation: a reader waits
+// only for the older writers, a writer for every older key, so a writer
+// waits at most for the readers that came before it and later readers
+// queue behind it (no writer starvation).
+//
+// A reader's token is its key's create revision like any other, so a
+// writer's token exceeds the token of every reader and writer that held
+// the name before it: a fenced resource that accepts a write only with a
+// token at least as high as the last one it saw admits only the newest
+// writer. Readers should not write to a fenced resource; their tokens
+// order them, they do not exclude one another.
+//
+// TryAcquire with WithShared succeeds when no writer holds or waits for
+// the name; it reads the queue first and writes only if the queue has not
+// changed since, so it costs two round trips (and more under churn).
+//
+// For Acquire and TryAcquire.
+func WithShared() Option {
+	return option{"WithShared", atAcquire, func(c *config) error {
+		c.acquire.shared = true
+		return nil
+	}}
+}
+
+// Shared reports whether l is a reader of a read-write lock (WithShared).
+func (l *Lock) Shared() bool { return l.opts.shared }
+
+// excludes reports whether a reader must wait for kv, an older key under
+// its name: a writer's key, or a key without an etcdlock record.
+func excludesReader(value []byte) bool {
+	r, ok := parseRecord(value)
+	return !ok || !r.Shared
+}
+
+// readerPageSize is how many older keys a waiting reader reads at a time
+// while it looks for the newest older writer among them.
+const readerPageSize = 64
+
+// olderWriter is a reader's read of its turn: it checks that l's key still
+// exists and returns the newest older key that excludes readers, "" if
+// there is none. Readers ahead of it are read in pages, newest first, at
+// most readerPageSize a round trip; keys older than l's can only go away,
+// so the pages need not be read at one revision.
+func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string, error) {
+	below := int64(l.token) - 1
+	for first := true; ; first = false {
+		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
+		var kvs []*mvccpb.KeyValue
+		if first {
+			resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(l.key), page).Commit()
+			if err != nil {
+				return "", err
+			}
+			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+				return "", ErrKeyDeleted
+			}
+			kvs = resp.Responses[1].GetResponseRange().Kvs
+		} else {
+			resp, err := s.client.Do(ctx, page)
+			if err != nil {
+				return "", err
+			}
+			kvs = resp.Get().Kvs
+		}
+		for _, kv := range kvs {
+			if excludesReader(kv.Value) {
+				return string(kv.Key), nil
+			}
+		}
+		if len(kvs) < readerPageSize {
+			return "", nil
+		}
+		below = kvs[len(kvs)-1].CreateRevision - 1
+	}
+}
+
+// tryShared is TryAcquire for a reader: it reads the queue, fails with a
+// *LockedError naming the oldest writer if there is one, and otherwise
+// writes l's key if no key under the name was written since the read
+// (a key deleted since does not matter: it can only have been a reader).
+// It returns the write's revision.
+func (s *Session) tryShared(ctx context.Context, l *Lock, pfx string) (int64, error) {
+	for {
+		get, err := s.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			return 0, err
+		}
+		leftover := false
+		for _, kv := range get.Kvs {
+			if string(kv.Key) == l.key {
+				// Left by an earlier acquisition: never adopted.
+				if err := s.removeLeftover(ctx, kv); err != nil {
+					return 0, err
+				}
+				leftover = true
+				break
+			}
+			if excludesReader(kv.Value) {
+				return 0, lockedError(l.name, kv)
+			}
+		}
+		if leftover {
+			continue
+		}
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(pfx), "<", get.Header.Revision+1).WithPrefix()).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// MaxLimit is the largest limit WithLimit accepts.
+const MaxLimit = 1 << 16
+
+// WithLimit makes an acquisition a holder of a semaphore: at most n
+// sessions hold the name at once (n = 1 is a mutex, the default). Waiters
+// are served in FIFO order of their keys' creation: a contender becomes
+// eligible when fewer than n older keys remain under the name.
+//
+// Each holder owns one of n slots, numbered 0 to n-1 (Lock.Slot), each an
+// etcd key of its own claimed with a compare on its absence, so no two
+// holders ever own one slot and no more than n keys can ever be held. The
+// holder's token is its slot key's create revision (Lock.Key is the slot
+// key): strictly increasing per slot, so a resource split into n parts can
+// fence each part with the slot's tokens, by the existing guards, with
+// the name and slot as the guard's key.
+//
+// A waiter reads the queue once, in the acquiring transaction, then
+// counts the deletions of older keys from one range watch (clientv3's
+// watcher, which shares one stream per client): a release costs every
+// waiter one watch event and no read. The watch re-reads only when etcd
+// cancels it (after a compaction, for example).
+//
+// Every contender of a name must use the same limit. An acquisition that
+// finds an older key of the name with another limit — or of a plain lock,
+// a read-write lock or another lock client — fails with ErrLimitMismatch
+// and leaves nothing behind; a plain lock that arrives while semaphore
+// keys exist waits for all of them (it is a limit of 1 queued behind
+// them). So holders never mix limits, and changing a name's limit takes
+// draining its queue first. WithLimit and WithShared cannot be combined.
+//
+// For Acquire and TryAcquire. n must be between 1 and MaxLimit.
+func WithLimit(n int) Option {
+	return option{"WithLimit", atAcquire, func(c *config) error {
+		if n < 1 || n > MaxLimit {
+			return invalid("limit %d out of range [1, %d]", n, MaxLimit)
+		}
+		c.acquire.limit = n
+		return nil
+	}}
+}
+
+// Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
+// -1 for a lock acquired without a limit above 1.
+func (l *Lock) Slot() int {
+	if l.slotKey == "" {
+		return -1
+	}
+	return l.slot
+}
+
+// semaphore reports whether ac acquires a semaphore.
+func (ac acquireConfig) semaphore() bool { return ac.limit > 1 }
+
+// slotsPrefix is the prefix of the slot keys of name: outside the name's
+// contender range ('%' is escaped in names, so "%slot" ends no escaped
+// name), and skipped by List as a lock name.
+func slotsPrefix(prefix, name string) string { return prefix + escapeName(name) + slotSegment + "/" }
+
+const slotSegment = "%slot"
+
+// checkLimits fails with ErrLimitMismatch if a key in older — keys older
+// than l's under its name — was written with another limit.
+func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
+	for _, kv := range older {
+		r, ok := parseRecord(kv.Value)
+		lim := max(r.Limit, 1)
+		if !ok || r.Shared || lim != max(l.opts.limit, 1) {
+			what := fmt.Sprintf("limit %d", lim)
+			switch {
+			case !ok:
+				what = "a key of another lock client"
+			case r.Shared:
+				what = "a reader of a read-write lock"
+			}
+			return fmt.Errorf("%w: %q is held or awaited with %s (key %s), not limit %d", ErrLimitMismatch, l.name, what, kv.Key, l.opts.limit)
+		}
+	}
+	return nil
+}
+
+// waitRank waits until fewer than l's limit keys under pfx are older than
+// l's. older counts them as of revision rev. Deletions are counted from a
+// range watch starting after rev; when etcd cancels the watch, the count
+// is read again.
+func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64, rev int64) error {
+	mine := int64(l.token)
+	for older >= int64(l.opts.limit) {
+		wctx, cancel := context.WithCancel(ctx)
+		wch := s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+			clientv3.WithFilterPut(), clientv3.WithPrevKV())
+		err := func() error {
+			for {
+				select {
+				case wr, ok := <-wch:
+					if !ok || wr.Canceled || wr.Err() != nil {
+						return nil // re-read below
+					}
+					for _, ev := range wr.Events {
+						if ev.PrevKv == nil || ev.PrevKv.CreateRevision < mine {
+							// Without PrevKv (compacted) the key cannot be
+							// told; the re-read after the next one fixes
+							// the count.
+							older--
+						}
+						if string(ev.Kv.Key) == l.key {
+							return ErrKeyDeleted
+						}
+					}
+					rev = wr.Header.Revision
+					if older < int64(l.opts.limit) {
+						return nil
+					}
+				case <-l.ctx.Done():
+					return context.Cause(l.ctx)
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}()
+		cancel()
+		if err != nil {
+			return err
+		}
+		// Confirm the count with one read: cheap, and exact whatever the
+		// watch missed.
+		resp, err := s.client.Txn(ctx).Then(
+			clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
+			// Not count-only: etcd counts before it applies the create
+			// revision filter.
+			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
+		).Commit()
+		if err != nil {
+			return err
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != mine {
+			return ErrKeyDeleted
+		}
+		older, rev = int64(len(resp.Responses[1].GetResponseRange().Kvs)), resp.Header.Revision
+	}
+	return nil
+}
+
+// claimSlot gives l, an eligible contender of a semaphore, a free slot:
+// the lowest-numbered slot key that does not exist, written only while l's
+// contender key still exists. When every slot is taken (a holder whose
+// contender key is gone still has its slot until its lease goes), it
+// waits for a slot key's deletion. It returns the slot key's create
+// revision, l's token.
+func (s *Session) claimSlot(ctx context.Context, l *Lock) (fencing.Token, error) {
+	spfx := slotsPrefix(s.cfg.prefix, l.name)
+	queueRev := int64(l.token)
+	for {
+		get, err := s.client.Get(ctx, spfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return 0, err
+		}
+		taken := make(map[string]bool, len(get.Kvs))
+		for _, kv := range get.Kvs {
+			taken[string(kv.Key)] = true
+		}
+		for slot := range l.opts.limit {
+			key := spfx + strconv.Itoa(slot)
+			if taken[key] {
+				continue
+			}
+			l.mu.Lock()
+			l.slot, l.slotKey = slot, key // for failAcquire's clean-up if the reply is lost
+			l.mu.Unlock()
+			resp, err := s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+					clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
+				Then(clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
+				Else(clientv3.OpGet(l.key, clientv3.WithKeysOnly())).
+				Commit()
+			if err != nil {
+				return 0, err
+			}
+			if resp.Succeeded {
+				return fencing.Token(resp.Header.Revision), nil
+			}
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != queueRev {
+				return 0, ErrKeyDeleted
+			}
+		}
+		l.mu.Lock()
+		l.slotKey = ""
+		l.mu.Unlock()
+		// Every slot is taken: wait for one to go, then read again.
+		if err := s.waitDelete(ctx, l, spfx, get.Header.Revision); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// waitDelete waits for a deletion under pfx after revision rev (or for
+// etcd to cancel the watch, after which the caller reads again anyway).
+func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
+				return nil
+			}
+		case <-l.ctx.Done():
+			return context.Cause(l.ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// trySemaphore is TryAcquire for a semaphore: it reads the queue and the
+// slots, fails with a *LockedError naming the oldest holder if the name
+// has its limit of contenders or no free slot, and otherwise writes l's
+// contender key and a free slot's key in one transaction, if no key under
+// the name was written since the read. It returns the write's revision.
+func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
+	spfx := slotsPrefix(s.cfg.prefix, l.name)
+	for {
+		resp, err := s.client.Txn(ctx).Then(
+			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+			clientv3.OpGet(spfx, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			return 0, err
+		}
+		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if i := indexOfKey(queue, l.key); i >= 0 {
+			if err := s.removeLeftover(ctx, queue[i]); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if err := checkLimits(l, queue); err != nil {
+			return 0, err
+		}
+		taken := make(map[string]bool, len(slots))
+		for _, kv := range slots {
+			taken[string(kv.Key)] = true
+		}
+		slot := -1
+		for i := range l.opts.limit {
+			if !taken[spfx+strconv.Itoa(i)] {
+				slot = i
+				break
+			}
+		}
+		if len(queue) >= l.opts.limit || slot < 0 {
+			if len(queue) == 0 {
+				return 0, fmt.Errorf("%w: %q: every slot is held by a holder whose key is gone", ErrLocked, l.name)
+			}
+			return 0, lockedError(l.name, queue[0])
+		}
+		key := spfx + strconv.Itoa(slot)
+		l.mu.Lock()
+		l.slot, l.slotKey = slot, key
+		l.mu.Unlock()
+		txn, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(pfx), "<", resp.Header.Revision+1).WithPrefix(),
+				clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)), clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if txn.Succeeded {
+			return txn.Header.Revision, nil
+		}
+		l.mu.Lock()
+		l.slotKey = ""
+		l.mu.Unlock()
+	}
+}
+
+func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
+	for i, kv := range kvs {
+		if string(kv.Key) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// acquireSlot is the rest of Acquire for a semaphore, whose contender key
+// l wrote at rev, when older were the keys older than it.
+func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, rev int64) (*Lock, error) {
+	if err := checkLimits(l, older); err != nil {
+		return nil, s.failAcquire(l, err)
+	}
+	if err := s.waitRank(ctx, l, pfx, int64(len(older)), rev); err != nil {
+		return nil, s.failAcquire(l, err)
+	}
+	tok, err := s.claimSlot(ctx, l)
+	if err != nil {
+		return nil, s.failAcquire(l, err)
+	}
+	s.holdSlot(l, tok)
+	return s.activated(l)
+}
+
+// holdSlot records that l holds its slot key, created at revision tok, and
+// watches that key: its deletion by anyone else loses the lock, as the
+// contender key's does.
+func (s *Session) holdSlot(l *Lock, tok fencing.Token) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queueRev, l.token = int64(l.token), tok
+	if s.err != nil || l.state != stateAcquiring {
+		return
+	}
+	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, func(err error) {
+		if err != nil {
+			l.lose(ErrWatchRefused, err)
+			return
+		}
+		l.lose(ErrKeyDeleted, nil)
+	})
+}
