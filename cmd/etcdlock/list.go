@@ -14,7 +14,8 @@ import (
 
 type listView struct {
 	Name    string         `json:"name"`
-	Holder  *contenderView `json:"holder"`
+	Holder  *contenderView `json:"holder"`  // the oldest holder
+	Holders int            `json:"holders"` // readers and semaphore holders count each
 	Waiters int            `json:"waiters"`
 }
 
@@ -44,7 +45,7 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 	}
 	views := make([]listView, 0, len(all))
 	for _, st := range all {
-		v := listView{Name: st.Name, Waiters: len(st.Waiters)}
+		v := listView{Name: st.Name, Holders: len(st.Holders), Waiters: len(st.Waiters)}
 		if st.Holder != nil {
 			h := viewOf(*st.Holder)
 			v.Holder = &h
@@ -61,6 +62,9 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 			owner, since := v.Holder.Owner, v.Holder.Since
 			if v.Holder.Foreign {
 				owner, since = "(no etcdlock record: etcdctl lock?)", "-"
+			}
+			if v.Holders > 1 {
+				owner += fmt.Sprintf(" (+%d more)", v.Holders-1)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", v.Name, owner, v.Holder.Token, since, v.Waiters)
 		}

@@ -24,6 +24,8 @@ type runOptions struct {
 	shell      bool
 	killSignal string
 	killGrace  time.Duration
+	limit      int  // run: --limit
+	shared     bool // run: --shared
 }
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
@@ -53,6 +55,12 @@ ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
 override inherited values. Pass ETCDLOCK_TOKEN with every write the command
 makes to a fenced resource.
 
+With --limit N, NAME is a semaphore: up to N commands run at once, each in a
+slot 0..N-1 given as ETCDLOCK_SLOT; ETCDLOCK_TOKEN then increases per slot, so
+fence the slot's share of a resource with NAME and ETCDLOCK_SLOT as the key.
+With --shared, NAME is a read-write lock: --shared runs share it, a run without
+--shared holds it alone, in arrival order.
+
 COMMAND never outlives the lock. It runs below a guardian (etcdlock itself,
 re-executed; "etcdlock guardian" in ps) that keeps every process COMMAND
 starts, including ones that call setsid or double-fork, and stops them all:
@@ -79,6 +87,13 @@ group.`,
   # skip this run if another host is already doing it:
   etcdlock run --try backup -- ./backup.sh || [ $? -eq 75 ]
 
+  # at most 4 transcoders at once, each told its slot:
+  etcdlock run transcode --limit 4 -- ./transcode --worker "$ETCDLOCK_SLOT"
+
+  # readers share the catalog, a rebuild holds it alone:
+  etcdlock run catalog --shared -- ./report
+  etcdlock run catalog -- ./rebuild-catalog
+
   # a shell pipeline:
   etcdlock run deploy --shell -- 'make build && make deploy'`,
 		Args: commandArgs,
@@ -87,7 +102,22 @@ group.`,
 		},
 	}
 	o.bind(cmd, true)
+	f := cmd.Flags()
+	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N")
+	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone")
 	return cmd
+}
+
+// acquireOptions are the lock options of run's --limit and --shared.
+func (o *runOptions) acquireOptions() []lock.Option {
+	var opts []lock.Option
+	if o.limit > 1 {
+		opts = append(opts, lock.WithLimit(o.limit))
+	}
+	if o.shared {
+		opts = append(opts, lock.WithShared())
+	}
+	return opts
 }
 
 // commandArgs checks the NAME -- COMMAND [ARGS...] form.
@@ -114,6 +144,12 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	}
 	if o.timeout < 0 || o.killGrace < 0 {
 		return 0, usageErr("--timeout and --kill-grace must not be negative")
+	}
+	if o.limit < 1 || o.limit > lock.MaxLimit {
+		return 0, usageErr("--limit %d: must be between 1 and %d", o.limit, lock.MaxLimit)
+	}
+	if o.shared && o.limit > 1 {
+		return 0, usageErr("--shared and --limit cannot be combined")
 	}
 	return parseSignal(o.killSignal)
 }
@@ -186,7 +222,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	if o.try {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
-		l, err := s.TryAcquire(rctx, name)
+		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		if err != nil {
 			return nil, err
 		}
@@ -218,7 +254,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		case <-rctx.Done():
 		}
 	}()
-	l, err := s.Acquire(wctx, name)
+	l, err := s.Acquire(wctx, name, o.acquireOptions()...)
 	stopReport()
 	<-watched
 	var interrupted os.Signal

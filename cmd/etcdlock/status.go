@@ -13,7 +13,8 @@ import (
 
 type statusView struct {
 	Name    string          `json:"name"`
-	Holder  *contenderView  `json:"holder"`
+	Holder  *contenderView  `json:"holder"`  // the oldest holder
+	Holders []contenderView `json:"holders"` // every holder: readers share a name, a semaphore has up to its limit
 	Waiters []contenderView `json:"waiters"`
 }
 
@@ -32,18 +33,22 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	if err := lock.ValidateName(name); err != nil {
 		return usageErr("%v", err)
 	}
-	v := statusView{Name: name, Waiters: []contenderView{}}
+	v := statusView{Name: name, Holders: []contenderView{}, Waiters: []contenderView{}}
 	var st lock.Status
 	err := g.request(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
 			return err
 		}
-		if st.Holder != nil {
-			h := viewOf(*st.Holder)
-			if ttl, err := cli.TimeToLive(ctx, st.Holder.LeaseID); err == nil {
+		v.Holders = v.Holders[:0]
+		for _, c := range st.Holders {
+			h := viewOf(c)
+			if ttl, err := cli.TimeToLive(ctx, c.LeaseID); err == nil {
 				h.LeaseTTL = ttl.TTL
 			}
-			v.Holder = &h
+			v.Holders = append(v.Holders, h)
+		}
+		if len(v.Holders) > 0 {
+			v.Holder = &v.Holders[0]
 		}
 		return nil
 	})
@@ -59,7 +64,18 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 			return
 		}
 		h := v.Holder
-		fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
+		if len(v.Holders) == 1 && !h.Shared && h.Slot == nil {
+			fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
+		} else {
+			kind := "readers"
+			if h.Slot != nil {
+				kind = fmt.Sprintf("of %d slots", h.Limit)
+			}
+			fmt.Fprintf(w, "%s: held by %d %s\n", name, len(v.Holders), kind)
+			for _, h := range v.Holders {
+				fmt.Fprintf(w, "  %s: %s (token %s%s, lease %s, %ds left)\n", h.role(), h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
+			}
+		}
 		for i, c := range v.Waiters {
 			fmt.Fprintf(w, "  waiter %d: %s (token %s%s)\n", i+1, c.who(), c.Token, c.when())
 		}

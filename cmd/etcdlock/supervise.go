@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,15 +41,23 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 	}
 	fg := inForeground(g.stdin)
 	soft, hard := guardDeadlines(s)
+	env := map[string]string{
+		"ETCDLOCK_NAME":     l.Name(),
+		"ETCDLOCK_KEY":      l.Key(),
+		fencing.EnvVar:      l.Token().String(),
+		"ETCDLOCK_OWNER":    l.Owner(),
+		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
+	}
+	base := os.Environ()
+	if l.Slot() >= 0 {
+		env["ETCDLOCK_SLOT"] = strconv.Itoa(l.Slot())
+	} else {
+		// Not a semaphore's: a slot inherited from an outer run is not ours.
+		base = slices.DeleteFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "ETCDLOCK_SLOT=") })
+	}
 	gd, err := guardian.Start(guardian.Config{
-		Argv: argv,
-		Env: childEnv(os.Environ(), map[string]string{
-			"ETCDLOCK_NAME":     l.Name(),
-			"ETCDLOCK_KEY":      l.Key(),
-			fencing.EnvVar:      l.Token().String(),
-			"ETCDLOCK_OWNER":    l.Owner(),
-			"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
-		}),
+		Argv:       argv,
+		Env:        childEnv(base, env),
 		Stdin:      g.stdin,
 		Stdout:     g.stdout,
 		Stderr:     g.stderr,

@@ -24,11 +24,30 @@ type contenderView struct {
 	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
 	// Foreign: the key has no etcdlock record (etcdctl lock, concurrency.Mutex).
 	Foreign bool `json:"foreign,omitempty"`
+	Shared  bool `json:"shared,omitempty"` // a reader of a read-write lock (run --shared)
+	Limit   int  `json:"limit,omitempty"`  // a semaphore's limit (run --limit)
+	Slot    *int `json:"slot,omitempty"`   // a semaphore holder's slot
 }
 
 func viewOf(c lock.Contender) contenderView {
-	return contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
-		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign}
+	v := contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
+		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign, Shared: c.Shared, Limit: c.Limit}
+	if c.Slot >= 0 {
+		slot := c.Slot
+		v.Slot = &slot
+	}
+	return v
+}
+
+// role is how a holder of a read-write lock or semaphore is introduced.
+func (v contenderView) role() string {
+	switch {
+	case v.Slot != nil:
+		return fmt.Sprintf("slot %d", *v.Slot)
+	case v.Shared:
+		return "reader"
+	}
+	return "writer"
 }
 
 // who names the contender for people: its owner, or what a foreign key is.

@@ -41,7 +41,7 @@ var Table = []Row{
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
 	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
 	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
-	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
+	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`), or `run --limit`/`--shared` disagrees with the name's holders"},
 	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
 	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
 	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed); " +

@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// holdingRun starts `etcdlock run NAME flags... -- sh -c` with a command
+// that writes "$ETCDLOCK_SLOT $ETCDLOCK_TOKEN" to dir/id once it runs and
+// exits when dir/id.stop appears. The run is killed when t ends.
+func holdingRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
+	t.Helper()
+	out := filepath.Join(dir, id)
+	script := fmt.Sprintf(`echo "${ETCDLOCK_SLOT:--} $ETCDLOCK_TOKEN" > %[1]s.tmp && mv %[1]s.tmp %[1]s; while [ ! -e %[1]s.stop ]; do sleep 0.05; done`, out)
+	args := append(append([]string{"run", name}, flags...), "--shell", "--", script)
+	cmd := cliCommand(t, ep, nil, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.WriteFile(out+".stop", nil, 0o644)
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// running reports what a holdingRun's command wrote ("" while it has not
+// started): its slot ("-" for none) and token.
+func running(dir, id string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, id))
+	return strings.TrimSpace(string(b))
+}
+
+func TestCLISemaphore(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	a := holdingRun(t, ep, dir, "a", "pool", "--limit", "2")
+	b := holdingRun(t, ep, dir, "b", "pool", "--limit", "2")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "a") != "" && running(dir, "b") != "" },
+		"two runs of a limit-2 semaphore did not both start")
+	sa, sb := strings.Fields(running(dir, "a"))[0], strings.Fields(running(dir, "b"))[0]
+	if sa == sb || sa == "-" || sb == "-" || (sa != "0" && sa != "1") || (sb != "0" && sb != "1") {
+		t.Fatalf("ETCDLOCK_SLOT of the two holders: %q and %q, want 0 and 1", sa, sb)
+	}
+
+	if r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "2", "--", "true"); r.code != 75 {
+		t.Fatalf("third --try run of a full semaphore: exit %d (%s), want 75", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "3", "--", "true"); r.code != 75 || !strings.Contains(r.stderr, "another limit") {
+		t.Fatalf("run with --limit 3 beside holders of limit 2: exit %d (%s), want 75 naming the limit", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "run", "pool", "--limit", "2", "--shared", "--", "true"); r.code != 64 {
+		t.Fatalf("--limit with --shared: exit %d, want 64", r.code)
+	}
+
+	r := cli(t, ep, nil, "-w", "json", "status", "pool")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+		t.Fatalf("status -w json: exit %d %v: %s", r.code, err, r.stdout)
+	}
+	if len(st.Holders) != 2 || st.Holders[0].Slot == nil || st.Holders[1].Slot == nil || *st.Holders[0].Slot == *st.Holders[1].Slot {
+		t.Fatalf("status holders = %+v, want two with distinct slots", st.Holders)
+	}
+	if text := cli(t, ep, nil, "status", "pool").stdout; !strings.Contains(text, "held by 2 of 2 slots") || !strings.Contains(text, "slot 0:") {
+		t.Errorf("status text does not show the slots:\n%s", text)
+	}
+	if text := cli(t, ep, nil, "list").stdout; !strings.Contains(text, "(+1 more)") {
+		t.Errorf("list does not count the second holder:\n%s", text)
+	}
+
+	// A waiting run takes the slot the first run frees, with a higher token.
+	c := holdingRun(t, ep, dir, "c", "pool", "--limit", "2")
+	time.Sleep(300 * time.Millisecond)
+	if running(dir, "c") != "" {
+		t.Fatal("a third holder started while the semaphore was full")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "c") != "" }, "the waiting run did not start after a slot was freed")
+	fa, fc := strings.Fields(running(dir, "a")), strings.Fields(running(dir, "c"))
+	ta, _ := strconv.ParseInt(fa[1], 10, 64)
+	tc, _ := strconv.ParseInt(fc[1], 10, 64)
+	if fc[0] != fa[0] || tc <= ta {
+		t.Errorf("waiting run got slot %s token %s; want the freed slot %s with a token above %s", fc[0], fc[1], fa[0], fa[1])
+	}
+	_, _ = b, c
+}
+
+func TestCLISharedRun(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	holdingRun(t, ep, dir, "r1", "catalog", "--shared")
+	holdingRun(t, ep, dir, "r2", "catalog", "--shared")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "r1") != "" && running(dir, "r2") != "" },
+		"two --shared runs did not both start")
+	if r := cli(t, ep, nil, "run", "--try", "catalog", "--", "true"); r.code != 75 {
+		t.Fatalf("writer --try while readers run: exit %d, want 75", r.code)
+	}
+	if r := cli(t, ep, nil, "run", "--try", "catalog", "--shared", "--", "true"); r.code != 0 {
+		t.Fatalf("reader --try while readers run: exit %d (%s), want 0", r.code, r.stderr)
+	}
+	if text := cli(t, ep, nil, "status", "catalog").stdout; !strings.Contains(text, "held by 2 readers") {
+		t.Errorf("status text does not show the readers:\n%s", text)
+	}
+}
+
+// statusJSON is what the tests read of `status -w json`.
+type statusJSON struct {
+	Holders []struct {
+		Owner  string `json:"owner"`
+		Slot   *int   `json:"slot"`
+		Shared bool   `json:"shared"`
+	} `json:"holders"`
+}
