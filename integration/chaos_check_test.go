@@ -18,7 +18,7 @@ import (
 func (c *chaosRun) check(t *testing.T) chaosResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := chaosResult{seed: c.cfg.seed, control: c.cfg.control, ops: len(c.history), faults: c.faults, hashesEqual: true, minLead: -1}
+	r := chaosResult{kind: c.cfg.kind, seed: c.cfg.seed, control: c.cfg.control, ops: len(c.history), faults: c.faults, hashesEqual: true, minLead: -1}
 
 	// Deletions of holder keys, as operations: each happened after some
 	// Acquire saw its key alive (and after the observer saw it created),
@@ -75,25 +75,34 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 	}
 	r.staleAttempted = r.staleRejected + r.staleAccepted
 
-	// Terms per name: no overlap, tokens strictly increase, the server
-	// never deletes a key before its holder stopped believing in it.
-	byName := map[string][]*term{}
+	// Terms per part (a name, or a semaphore's slot): no two overlap
+	// unless both are readers, a term's token exceeds that of every term
+	// that ended before it began, the server never deletes a key before its
+	// holder stopped believing in it.
+	byPart := map[string][]*term{}
 	for _, tm := range c.terms {
-		byName[tm.name] = append(byName[tm.name], tm)
+		byPart[tm.part] = append(byPart[tm.part], tm)
+		if c.cfg.kind == kindSemaphore && (tm.slot < 0 || tm.slot >= c.cfg.limit) {
+			r.overLimit++
+			t.Logf("semaphore holder w%d of %s in slot %d, limit %d", tm.worker, tm.name, tm.slot, c.cfg.limit)
+		}
 	}
-	for _, terms := range byName {
+	for _, terms := range byPart {
 		sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
 		for i := 1; i < len(terms); i++ {
-			if terms[i].start < terms[i-1].end {
-				r.doubleGrants++
-				t.Logf("double grant on %s: w%d (token %v) active until %v, w%d (token %v) from %v",
-					terms[i].name, terms[i-1].worker, terms[i-1].token, terms[i-1].end, terms[i].worker, terms[i].token, terms[i].start)
-			}
-			// Strictly increasing, even for one worker: a re-acquire after
-			// a failed release gets a new token, never the old one.
-			if terms[i].token <= terms[i-1].token {
-				r.tokenRegressions++
-				t.Logf("token regression on %s: w%d token %v after w%d token %v", terms[i].name, terms[i].worker, terms[i].token, terms[i-1].worker, terms[i-1].token)
+			for _, prev := range terms[:i] {
+				if terms[i].start < prev.end && !(prev.shared && terms[i].shared) {
+					r.doubleGrants++
+					t.Logf("double grant on %s: w%d (token %v, shared %v) active until %v, w%d (token %v, shared %v) from %v",
+						terms[i].part, prev.worker, prev.token, prev.shared, prev.end, terms[i].worker, terms[i].token, terms[i].shared, terms[i].start)
+				}
+				// Strictly increasing, even for one worker: a re-acquire
+				// after a failed release gets a new token, never the old.
+				// (Two readers may become active out of token order.)
+				if prev.end <= terms[i].start && terms[i].token <= prev.token && !(prev.shared && terms[i].shared) {
+					r.tokenRegressions++
+					t.Logf("token regression on %s: w%d token %v after w%d token %v", terms[i].part, terms[i].worker, terms[i].token, prev.worker, prev.token)
+				}
 			}
 		}
 		for _, tm := range terms {

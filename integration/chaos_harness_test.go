@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,16 @@ const (
 	controlReleaseByName = "release-by-name"   // release deletes the name's holder key, no compare
 )
 
+// Kinds of lock a fault run exercises (chaosConfig.kind).
+const (
+	kindMutex     = ""          // Acquire
+	kindSemaphore = "semaphore" // Acquire with WithLimit(chaosConfig.limit)
+	kindRWLock    = "rwlock"    // Acquire, half of them WithShared
+)
+
 type chaosConfig struct {
+	kind     string
+	limit    int               // a semaphore's limit
 	cluster  *embedded.Cluster // nil: start a fresh 3-member cluster
 	prefix   string            // key prefix of the run's locks
 	seed     uint64
@@ -41,6 +51,9 @@ type chaosConfig struct {
 // term is one holder's belief that it held a lock.
 type term struct {
 	name          string
+	part          string // what one token orders: the name, or a semaphore's "name#slot"
+	shared        bool   // a reader of a read-write lock
+	slot          int    // a semaphore holder's slot, else -1
 	worker        int
 	token         fencing.Token
 	start, end    time.Duration // believed ACTIVE interval, since the run's start
@@ -72,6 +85,7 @@ type chaosRun struct {
 
 // chaosResult is what one run measured and found.
 type chaosResult struct {
+	kind                           string
 	seed                           uint64
 	control                        string
 	ops                            int
@@ -80,6 +94,7 @@ type chaosResult struct {
 	staleAttempted, staleRejected  int
 	staleAccepted                  int
 	doubleGrants, tokenRegressions int
+	overLimit                      int // semaphore holders in a slot outside [0, limit)
 	badReleases                    int
 	earlyDeletes                   int
 	minLead, maxStuck              time.Duration
@@ -88,7 +103,7 @@ type chaosResult struct {
 }
 
 func (r chaosResult) violations() int {
-	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes
+	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes + r.overLimit
 	if r.check == porcupine.Illegal {
 		v++
 	}
@@ -103,8 +118,8 @@ func (r chaosResult) String() string {
 	if r.minLead >= 0 {
 		lead = r.minLead.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
-		r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
+	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
+		r.kind, r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
 		r.doubleGrants, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
 }
 
@@ -336,6 +351,16 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	return c.check(t)
 }
 
+// partOfKey is the model partition of a key under the run's prefix: its
+// lock name, or "name#slot" for a semaphore's slot key.
+func partOfKey(key string) string {
+	name, leaf := filepath.Base(filepath.Dir(key)), filepath.Base(key)
+	if base, ok := strings.CutSuffix(name, "%slot"); ok {
+		return base + "#" + leaf
+	}
+	return name
+}
+
 // observe records every key creation and deletion under the lock prefix.
 func (c *chaosRun) observe(ctx context.Context) {
 	rev := int64(0)
@@ -352,7 +377,7 @@ func (c *chaosRun) observe(ctx context.Context) {
 			now := c.now()
 			c.mu.Lock()
 			for _, ev := range wr.Events {
-				name := filepath.Base(filepath.Dir(string(ev.Kv.Key)))
+				name := partOfKey(string(ev.Kv.Key))
 				switch ev.Type {
 				case mvccpb.PUT:
 					if ev.IsCreate() {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strconv"
@@ -24,6 +25,33 @@ func TestFaultSuite(t *testing.T) {
 				t.Logf("no holder lost its lock by deadline in this run")
 			}
 		})
+	}
+}
+
+// TestFaultSuiteBeyondMutex is the short fault suite for a semaphore of
+// limit 2 and a read-write lock, on a 3-member cluster, with the mutex's
+// invariants adapted: at most one holder per slot (so at most the limit
+// per name), readers or one writer, tokens increasing per slot or name,
+// fenced writes linearizable per slot or name. The controls break the
+// deadline and the fencing for each kind.
+func TestFaultSuiteBeyondMutex(t *testing.T) {
+	for _, kind := range []string{kindSemaphore, kindRWLock} {
+		for _, control := range []string{controlNone, controlNoDeadline, controlUnfenced} {
+			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
+				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
+				if control != controlNone {
+					cfg.names = []string{"a"}
+				}
+				r := runChaos(t, cfg)
+				t.Log(r)
+				if control == controlNone && (r.violations() != 0 || r.check != porcupine.Ok) {
+					t.Errorf("violations in %v (porcupine: %s, visualization %s)", r, r.check, r.visualization)
+				}
+				if control != controlNone && !detected(r) {
+					t.Errorf("negative control %q went unnoticed: %v", control, r)
+				}
+			})
+		}
 	}
 }
 
@@ -55,8 +83,10 @@ func detected(r chaosResult) bool {
 }
 
 // TestChaos is `make chaos`: CHAOS_RUNS randomized runs from CHAOS_SEED on
-// one 3-member cluster; every tenth run is a negative control (cycling
-// through the three). It ends with a totals table.
+// one 3-member cluster, cycling through a mutex, a semaphore of limit 2
+// and a read-write lock; every tenth run is a negative control (cycling
+// through the three, release-by-name for mutexes only). It ends with a
+// totals table.
 func TestChaos(t *testing.T) {
 	runs, seed := longRuns(t, "CHAOS")
 	fmt.Printf("CHAOS_SEED=%d CHAOS_RUNS=%d\n", seed, runs)
@@ -66,9 +96,13 @@ func TestChaos(t *testing.T) {
 	controls := []string{controlUnfenced, controlNoDeadline, controlReleaseByName}
 	start := time.Now()
 	for i := range runs {
-		cfg := chaosConfig{cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
+		kind := []string{kindMutex, kindSemaphore, kindRWLock}[i%3]
+		cfg := chaosConfig{kind: kind, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
 		if i%10 == 9 {
 			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
+			if kind != kindMutex && cfg.control == controlReleaseByName {
+				cfg.control = controlNoDeadline
+			}
 		}
 		r := runChaos(t, cfg)
 		fmt.Printf("run %d/%d %v\n", i+1, runs, r)
@@ -90,6 +124,8 @@ type chaosTotals struct {
 	staleAttempted, staleRejected       int
 	staleAccepted, doubleGrants         int
 	tokenRegressions, badReleases       int
+	overLimit                           int
+	kinds                               map[string]int
 	earlyDeletes, hashMismatches        int
 	minLead, maxStuck                   time.Duration
 	minLeadSet                          bool
@@ -97,6 +133,10 @@ type chaosTotals struct {
 
 func (t *chaosTotals) add(r chaosResult) {
 	t.runs++
+	if t.kinds == nil {
+		t.kinds = map[string]int{}
+	}
+	t.kinds[cmp.Or(r.kind, "mutex")]++
 	for k, v := range r.faults {
 		t.faults[k] += v
 	}
@@ -122,6 +162,7 @@ func (t *chaosTotals) add(r chaosResult) {
 	t.doubleGrants += r.doubleGrants
 	t.tokenRegressions += r.tokenRegressions
 	t.badReleases += r.badReleases
+	t.overLimit += r.overLimit
 	t.earlyDeletes += r.earlyDeletes
 	if !r.hashesEqual {
 		t.hashMismatches++
@@ -135,12 +176,14 @@ func (t *chaosTotals) add(r chaosResult) {
 func (t *chaosTotals) table(took time.Duration) string {
 	tab := newTotalsTable("chaos totals", t.runs, t.controlRuns, took)
 	row := tab.row
+	tab.counts("runs: ", t.kinds)
 	tab.counts("faults: ", t.faults)
 	row("operations checked", t.ops)
 	row("histories Ok / Illegal / Unknown", fmt.Sprintf("%d / %d / %d", t.ok, t.illegal, t.unknown))
 	row("stale writes attempted / rejected / accepted", fmt.Sprintf("%d / %d / %d", t.staleAttempted, t.staleRejected, t.staleAccepted))
-	row("double grants", t.doubleGrants)
+	row("double grants (per name, per slot, a writer beside anyone)", t.doubleGrants)
 	row("token regressions", t.tokenRegressions)
+	row("semaphore holders outside the slots", t.overLimit)
 	row("releases that deleted another holder's key", t.badReleases)
 	row("keys deleted before their holder's deadline", t.earlyDeletes)
 	row("runs with unequal HashKV", t.hashMismatches)

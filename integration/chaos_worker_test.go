@@ -39,22 +39,43 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 
 func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
 	name := c.cfg.names[rng.IntN(len(c.cfg.names))]
+	var opts []lock.Option
+	switch c.cfg.kind {
+	case kindSemaphore:
+		opts = append(opts, lock.WithLimit(c.cfg.limit))
+	case kindRWLock:
+		if rng.IntN(2) == 0 {
+			opts = append(opts, lock.WithShared())
+		}
+	}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	call := c.now()
-	l, err := s.Acquire(actx, name)
+	l, err := s.Acquire(actx, name, opts...)
 	cancel()
 	if err != nil {
 		time.Sleep(50 * time.Millisecond)
 		return
 	}
-	tm := &term{name: name, worker: id, token: l.Token(), start: c.now()}
-	c.record(porcupine.Operation{Input: lockInput{name, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
+	tm := &term{name: name, part: name, shared: l.Shared(), slot: l.Slot(), worker: id, token: l.Token(), start: c.now()}
+	if tm.slot >= 0 {
+		tm.part = fmt.Sprintf("%s#%d", name, tm.slot)
+	}
+	if !tm.shared {
+		// Readers are not in the model: they exclude only writers (checked
+		// on the terms) and make no fenced writes.
+		c.record(porcupine.Operation{Input: lockInput{tm.part, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
+	}
 	c.mu.Lock()
 	c.terms = append(c.terms, tm)
 	c.mu.Unlock()
 
+	if tm.shared && c.cfg.control != controlNone {
+		// A control's pause must hit a holder that writes: a reader's
+		// stale belief harms no fenced resource.
+		pause = nil
+	}
 	for n := 1 + rng.IntN(4); n > 0 && l.State() == lock.StateActive; n-- {
-		c.writes(ctx, name, l, cli)
+		c.writes(ctx, tm, l, cli)
 		select {
 		case d := <-pause:
 			// The process stops: nothing it sends or receives moves, and
@@ -64,7 +85,7 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 			time.Sleep(d)
 			cut(false)
 			c.endTerm(tm, l, true)
-			c.writes(ctx, name, l, cli) // stale: a newer holder may exist
+			c.writes(ctx, tm, l, cli) // stale: a newer holder may exist
 			c.release(name, l, tm)
 			return
 		case <-time.After(time.Duration(20+rng.IntN(100)) * time.Millisecond):
@@ -90,9 +111,13 @@ func (c *chaosRun) endTerm(tm *term, l *lock.Lock, resumed bool) {
 	c.mu.Unlock()
 }
 
-// writes makes one write to each fenced resource with l's token.
-func (c *chaosRun) writes(ctx context.Context, name string, l *lock.Lock, cli *clientv3.Client) {
-	tok := l.Token()
+// writes makes one write to each fenced resource with l's token: one
+// resource per name, or per slot of a semaphore. Readers do not write.
+func (c *chaosRun) writes(ctx context.Context, tm *term, l *lock.Lock, cli *clientv3.Client) {
+	if tm.shared {
+		return
+	}
+	name, tok := tm.part, l.Token()
 	call := c.now()
 	var err error
 	if c.cfg.control == controlUnfenced {
@@ -133,7 +158,7 @@ func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
 	c.mu.Lock()
 	tm.releaseCall = c.now()
 	c.mu.Unlock()
-	if c.cfg.control != controlReleaseByName {
+	if c.cfg.control != controlReleaseByName || c.cfg.kind != kindMutex {
 		_ = l.Release(rctx)
 		return
 	}
