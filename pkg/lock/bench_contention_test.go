@@ -7,10 +7,13 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -44,13 +47,61 @@ type locker interface {
 }
 
 type etcdlockLocker struct {
-	s *lock.Session
-	l *lock.Lock
+	s    *lock.Session
+	l    *lock.Lock
+	opts []lock.Option
 }
 
 func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
-	e.l, err = e.s.Acquire(ctx, "h")
+	e.l, err = e.s.Acquire(ctx, "h", e.opts...)
 	return err
+}
+
+// rpcCounter counts the KV requests a client sends: reads (Range, and
+// Txn without a write) and writes.
+type rpcCounter struct{ reads, writes atomic.Int64 }
+
+func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	switch r := req.(type) {
+	case *etcdserverpb.RangeRequest:
+		c.reads.Add(1)
+	case *etcdserverpb.TxnRequest:
+		if txnWrites(r) {
+			c.writes.Add(1)
+		} else {
+			c.reads.Add(1)
+		}
+	case *etcdserverpb.PutRequest, *etcdserverpb.DeleteRangeRequest:
+		c.writes.Add(1)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func txnWrites(r *etcdserverpb.TxnRequest) bool {
+	for _, ops := range [][]*etcdserverpb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			switch o := op.Request.(type) {
+			case *etcdserverpb.RequestOp_RequestPut, *etcdserverpb.RequestOp_RequestDeleteRange:
+				return true
+			case *etcdserverpb.RequestOp_RequestTxn:
+				if txnWrites(o.RequestTxn) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// countingClient is a client of the test cluster whose KV requests c counts.
+func countingClient(b *testing.B, c *rpcCounter) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cli.Close() })
+	return cli
 }
 func (e *etcdlockLocker) unlock(ctx context.Context) error { return e.l.Release(ctx) }
 
@@ -60,11 +111,15 @@ func (m *mutexLocker) lock(ctx context.Context) error   { return m.m.Lock(ctx) }
 func (m *mutexLocker) unlock(ctx context.Context) error { return m.m.Unlock(ctx) }
 
 // BenchmarkHandoff measures, with N contenders looping on one name, the
-// time from a holder's release reply to the next holder being active, and
-// the watch events etcd sends per handoff (1 means one waiter woken).
+// time from a holder's release reply to the next holder being active, the
+// watch events etcd sends per handoff (1 means one waiter woken), and the
+// reads and writes the contenders send per acquire-release cycle. impl
+// semaphore is a WithLimit(4) semaphore: N contenders, 4 holders at once,
+// each release letting one waiter in; impl readers is WithShared, where no
+// one waits and ns/op is the cycle's cost at that concurrency.
 func BenchmarkHandoff(b *testing.B) {
 	for _, waiters := range []int{8, 64} {
-		for _, impl := range []string{"etcdlock", "mutex"} {
+		for _, impl := range []string{"etcdlock", "semaphore", "readers", "mutex"} {
 			b.Run(fmt.Sprintf("waiters=%d/impl=%s", waiters, impl), func(b *testing.B) {
 				benchHandoff(b, impl, waiters)
 			})
@@ -74,18 +129,25 @@ func BenchmarkHandoff(b *testing.B) {
 
 func benchHandoff(b *testing.B, impl string, n int) {
 	ctx := context.Background()
-	cli := etcdtest.Client(b, cluster.Endpoints()...)
+	var rpcs rpcCounter
+	cli := countingClient(b, &rpcs)
 	pfx := fmt.Sprintf("/bench/handoff/%s/%d/%d/", impl, n, time.Now().UnixNano())
 	lockers := make([]locker, n)
 	for i := range lockers {
 		switch impl {
-		case "etcdlock":
+		case "etcdlock", "semaphore", "readers":
 			s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close(ctx)
 			lockers[i] = &etcdlockLocker{s: s}
+			switch impl {
+			case "semaphore":
+				lockers[i].(*etcdlockLocker).opts = []lock.Option{lock.WithLimit(4)}
+			case "readers":
+				lockers[i].(*etcdlockLocker).opts = []lock.Option{lock.WithShared()}
+			}
 		default:
 			s, err := concurrency.NewSession(cli)
 			if err != nil {
@@ -104,6 +166,7 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		wg        sync.WaitGroup
 	)
 	events0 := watchEvents(b)
+	reads0, writes0 := rpcs.reads.Load(), rpcs.writes.Load()
 	b.ResetTimer()
 	for _, l := range lockers {
 		wg.Add(1)
@@ -144,6 +207,8 @@ func benchHandoff(b *testing.B, impl string, n int) {
 	if handoffs > 0 {
 		b.ReportMetric(float64(total.Nanoseconds())/float64(handoffs), "ns/handoff")
 		b.ReportMetric((watchEvents(b)-events0)/float64(b.N), "events/op")
+		b.ReportMetric(float64(rpcs.reads.Load()-reads0)/float64(b.N), "reads/op")
+		b.ReportMetric(float64(rpcs.writes.Load()-writes0)/float64(b.N), "writes/op")
 	}
 }
 
