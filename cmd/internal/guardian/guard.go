@@ -199,7 +199,14 @@ func (g *guard) startCommand(argv []string) (code int, ok bool) {
 		Foreground: g.foreground,
 		Ctty:       0, // stdin, in the command
 	}
-	if err := c.Start(); err != nil {
+	// The child gets this thread's signal mask, where the terminal stops
+	// are blocked for the guardian's notes: not the command's to have.
+	// (The child's TIOCSPGRP for Foreground runs with every signal
+	// blocked, before the mask is restored.)
+	unblockTerminalStops()
+	err := c.Start()
+	blockTerminalStops()
+	if err != nil {
 		g.note("cannot start %s: %v", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitcode.NotFound, false
@@ -391,13 +398,18 @@ func (g *guard) restoreTerminal() {
 // group of the terminal: with `stty tostop` a note would stop it, and
 // with it the deadline it enforces. Blocked, the signal lets the write
 // through. Ignoring the signals instead would pass SIG_IGN on to the
-// command; a blocked mask does not pass on, as Go starts a child with the
-// mask the thread had when the runtime began.
-func blockTerminalStops() {
+// command for good. A blocked mask passes on too — Go starts a child
+// with the mask of the thread that forks it — so startCommand unblocks
+// them for the start (unblockTerminalStops).
+func blockTerminalStops() { terminalStops(unix.SIG_BLOCK) }
+
+func unblockTerminalStops() { terminalStops(unix.SIG_UNBLOCK) }
+
+func terminalStops(how int) {
 	var set unix.Sigset_t
 	sigaddset(&set, syscall.SIGTTOU)
 	sigaddset(&set, syscall.SIGTTIN)
-	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil)
+	_ = unix.PthreadSigmask(how, &set, nil)
 }
 
 func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {

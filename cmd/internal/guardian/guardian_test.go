@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
@@ -192,15 +193,23 @@ func TestNormalExitWithNothingLeftIsQuiet(t *testing.T) {
 }
 
 // The supervisor's end of the control pipe closes (it died): everything
-// below the guardian is stopped at once.
+// below the guardian is stopped at once, by the kill signal. None of the
+// processes ignores it, so all are gone well before the grace period
+// ends; one that is still there at its end got no SIGTERM, and SIGKILL
+// ended it.
 func TestSupervisorGoneStopsEverything(t *testing.T) {
-	r := start(t, escapes+"wait", 10*time.Second, time.Hour, time.Hour)
+	const grace = 5 * time.Second
+	r := start(t, escapes+"wait", grace, time.Hour, time.Hour)
 	pids := append(r.pids("pids", 3), r.pid)
 	gone := time.Now()
 	r.g.ctrl.Close()
-	_, at := r.exited(10 * time.Second)
+	_, at := r.exited(2 * grace)
 	assertDead(t, pids)
-	t.Logf("supervisor gone → every process dead and reaped in %v", at.Sub(gone))
+	took := at.Sub(gone)
+	t.Logf("supervisor gone → every process dead and reaped in %v", took)
+	if took >= grace {
+		t.Errorf("every process gone after %v, not before the %v grace period ended: a process missed SIGTERM; stderr: %s", took, grace, r.stderr)
+	}
 	if !strings.Contains(r.stderr.String(), "etcdlock exited") {
 		t.Errorf("stderr does not say why: %q", r.stderr)
 	}
@@ -342,6 +351,44 @@ func TestBelowFindsDescendants(t *testing.T) {
 	}
 }
 
+// A process whose parent exits while the tree is walked moves up to the
+// subreaper, after the walk read the subreaper's children and before it
+// read the parent's: below must find it all the same. The hook makes the
+// parent exit at that moment, as the kill signal to the command's group
+// can under load; stopAll then missed the setsid child of the shell.
+func TestBelowFindsAProcessThatMovesUpDuringTheWalk(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("cannot become a child subreaper: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	var grand int
+	t.Cleanup(func() { // after startSetsidChild's cleanup killed it: it is ours now
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(grand, &ws, 0, nil)
+	})
+	shell, grand := startSetsidChild(t)
+	exited := false
+	walkHook = func(pid int) {
+		if pid != shell.Pid || exited {
+			return
+		}
+		exited = true
+		_ = shell.Kill()
+		waitFor(t, "the shell never exited", func() bool {
+			p, ok := readProc(pid)
+			return !ok || p.zombie
+		})
+	}
+	t.Cleanup(func() { walkHook = nil })
+	got := below(os.Getpid())
+	if !exited {
+		t.Fatalf("the walk never reached the shell %d; below = %v", shell.Pid, got)
+	}
+	if !slices.Contains(got, grand) {
+		t.Errorf("below = %v, without %d, whose parent exited during the walk", got, grand)
+	}
+}
+
 // startSetsidChild starts a shell below the test process whose child calls
 // setsid, and returns the shell and that child's pid. Both are killed and
 // the shell reaped when the test ends.
@@ -354,6 +401,11 @@ func startSetsidChild(t *testing.T) (shell *os.Process, grand int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// The child first: killed after the shell, it could have moved
+		// out of the tree, to init, before signalBelow got to it.
+		if grand > 0 {
+			_ = syscall.Kill(grand, syscall.SIGKILL) // not reaped before the shell waits for it: the pid is its own
+		}
 		signalBelow(os.Getpid(), syscall.SIGKILL)
 		_, _ = p.Wait()
 	})
@@ -396,8 +448,11 @@ func TestWalkerFindsNewProcesses(t *testing.T) {
 // The guardian blocks SIGTTOU and SIGTTIN for its own writes to the
 // terminal; the command must get neither blocked nor ignored, or a
 // background command writing or reading the terminal would not stop.
+// The shell execs grep, which reads its own mask, the shell's as the
+// guardian started it: dash rewrites its mask as it forks (it blocks
+// every signal for a moment, and clears the mask after).
 func TestCommandGetsTerminalStops(t *testing.T) {
-	r := start(t, `grep -E '^Sig(Blk|Ign)' /proc/$$/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
+	r := start(t, `exec grep -E '^Sig(Blk|Ign)' /proc/self/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
 	r.exited(10 * time.Second)
 	b, err := os.ReadFile(filepath.Join(r.dir, "sig"))
 	if err != nil {

@@ -3,6 +3,7 @@ package guardian
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -62,8 +63,17 @@ func readSmall(path string, buf []byte) ([]byte, bool) {
 // below returns the live processes below root: its children, theirs, and
 // so on. Because root is a child subreaper, that is every process the
 // command started that has not exited, whatever session or group it is in.
+// It walks the tree until two passes agree (see walker), for at most
+// signalFor.
 func below(root int) []int {
-	return (&walker{root: root}).pass()
+	w := &walker{root: root}
+	end := time.Now().Add(signalFor)
+	for {
+		out := w.pass()
+		if w.steady() || time.Now().After(end) {
+			return out
+		}
+	}
 }
 
 // walker lists the processes below root, pass after pass. A pass walks
@@ -73,10 +83,29 @@ func below(root int) []int {
 // every process, later ones only the processes already found and the pids
 // allocated since the previous pass — a process outside the tree never
 // moves into it, so a process new to the tree has a new pid.
+//
+// One pass can miss a live process: when a process in the tree exits
+// during the pass, its children move up to root (the subreaper) — after
+// root's children file was read, and before the exiting process's own
+// file or state was — and are in no file as the pass read it. Stopping
+// makes that likely: the kill signal to the command's group makes the
+// shell exit while the guardian walks. Every such move comes with an exit,
+// which changes what the next pass sees of the tree (a process alive, a
+// zombie, or gone), so a caller walks until two passes in a row see the
+// same tree (steady): the second found every process that existed
+// throughout both, however they moved.
 type walker struct {
 	root    int
 	last    int          // the namespace's last allocated pid when the previous scan began; 0 before one
 	members map[int]bool // live processes below root found by the previous scan
+	passes  int
+	seen    map[int]bool // every process below root that this pass read, true for a zombie
+	prev    map[int]bool // seen of the previous pass
+}
+
+// steady reports whether the last two passes saw the same tree.
+func (w *walker) steady() bool {
+	return w.passes >= 2 && maps.Equal(w.seen, w.prev)
 }
 
 // maxProbe bounds how many pids allocated since the previous scan a pass
@@ -84,19 +113,30 @@ type walker struct {
 const maxProbe = 4096
 
 func (w *walker) pass() []int {
-	if out, ok := walkChildren(w.root); ok {
+	w.passes++
+	w.prev, w.seen = w.seen, map[int]bool{}
+	if out, ok := walkChildren(w.root, w.seen); ok {
 		return out
 	}
+	clear(w.seen)
 	return w.scan()
 }
 
+// walkHook, set only by tests, runs as walkChildren is about to read the
+// children of pid, a process below root.
+var walkHook func(pid int)
+
 // walkChildren lists the live processes below root from the children
-// files; ok is false if the kernel has none.
-func walkChildren(root int) (out []int, ok bool) {
+// files, and records in seen every process it read, live or zombie; ok is
+// false if the kernel has none.
+func walkChildren(root int, seen map[int]bool) (out []int, ok bool) {
 	queue := []int{root}
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
+		if walkHook != nil && pid != root {
+			walkHook(pid)
+		}
 		dir := "/proc/" + strconv.Itoa(pid) + "/task/"
 		tasks, err := os.ReadDir(dir)
 		if err != nil {
@@ -122,7 +162,12 @@ func walkChildren(root int) (out []int, ok bool) {
 				if err != nil {
 					continue
 				}
-				if p, ok := readProc(c); ok && !p.zombie {
+				p, ok := readProc(c)
+				if !ok {
+					continue
+				}
+				seen[c] = p.zombie
+				if !p.zombie {
 					out = append(out, c)
 					queue = append(queue, c)
 				}
@@ -184,7 +229,12 @@ func (w *walker) scan() []int {
 	w.members = map[int]bool{}
 	var out []int
 	for _, pid := range candidates {
-		if p, ok := procs[pid]; ok && !p.zombie && isIn(pid, 0) {
+		p, ok := procs[pid]
+		if !ok || pid == w.root || !isIn(pid, 0) {
+			continue
+		}
+		w.seen[pid] = p.zombie
+		if !p.zombie {
 			w.members[pid] = true
 			out = append(out, pid)
 		}
@@ -245,9 +295,11 @@ func isBelow(pid, root int) bool {
 const signalFor = 100 * time.Millisecond
 
 // signalBelow sends sig to every live process below root, and walks the
-// tree again while that finds processes it has not signalled: one that
+// tree again while that finds processes it has not signalled (one that
 // forked and exited between the walk and the signal left a child, new to
-// the tree. Each process is pinned with a pidfd and checked before the
+// the tree) or the tree changed since the previous walk (a process that
+// moved up to root as its parent exited may be missing from a walk; see
+// walker). Each process is pinned with a pidfd and checked before the
 // signal, so a pid that was reused by an unrelated process is never
 // signalled.
 func signalBelow(root int, sig syscall.Signal) {
@@ -270,7 +322,7 @@ func signalBelow(root int, sig syscall.Signal) {
 			}
 			unix.Close(fd)
 		}
-		if !fresh || time.Now().After(end) {
+		if (!fresh && w.steady()) || time.Now().After(end) {
 			return
 		}
 	}
