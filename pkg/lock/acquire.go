@@ -67,10 +67,13 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 		case l.opts.shared:
 			older = []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)}
 		}
+		then := []clientv3.Op{clientv3.OpGet(pfx, older...), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+		if l.opts.semaphore() {
+			then = append(then, slotsOp(s.cfg.prefix, name)) // for the slot claim
+		}
 		resp, err = s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-			Then(clientv3.OpGet(pfx, older...),
-				clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
+			Then(then...).
 			Else(clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
@@ -85,7 +88,9 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	}
 	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
 	if l.opts.semaphore() {
-		return s.acquireSlot(ctx, l, pfx, resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision)
+		slots := resp.Responses[2].GetResponseRange()
+		slots.Header = resp.Header
+		return s.acquireSlot(ctx, l, pfx, resp.Responses[0].GetResponseRange().Kvs, slots)
 	}
 	wait, pred := turnFromAcquire(l, resp.Responses[0].GetResponseRange())
 	if wait {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -92,55 +93,35 @@ func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 }
 
 // waitRank waits until fewer than l's limit keys under pfx are older than
-// l's. older counts them as of revision rev. Deletions are counted from a
-// range watch starting after rev; when etcd cancels the watch, the count
-// is read again.
-func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64, rev int64) error {
-	mine := int64(l.token)
-	for older >= int64(l.opts.limit) {
-		wctx, cancel := context.WithCancel(ctx)
-		wch := s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
-			clientv3.WithFilterPut(), clientv3.WithPrevKV())
-		err := func() error {
-			for {
-				select {
-				case wr, ok := <-wch:
-					if !ok || wr.Canceled || wr.Err() != nil {
-						return nil // re-read below
-					}
-					for _, ev := range wr.Events {
-						if ev.PrevKv == nil || ev.PrevKv.CreateRevision < mine {
-							// Without PrevKv (compacted) the key cannot be
-							// told; the re-read after the next one fixes
-							// the count.
-							older--
-						}
-						if string(ev.Kv.Key) == l.key {
-							return ErrKeyDeleted
-						}
-					}
-					rev = wr.Header.Revision
-					if older < int64(l.opts.limit) {
-						return nil
-					}
-				case <-l.ctx.Done():
-					return context.Cause(l.ctx)
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}()
-		cancel()
-		if err != nil {
-			return err
-		}
-		// Confirm the count with one read: cheap, and exact whatever the
-		// watch missed.
+// l's; older counts them as of the acquiring transaction, which read the
+// slot keys too (slots, Header set). It returns the latest listing of the
+// slot keys, read with the count that made l eligible.
+//
+// A waiter watches the name's keys from the revision etcd creates the
+// watch at (a watch from a past revision may wait up to 100 ms for etcd to
+// catch it up), then reads the count, and from then on counts deletions of
+// older keys from the watch's events: a release costs a waiter one event
+// and no read. When the events say l is eligible, one read confirms it.
+// A watch that etcd cancels (compaction, lost leader) is created anew and
+// the count read again.
+func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64, slots *etcdserverpb.RangeResponse) (*etcdserverpb.RangeResponse, error) {
+	limit, mine := int64(l.opts.limit), int64(l.token)
+	if older < limit {
+		return slots, nil
+	}
+	var (
+		wch     clientv3.WatchChan
+		cancel  context.CancelFunc = func() {}
+		counted int64              // the revision of the count: events up to it are in it
+	)
+	defer func() { cancel() }()
+	read := func() error {
 		resp, err := s.client.Txn(ctx).Then(
 			clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
 			// Not count-only: etcd counts before it applies the create
 			// revision filter.
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
+			slotsOp(s.cfg.prefix, l.name),
 		).Commit()
 		if err != nil {
 			return err
@@ -148,9 +129,77 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != mine {
 			return ErrKeyDeleted
 		}
-		older, rev = int64(len(resp.Responses[1].GetResponseRange().Kvs)), resp.Header.Revision
+		older, counted = int64(len(resp.Responses[1].GetResponseRange().Kvs)), resp.Header.Revision
+		slots = resp.Responses[2].GetResponseRange()
+		slots.Header = resp.Header
+		return nil
 	}
-	return nil
+	for {
+		if wch == nil {
+			cancel()
+			wctx, stop := context.WithCancel(ctx)
+			cancel = stop
+			wch = s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(),
+				clientv3.WithFilterPut(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+			select {
+			case wr, ok := <-wch:
+				if !ok || wr.Canceled || wr.Err() != nil {
+					wch = nil
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+					continue
+				}
+			case <-l.ctx.Done():
+				return nil, context.Cause(l.ctx)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if err := read(); err != nil {
+				return nil, err
+			}
+		}
+		if older < limit {
+			return slots, nil
+		}
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled || wr.Err() != nil {
+				wch = nil
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision <= counted {
+					continue // in the count already
+				}
+				if string(ev.Kv.Key) == l.key {
+					return nil, ErrKeyDeleted
+				}
+				// Without PrevKv the key cannot be told apart; the read
+				// that confirms eligibility corrects the count.
+				if ev.PrevKv == nil || ev.PrevKv.CreateRevision < mine {
+					older--
+				}
+			}
+			if older < limit {
+				if err := read(); err != nil {
+					return nil, err
+				}
+			}
+		case <-l.ctx.Done():
+			return nil, context.Cause(l.ctx)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// slotsOp reads the names of name's slot keys.
+func slotsOp(prefix, name string) clientv3.Op {
+	return clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 }
 
 // claimSlot gives l, an eligible contender of a semaphore, a free slot:
@@ -159,13 +208,18 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 // contender key is gone still has its slot until its lease goes), it
 // waits for a slot key's deletion. It returns the slot key's create
 // revision, l's token.
-func (s *Session) claimSlot(ctx context.Context, l *Lock) (fencing.Token, error) {
+//
+// get lists the slot keys as of a recent read; its Header is set.
+func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
 	spfx := slotsPrefix(s.cfg.prefix, l.name)
 	queueRev := int64(l.token)
-	for {
-		get, err := s.client.Get(ctx, spfx, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil {
-			return 0, err
+	for first := true; ; first = false {
+		if !first {
+			resp, err := s.client.Do(ctx, slotsOp(s.cfg.prefix, l.name))
+			if err != nil {
+				return 0, err
+			}
+			get = (*etcdserverpb.RangeResponse)(resp.Get())
 		}
 		taken := make(map[string]bool, len(get.Kvs))
 		for _, kv := range get.Kvs {
@@ -299,14 +353,17 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 
 // acquireSlot is the rest of Acquire for a semaphore, whose contender key
 // l wrote at rev, when older were the keys older than it.
-func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, rev int64) (*Lock, error) {
+//
+// slots lists the slot keys, read in the same transaction.
+func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (*Lock, error) {
 	if err := checkLimits(l, older); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	if err := s.waitRank(ctx, l, pfx, int64(len(older)), rev); err != nil {
+	slots, err := s.waitRank(ctx, l, pfx, int64(len(older)), slots)
+	if err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	tok, err := s.claimSlot(ctx, l)
+	tok, err := s.claimSlot(ctx, l, slots)
 	if err != nil {
 		return nil, s.failAcquire(l, err)
 	}
