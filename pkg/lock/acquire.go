@@ -49,7 +49,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.claim(ctx, name, ac)
+	l, err := s.claim(ctx, []string{name}, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +92,14 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 		slots.Header = resp.Header
 		return s.acquireSlot(ctx, l, pfx, resp.Responses[0].GetResponseRange().Kvs, slots)
 	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		if err := behindSemaphore(l, kvs[0]); err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+	}
 	wait, pred := turnFromAcquire(l, resp.Responses[0].GetResponseRange())
 	if wait {
-		if err := s.waitTurn(ctx, l, pfx, pred); err != nil {
+		if err := s.waitTurn(ctx, l, l.key, pfx, pred); err != nil {
 			return nil, s.failAcquire(l, err)
 		}
 	}
@@ -116,7 +121,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.claim(ctx, name, ac)
+	l, err := s.claim(ctx, []string{name}, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +133,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 		}
 		rev, err := try(ctx, l, pfx)
 		var locked *LockedError
-		if errors.As(err, &locked) {
+		if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
 			s.unclaim(l)
 			l.finish(StateReleased, ErrReleased)
 			return nil, err
@@ -225,7 +230,10 @@ func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pre
 // under write load: etcd can panic serving a serializable read on a member
 // that is stopping (etcd-io/etcd#17223), which this project's fault suite
 // hit with embedded members.
-func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error {
+//
+// own is l's key under pfx: l.key, or for AcquireAll the key of one of
+// its names.
+func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) error {
 	var (
 		w        *watchmux.Watch
 		watching string     // the key w watches
@@ -242,7 +250,7 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 		}
 		if pred == "" {
 			resp, err := s.client.Txn(ctx).Then(
-				clientv3.OpGet(l.key),
+				clientv3.OpGet(own),
 				clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
 			).Commit()
 			if err != nil {
@@ -304,9 +312,13 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pfx, pred string) error
 // key's deletion) is still in flight is waited for, so that the new claim
 // usually finds the name clean; what a failed clean-up leaves behind is
 // replaced, not adopted (see removeLeftover).
-func (s *Session) claim(ctx context.Context, name string, ac acquireConfig) (*Lock, error) {
-	if err := ValidateName(name); err != nil {
-		return nil, err
+//
+// An AcquireAll claims every name of its set at once, or none.
+func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (*Lock, error) {
+	for _, name := range names {
+		if err := ValidateName(name); err != nil {
+			return nil, err
+		}
 	}
 	for {
 		s.mu.Lock()
@@ -314,21 +326,33 @@ func (s *Session) claim(ctx context.Context, name string, ac acquireConfig) (*Lo
 			s.mu.Unlock()
 			return nil, s.err
 		}
-		old, ok := s.claims[name]
-		if !ok {
+		var old *Lock
+		for _, name := range names {
+			if o, ok := s.claims[name]; ok {
+				old = o
+				break
+			}
+		}
+		if old == nil {
 			s.seq++
-			l := &Lock{s: s, name: name, key: contenderKey(s.cfg.prefix, name, s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
+			ac.names = names
+			l := &Lock{s: s, name: names[0], key: contenderKey(s.cfg.prefix, names[0], s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
 				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq, ac)}
+			for _, name := range names[1:] {
+				l.more = append(l.more, member{name: name, key: contenderKey(s.cfg.prefix, name, s.lease)})
+			}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
 			l.since = s.cfg.clock.Now()
-			s.claims[name] = l
+			for _, name := range names {
+				s.claims[name] = l
+			}
 			s.mu.Unlock()
 			s.cfg.metrics.Waiting(1)
 			return l, nil
 		}
 		s.mu.Unlock()
 		if st := old.State(); st != StateLost && st != StateReleased {
-			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, name)
+			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
 		}
 		select {
 		case <-old.unclaimed:
@@ -338,11 +362,13 @@ func (s *Session) claim(ctx context.Context, name string, ac acquireConfig) (*Lo
 	}
 }
 
-// unclaim drops l's claim on its name, if l still has it.
+// unclaim drops l's claims on its names, where l still has them.
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
-	if s.claims[l.name] == l {
-		delete(s.claims, l.name)
+	for _, name := range l.Names() {
+		if s.claims[name] == l {
+			delete(s.claims, name)
+		}
 	}
 	s.mu.Unlock()
 	l.unclaimOnce.Do(func() { close(l.unclaimed) })
@@ -361,13 +387,20 @@ func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	if l.state != stateAcquiring {
 		return
 	}
-	l.watch = s.mux.WatchKey(l.key, rev, int64(token), ownWatchDelay, func(err error) {
-		if err != nil {
-			l.lose(ErrWatchRefused, err)
-			return
-		}
-		l.lose(ErrKeyDeleted, nil)
-	})
+	l.watch = s.mux.WatchKey(l.key, rev, int64(token), ownWatchDelay, l.keyGone)
+	for i := range l.more {
+		l.more[i].watch = s.mux.WatchKey(l.more[i].key, rev, int64(token), ownWatchDelay, l.keyGone)
+	}
+}
+
+// keyGone is the watch callback of l's keys: err is nil when the key was
+// deleted, else why etcd refused the watch.
+func (l *Lock) keyGone(err error) {
+	if err != nil {
+		l.lose(ErrWatchRefused, err)
+		return
+	}
+	l.lose(ErrKeyDeleted, nil)
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.
@@ -417,19 +450,17 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 		// session's next acquisition of the name would replace.
 		// A semaphore's TryAcquire writes a slot key in the same
 		// transaction, with the same value.
-		keys := []string{l.key}
+		keys := l.Keys()
 		if l.slotKey != "" {
 			keys = append(keys, l.slotKey)
 		}
 		for _, key := range keys {
 			var resp *clientv3.TxnResponse
 			resp, cerr = s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.Value(key), "=", l.value)).
+				If(s.sameWrite(key, l.value)...).
 				Then(clientv3.OpDelete(key)).Commit()
 			if cerr != nil || !resp.Succeeded {
-				s.mu.Lock()
-				s.strays = append(s.strays, stray{key: key, value: l.value})
-				s.mu.Unlock()
+				s.addStrays(l, key)
 			}
 		}
 	}

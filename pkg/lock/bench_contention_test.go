@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"

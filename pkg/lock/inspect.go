@@ -75,19 +75,23 @@ func readStatus(ctx context.Context, client *clientv3.Client, prefix, name strin
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
 	}
 	st := Status{Name: name, Revision: resp.Header.Revision}
-	slots := slotsByLease(resp.Responses[1].GetResponseRange().Kvs)
+	slots := slotsByValue(resp.Responses[1].GetResponseRange().Kvs)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		st.add(contenderOf(kv, slots))
 	}
 	return st, nil
 }
 
-// slotsByLease maps the leases that own slot keys (keys under a name's
-// slotsPrefix) to those keys.
-func slotsByLease(kvs []*mvccpb.KeyValue) map[clientv3.LeaseID]*mvccpb.KeyValue {
-	m := make(map[clientv3.LeaseID]*mvccpb.KeyValue, len(kvs))
+// slotsByValue maps the values of slot keys (keys under a name's
+// slotsPrefix) to those keys. A slot key holds the record of the
+// acquisition that claimed it, the same as that acquisition's contender
+// key, and records are unique within a lease (Record.Seq): the value and
+// the lease pair a slot with its contender exactly, where a lease alone
+// would not (a slot left by an earlier acquisition of the same session).
+func slotsByValue(kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
+	m := make(map[string]*mvccpb.KeyValue, len(kvs))
 	for _, kv := range kvs {
-		m[clientv3.LeaseID(kv.Lease)] = kv
+		m[string(kv.Value)] = kv
 	}
 	return m
 }
@@ -151,7 +155,7 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 			st = &Status{Name: names[i], Revision: resp.Header.Revision}
 			byName[names[i]] = st
 		}
-		st.add(contenderOf(kv, slotsByLease(slots[names[i]])))
+		st.add(contenderOf(kv, slotsByValue(slots[names[i]])))
 	}
 	out := make([]Status, 0, len(byName))
 	for _, st := range byName {
@@ -235,11 +239,11 @@ func (st *Status) add(c Contender) {
 }
 
 // contenderOf is the contender of kv; slots are the slot keys of its name
-// by lease.
-func contenderOf(kv *mvccpb.KeyValue, slots map[clientv3.LeaseID]*mvccpb.KeyValue) Contender {
+// by value (see slotsByValue).
+func contenderOf(kv *mvccpb.KeyValue, slots map[string]*mvccpb.KeyValue) Contender {
 	r, ok := parseRecord(kv.Value)
 	c := Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok, Slot: -1}
-	if sk, ok := slots[c.LeaseID]; ok && r.Limit > 1 {
+	if sk, ok := slots[string(kv.Value)]; ok && r.Limit > 1 && sk.Lease == kv.Lease {
 		c.Slot, c.SlotKey, c.Token = slotNumber(string(sk.Key)), string(sk.Key), fencing.Token(sk.CreateRevision)
 	}
 	return c

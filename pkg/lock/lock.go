@@ -90,9 +90,40 @@ type Lock struct {
 	slotKey   string
 	queueRev  int64
 	slotWatch *watchmux.Watch
+
+	// more are the names of an AcquireAll after the first (name, key),
+	// with their keys and watches; their keys share token.
+	more []member
 }
 
-// Name returns the lock name.
+// member is one more name of an AcquireAll.
+type member struct {
+	name, key string
+	watch     *watchmux.Watch // guarded by Lock.mu, like Lock.watch
+}
+
+// Names returns every name the lock holds: the one given to Acquire, or
+// those given to AcquireAll, in that order.
+func (l *Lock) Names() []string {
+	names := []string{l.name}
+	for _, m := range l.more {
+		names = append(names, m.name)
+	}
+	return names
+}
+
+// Keys returns the contender key of every name in Names, in that order.
+// They share one create revision, the token (a semaphore's Key is its
+// slot key instead; see WithLimit).
+func (l *Lock) Keys() []string {
+	keys := []string{l.key}
+	for _, m := range l.more {
+		keys = append(keys, m.key)
+	}
+	return keys
+}
+
+// Name returns the lock name; for AcquireAll, the first of its names.
 func (l *Lock) Name() string { return l.name }
 
 // Key returns the etcd key that represents this claim: its contender key,
@@ -178,13 +209,18 @@ func (l *Lock) finish(state State, err error) bool {
 	if state == StateLost {
 		close(l.lost)
 	}
-	w, sw := l.watch, l.slotWatch
+	ws := []*watchmux.Watch{l.watch, l.slotWatch}
 	l.watch, l.slotWatch = nil, nil
+	for i := range l.more {
+		ws = append(ws, l.more[i].watch)
+		l.more[i].watch = nil
+	}
 	l.mu.Unlock()
 	// Stop watching the keys before a Release deletes them, so etcd does
 	// not send the holder its own delete.
-	l.s.mux.Remove(w)
-	l.s.mux.Remove(sw)
+	for _, w := range ws {
+		l.s.mux.Remove(w)
+	}
 	l.cancel(err)
 	return true
 }
@@ -193,10 +229,21 @@ func (l *Lock) finish(state State, err error) bool {
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
-		l.s.unclaim(l)
 		l.mu.Lock() // a semaphore's acquisition may still be setting the token
-		tok := l.token
+		tok, slotKey := l.token, l.slotKey
 		l.mu.Unlock()
+		if slotKey != "" || len(l.more) > 0 {
+			// The lock's other keys outlive the one whose loss ended it:
+			// the renewal loop deletes them, so that they hold no slot or
+			// name for the rest of the session.
+			keys := l.Keys()
+			if slotKey != "" {
+				keys = append(keys, slotKey)
+			}
+			l.s.addStrays(l, keys...)
+			l.s.sweepSoon()
+		}
+		l.s.unclaim(l)
 		l.s.log.Warn("lock lost", zap.String("name", l.name), zap.Stringer("token", tok), zap.Error(err))
 	}
 }
@@ -209,17 +256,25 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 	l.mu.Lock()
 	slotKey, queueRev := l.slotKey, l.queueRev
 	l.mu.Unlock()
+	if len(l.more) > 0 {
+		ops := make([]clientv3.Op, 0, 1+len(l.more))
+		for _, key := range l.Keys() {
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
+		}
+		_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
+		return err
+	}
 	if slotKey == "" {
 		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
 		return err
 	}
-	slotCmp := clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))
+	slotCmp := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))}
 	if queueRev == 0 { // the claim's reply was lost; l.token is the contender key's
 		queueRev = int64(l.token)
-		slotCmp = clientv3.Compare(clientv3.Value(slotKey), "=", l.value)
+		slotCmp = l.s.sameWrite(slotKey, l.value)
 	}
 	_, err := l.s.client.Txn(ctx).Then(
-		clientv3.OpTxn([]clientv3.Cmp{slotCmp}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil),
+		clientv3.OpTxn(slotCmp, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil),
 		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil),
 	).Commit()
 	return err

@@ -137,6 +137,7 @@ type acquireConfig struct {
 	limit     int           // WithLimit: holders at once; 0 and 1 are a mutex
 	shared    bool          // WithShared: a reader of a read-write lock
 	lockDelay time.Duration // WithLockDelay: 0 is off
+	names     []string      // AcquireAll's names (Record.Names); set by claim
 }
 
 // newAcquireConfig applies opts, given to an acquisition, over the

@@ -30,6 +30,9 @@ type Record struct {
 func newRecord(owner string, now time.Time, seq uint64, ac acquireConfig) string {
 	host, _ := os.Hostname()
 	r := Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC(), Seq: seq, Shared: ac.shared}
+	if len(ac.names) > 1 {
+		r.Names = ac.names
+	}
 	if ac.limit > 1 {
 		r.Limit = ac.limit
 	}

@@ -108,6 +108,9 @@ func (s *Session) tryShared(ctx context.Context, l *Lock, pfx string) (int64, er
 				leftover = true
 				break
 			}
+			if err := behindSemaphore(l, kv); err != nil {
+				return 0, err
+			}
 			if excludesReader(kv.Value) {
 				return 0, lockedError(l.name, kv)
 			}

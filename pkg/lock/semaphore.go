@@ -34,13 +34,22 @@ const MaxLimit = 1 << 16
 // waiter one watch event and no read. The watch re-reads only when etcd
 // cancels it (after a compaction, for example).
 //
-// Every contender of a name must use the same limit. An acquisition that
-// finds an older key of the name with another limit — or of a plain lock,
-// a read-write lock or another lock client — fails with ErrLimitMismatch
-// and leaves nothing behind; a plain lock that arrives while semaphore
-// keys exist waits for all of them (it is a limit of 1 queued behind
-// them). So holders never mix limits, and changing a name's limit takes
-// draining its queue first. WithLimit and WithShared cannot be combined.
+// Every contender of a name must use the same limit. A semaphore
+// acquisition that finds an older key of the name with another limit — or
+// of a plain lock, a reader or another lock client — fails with
+// ErrLimitMismatch, and so does a plain Acquire, a reader or an AcquireAll
+// whose newest predecessor under the name is a semaphore's key (it would
+// get its token before the semaphore's holders claimed their slots, so a
+// lower one). Each refused acquisition removes the key it wrote; while
+// that key exists a concurrent contender of the name's own kind may be
+// refused too. So holders never mix kinds or limits, and changing a
+// name's limit takes draining its queue first. WithLimit and WithShared
+// cannot be combined.
+//
+// A holder lost because one of its two keys was deleted (Break, an
+// operator) has the other deleted by the session at once; a key left by a
+// failed Release is replaced by the session's next acquisition of the
+// name, as for a lock, and goes away with the lease in any case.
 //
 // For Acquire and TryAcquire. n must be between 1 and MaxLimit.
 func WithLimit(n int) Option {
@@ -73,7 +82,8 @@ func slotsPrefix(prefix, name string) string { return prefix + escapeName(name) 
 const slotSegment = "%slot"
 
 // checkLimits fails with ErrLimitMismatch if a key in older — keys older
-// than l's under its name — was written with another limit.
+// than l's under its name — was written with another limit (a plain lock,
+// a reader, another lock client, or a semaphore of another limit).
 func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	for _, kv := range older {
 		r, ok := parseRecord(kv.Value)
@@ -197,9 +207,29 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 	}
 }
 
-// slotsOp reads the names of name's slot keys.
+// slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
+// leaves out the lease, which tells this session's own slot keys.
 func slotsOp(prefix, name string) clientv3.Op {
-	return clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	return clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix())
+}
+
+// removeOwnSlots deletes the slot keys of this session's lease from
+// slots, a listing of the slot keys of a name the session is acquiring
+// now: an earlier acquisition of the name left them (its Release failed,
+// or it was lost when its contender key was deleted), and one session
+// never holds two slots of a name. It returns the listing without them.
+func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
+	kept := slots[:0:0]
+	for _, kv := range slots {
+		if clientv3.LeaseID(kv.Lease) != s.lease {
+			kept = append(kept, kv)
+			continue
+		}
+		if err := s.removeLeftover(ctx, kv); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
 }
 
 // claimSlot gives l, an eligible contender of a semaphore, a free slot:
@@ -279,6 +309,19 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64
 	}
 }
 
+// behindSemaphore fails with ErrLimitMismatch if pred, the newest key
+// older than a plain lock's or a reader's, is a semaphore's. Together with
+// checkLimits it keeps every name's queue of one kind: a contender that
+// queued behind semaphore holders would otherwise get its token before
+// theirs (a slot's token is written when the slot is claimed, after the
+// holder queued), and a fenced resource would refuse it.
+func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
+	if r, _ := parseRecord(pred.Value); r.Limit > 1 {
+		return fmt.Errorf("%w: %q is held or awaited as a semaphore of limit %d (key %s)", ErrLimitMismatch, l.name, r.Limit, pred.Key)
+	}
+	return nil
+}
+
 // trySemaphore is TryAcquire for a semaphore: it reads the queue and the
 // slots, fails with a *LockedError naming the oldest holder if the name
 // has its limit of contenders or no free slot, and otherwise writes l's
@@ -289,7 +332,7 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 	for {
 		resp, err := s.client.Txn(ctx).Then(
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-			clientv3.OpGet(spfx, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			slotsOp(s.cfg.prefix, l.name),
 		).Commit()
 		if err != nil {
 			return 0, err
@@ -299,6 +342,11 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 			if err := s.removeLeftover(ctx, queue[i]); err != nil {
 				return 0, err
 			}
+			continue
+		}
+		if kept, err := s.removeOwnSlots(ctx, slots); err != nil {
+			return 0, err
+		} else if len(kept) < len(slots) {
 			continue
 		}
 		if err := checkLimits(l, queue); err != nil {
@@ -317,7 +365,10 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 		}
 		if len(queue) >= l.opts.limit || slot < 0 {
 			if len(queue) == 0 {
-				return 0, fmt.Errorf("%w: %q: every slot is held by a holder whose key is gone", ErrLocked, l.name)
+				// Every slot is held by a holder whose contender key is
+				// gone (broken, or deleted by hand): the slot keys hold
+				// the same records.
+				return 0, lockedError(l.name, slots[0])
 			}
 			return 0, lockedError(l.name, queue[0])
 		}
@@ -359,7 +410,12 @@ func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []
 	if err := checkLimits(l, older); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	slots, err := s.waitRank(ctx, l, pfx, int64(len(older)), slots)
+	kept, err := s.removeOwnSlots(ctx, slots.Kvs)
+	if err != nil {
+		return nil, s.failAcquire(l, err)
+	}
+	slots.Kvs = kept
+	slots, err = s.waitRank(ctx, l, pfx, int64(len(older)), slots)
 	if err != nil {
 		return nil, s.failAcquire(l, err)
 	}
@@ -383,11 +439,5 @@ func (s *Session) holdSlot(l *Lock, tok fencing.Token) {
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}
-	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, func(err error) {
-		if err != nil {
-			l.lose(ErrWatchRefused, err)
-			return
-		}
-		l.lose(ErrKeyDeleted, nil)
-	})
+	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }

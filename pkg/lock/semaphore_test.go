@@ -87,11 +87,29 @@ func TestSemaphoreRefusesMixedLimits(t *testing.T) {
 	if n := len(keysUnder(t, cli, namePrefix(t, prefix(t), "pool"))); n != 1 {
 		t.Errorf("%d contender keys after refused acquisitions, want 1", n)
 	}
-	// A plain lock queued behind the semaphore makes later semaphore
-	// contenders fail rather than share the name with it.
-	queueWaiter(t, ctx, newSession(t, cli), "pool", 2)
-	if _, err := s.Acquire(ctx, "pool", lock.WithLimit(2)); !errors.Is(err, lock.ErrLimitMismatch) {
-		t.Fatalf("semaphore Acquire behind a waiting plain lock = %v, want ErrLimitMismatch", err)
+	// Nor does a plain lock, a reader or a set queue behind it: each
+	// would get its token before the semaphore holders claimed theirs.
+	if _, err := s.Acquire(ctx, "pool"); !errors.Is(err, lock.ErrLimitMismatch) {
+		t.Errorf("plain Acquire behind a semaphore = %v, want ErrLimitMismatch", err)
+	}
+	if _, err := s.Acquire(ctx, "pool", lock.WithShared()); !errors.Is(err, lock.ErrLimitMismatch) {
+		t.Errorf("reader behind a semaphore = %v, want ErrLimitMismatch", err)
+	}
+	if _, err := s.TryAcquire(ctx, "pool", lock.WithShared()); !errors.Is(err, lock.ErrLimitMismatch) {
+		t.Errorf("reader TryAcquire beside a semaphore = %v, want ErrLimitMismatch", err)
+	}
+	if _, err := s.AcquireAll(ctx, []string{"other", "pool"}); !errors.Is(err, lock.ErrLimitMismatch) {
+		t.Errorf("AcquireAll with a semaphore's name = %v, want ErrLimitMismatch", err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 2 {
+		t.Errorf("keys after the refusals: %v, want the semaphore holder's two", keys)
+	}
+	// And a semaphore does not queue behind a plain lock.
+	if _, err := newSession(t, cli).Acquire(ctx, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, "plain", lock.WithLimit(2)); !errors.Is(err, lock.ErrLimitMismatch) {
+		t.Fatalf("semaphore Acquire behind a plain lock = %v, want ErrLimitMismatch", err)
 	}
 	if _, err := s.Acquire(ctx, "pool", lock.WithLimit(2), lock.WithShared()); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("WithLimit with WithShared = %v, want ErrInvalidOption", err)

@@ -62,14 +62,42 @@ type Session struct {
 	claims   map[string]*Lock
 	seq      uint64 // acquisitions so far (Record.Seq)
 	strays   []stray
+	sweepNow chan struct{} // wakes the renewal loop to sweep strays at once
 }
 
 // stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.failAcquire): the renewal loop deletes it, by
-// its exact value, after the next few renewals.
+// its clean-up ran (see Session.failAcquire), or a key that a lock of
+// several keys still has after it was lost (see Lock.lose): the renewal
+// loop deletes it, by its exact value, after the next few renewals.
 type stray struct {
 	key, value string
 	sweeps     int
+}
+
+// sameWrite compares key with what one acquisition of this session wrote
+// into it: its value (unique within the lease, see Record.Seq) under this
+// session's lease.
+func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
+}
+
+// addStrays queues keys that l may have written for the renewal loop to
+// delete (see sweepStrays).
+func (s *Session) addStrays(l *Lock, keys ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range keys {
+		s.strays = append(s.strays, stray{key: key, value: l.value})
+	}
+}
+
+// sweepSoon asks the renewal loop to sweep the strays now rather than
+// after its next renewal.
+func (s *Session) sweepSoon() {
+	select {
+	case s.sweepNow <- struct{}{}:
+	default:
+	}
 }
 
 // straySweeps is how many renewals look for a stray key before it is
@@ -93,10 +121,10 @@ func (s *Session) sweepStrays() {
 	var keep []stray
 	for _, st := range strays {
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(st.key), "=", st.value)).
+			If(s.sameWrite(st.key, st.value)...).
 			Then(clientv3.OpDelete(st.key)).Commit()
 		if err == nil && resp.Succeeded {
-			s.log.Info("removed the key of a failed acquisition that landed after its clean-up", zap.String("key", st.key))
+			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
 			continue
 		}
 		if st.sweeps++; st.sweeps < straySweeps {
@@ -145,7 +173,8 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		margin: margin,
 		every:  every,
 		done:   make(chan struct{}),
-		claims: make(map[string]*Lock),
+		claims:   make(map[string]*Lock),
+		sweepNow: make(chan struct{}, 1),
 	}
 	s.alive, s.cancel = context.WithCancelCause(context.Background())
 	s.deadline = send.Add(ttl - margin)
@@ -320,6 +349,9 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		select {
 		case <-s.alive.Done():
 			return
+		case <-s.sweepNow:
+			s.sweepStrays()
+			continue
 		case <-t.C():
 		}
 		send := s.cfg.clock.Now()

@@ -1,0 +1,119 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/fencing"
+)
+
+// MaxNames is the most names one AcquireAll takes: its transaction puts
+// one key and reads one predecessor per name, within etcd's default limit
+// of 128 operations per transaction (--max-txn-ops).
+const MaxNames = 64
+
+// AcquireAll blocks until the session holds every one of names, or
+// returns an error holding none of them. It writes a key under every name
+// in one transaction, so all of them have the same create revision — the
+// token, one for the set — and the acquisition takes its place in every
+// name's FIFO queue at the same point. A contender waits only for keys
+// older than its own in each queue, and no two acquisitions' keys have the
+// same revision, so the waits can never form a cycle: two AcquireAll calls
+// with overlapping names, in any order, cannot deadlock each other or any
+// Acquire. (Acquiring the names one Acquire at a time, in the order each
+// caller lists them, can.)
+//
+// The Lock is held while every key exists: the deletion of any of them
+// (Break of one name, an operator's delete) loses the whole set, and
+// Release deletes all the keys in one transaction, each by compare on the
+// token. Name and Key are the first name's; Names and Keys list all.
+// Contenders of the names that use Acquire see an AcquireAll holder as
+// an ordinary holder of each name; Record.Names lists its set.
+//
+// names must hold 1 to MaxNames distinct valid names (else
+// ErrInvalidName). AcquireAll takes no option (WithLimit and WithShared
+// apply to one name). The session must not hold or be acquiring any of the
+// names (ErrAlreadyClaimed), as for Acquire. Failure handling, clean-up
+// and leftovers are as for Acquire.
+func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
+	ac, err := s.newAcquireConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if ac.shared || ac.semaphore() {
+		return nil, invalid("AcquireAll takes neither WithLimit nor WithShared")
+	}
+	if len(names) == 0 || len(names) > MaxNames {
+		return nil, fmt.Errorf("%w: AcquireAll of %d names, want 1 to %d", ErrInvalidName, len(names), MaxNames)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		if seen[name] {
+			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidName, name)
+		}
+		seen[name] = true
+	}
+	l, err := s.claim(ctx, append([]string(nil), names...), ac)
+	if err != nil {
+		return nil, err
+	}
+	keys := l.Keys()
+	pfxs := make([]string, len(names))
+	var resp *clientv3.TxnResponse
+	for {
+		cmps := make([]clientv3.Cmp, len(keys))
+		then := make([]clientv3.Op, 0, 2*len(keys))
+		elses := make([]clientv3.Op, len(keys))
+		for i, key := range keys {
+			pfxs[i] = contendersPrefix(s.cfg.prefix, names[i])
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+			then = append(then, clientv3.OpGet(pfxs[i], clientv3.WithLastCreate()...))
+			elses[i] = clientv3.OpGet(key)
+		}
+		for _, key := range keys {
+			then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
+		}
+		resp, err = s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
+		if err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+		if resp.Succeeded {
+			break
+		}
+		for _, r := range resp.Responses {
+			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+				if err := s.removeLeftover(ctx, kvs[0]); err != nil {
+					return nil, s.failAcquire(l, err)
+				}
+			}
+		}
+	}
+	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	// One name after the other: once no key older than l's is left under a
+	// name, none can appear there, so the names already waited for stay
+	// clear while l waits for the next.
+	for i := range names {
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			if err := behindSemaphore(l, kvs[0]); err != nil {
+				return nil, s.failAcquire(l, err)
+			}
+		}
+	}
+	for i := range names {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			continue
+		}
+		if err := s.waitTurn(ctx, l, keys[i], pfxs[i], string(kvs[0].Key)); err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+	}
+	if err := l.activate(); err != nil {
+		return nil, s.failAcquire(l, err)
+	}
+	s.log.Debug("acquired", zap.Strings("names", names), zap.Stringer("token", l.token))
+	return l, nil
+}

@@ -1,0 +1,154 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+func TestAcquireAllHoldsEveryName(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	names := []string{"a", "b/c", "d"}
+	l, err := s.AcquireAll(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.Names(), names) || l.Name() != "a" || len(l.Keys()) != 3 {
+		t.Fatalf("Names %v Name %q Keys %v", l.Names(), l.Name(), l.Keys())
+	}
+	for i, key := range l.Keys() {
+		resp, err := cli.Get(ctx, key)
+		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != int64(l.Token()) {
+			t.Fatalf("key %s of %q: %v %v; want create revision = token %v", key, names[i], resp, err, l.Token())
+		}
+		st, err := lock.Inspect(ctx, cli, names[i], lock.WithPrefix(prefix(t)))
+		if err != nil || st.Holder == nil || st.Holder.Token != l.Token() || !slices.Equal(st.Holder.Names, names) {
+			t.Fatalf("Inspect(%q) = %+v, %v; want the set as holder", names[i], st.Holder, err)
+		}
+	}
+	w := queueWaiter(t, ctx, newSession(t, cli), "b/c", 2)
+	mustNotReceive(t, w, 300*time.Millisecond, "the set holds b/c")
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustReceive(t, w, "the set was released")
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
+		t.Errorf("keys after release: %v, want only the waiter's", keys)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("second Release = %v", err)
+	}
+}
+
+// TestAcquireAllQueuesInEveryName: a set waits for an older holder of one
+// of its names, and is older than a later contender of another.
+func TestAcquireAllQueuesInEveryName(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	hb, err := newSession(t, cli).Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli)
+	res := make(chan acquired, 1)
+	go func() {
+		l, err := s.AcquireAll(ctx, []string{"a", "b"})
+		res <- acquired{l, err}
+	}()
+	waitQueued(t, cli, "a", 1)
+	waitQueued(t, cli, "b", 2)
+	later := queueWaiter(t, ctx, newSession(t, cli), "a", 2)
+	mustNotReceive(t, res, 300*time.Millisecond, "b is held")
+	mustNotReceive(t, later, 10*time.Millisecond, "the set queued for a first")
+	if err := hb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	set := mustReceive(t, res, "b was released")
+	mustNotReceive(t, later, 300*time.Millisecond, "the set holds a")
+	_ = set.Release(ctx)
+	mustReceive(t, later, "the set released a")
+}
+
+func TestAcquireAllLosesWhenAnyKeyGoes(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	l, err := newSession(t, cli).AcquireAll(ctx, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, l.Keys()[2]); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "the key of one name of the set was deleted")
+}
+
+func TestAcquireAllRejectsBadSets(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	many := make([]string, lock.MaxNames+1)
+	for i := range many {
+		many[i] = fmt.Sprint(i)
+	}
+	for _, tc := range []struct {
+		names []string
+		opts  []lock.Option
+		want  error
+	}{
+		{nil, nil, lock.ErrInvalidName},
+		{[]string{"a", "b", "a"}, nil, lock.ErrInvalidName},
+		{[]string{"a", ""}, nil, lock.ErrInvalidName},
+		{many, nil, lock.ErrInvalidName},
+		{[]string{"a", "b"}, []lock.Option{lock.WithShared()}, lock.ErrInvalidOption},
+		{[]string{"a", "b"}, []lock.Option{lock.WithLimit(2)}, lock.ErrInvalidOption},
+	} {
+		if _, err := s.AcquireAll(ctx, tc.names, tc.opts...); !errors.Is(err, tc.want) {
+			t.Errorf("AcquireAll(%d names, %d options) = %v, want %v", len(tc.names), len(tc.opts), err, tc.want)
+		}
+	}
+	if _, err := s.AcquireAll(ctx, many[:lock.MaxNames]); err != nil {
+		t.Fatalf("AcquireAll of MaxNames names: %v", err)
+	}
+	if _, err := s.AcquireAll(ctx, []string{"x", "5"}); !errors.Is(err, lock.ErrAlreadyClaimed) {
+		t.Errorf("AcquireAll of a name the session holds = %v, want ErrAlreadyClaimed", err)
+	}
+	if _, err := s.Acquire(ctx, "7"); !errors.Is(err, lock.ErrAlreadyClaimed) {
+		t.Errorf("Acquire of a name the session holds in a set = %v, want ErrAlreadyClaimed", err)
+	}
+	if keys := keysUnder(t, cli, namePrefix(t, prefix(t), "x")); len(keys) != 0 {
+		t.Errorf("a refused AcquireAll left %v", keys)
+	}
+}
+
+func TestAcquireAllCanceledLeavesNothing(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	if _, err := newSession(t, cli).Acquire(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli)
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AcquireAll(actx, []string{"a", "b", "c"})
+		done <- err
+	}()
+	waitQueued(t, cli, "c", 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled AcquireAll = %v", err)
+	}
+	for _, name := range []string{"a", "c"} {
+		if keys := keysUnder(t, cli, namePrefix(t, prefix(t), name)); len(keys) != 0 {
+			t.Errorf("canceled AcquireAll left %v under %q", keys, name)
+		}
+	}
+	// The names are free to claim again on the same session.
+	l, err := s.AcquireAll(ctx, []string{"a", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+}
