@@ -123,3 +123,30 @@ type statusJSON struct {
 		Shared bool   `json:"shared"`
 	} `json:"holders"`
 }
+
+func TestCLIRunSeveralNames(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	r := cli(t, ep, nil, "run", "a", "b", "--shell", "--", `printf '%s|%s' "$ETCDLOCK_NAMES" "$ETCDLOCK_NAME"`)
+	if r.code != 0 || r.stdout != "a\nb|a" {
+		t.Fatalf("run a b: exit %d, output %q (%s); want ETCDLOCK_NAMES \"a\\nb\" and ETCDLOCK_NAME a", r.code, r.stdout, r.stderr)
+	}
+	holdingRun(t, ep, dir, "ab", "a", "b")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "ab") != "" }, "run a b did not start")
+	if r := cli(t, ep, nil, "run", "--try", "b", "--", "true"); r.code != 75 {
+		t.Fatalf("--try b while a set holds it: exit %d, want 75", r.code)
+	}
+	// The same names the other way round wait, and take over when the
+	// first set ends.
+	holdingRun(t, ep, dir, "ba", "b", "a")
+	time.Sleep(300 * time.Millisecond)
+	if running(dir, "ba") != "" {
+		t.Fatal("run b a started while run a b holds both")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ab.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "ba") != "" }, "run b a did not start after run a b ended")
+	if r := cli(t, ep, nil, "run", "a", "b", "--try", "--", "true"); r.code != 64 {
+		t.Errorf("several names with --try: exit %d, want 64", r.code)
+	}
+}

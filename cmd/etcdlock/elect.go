@@ -21,7 +21,7 @@ and hands leadership to the next candidate.`,
   etcdlock elect my-controller --owner "$(hostname)" -- ./controller --leader`,
 		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), g, o, args[0], args[1:])
+			return runLocked(cmd.Context(), g, o, args[:1], args[1:])
 		},
 	}
 	o.bind(cmd, false)

@@ -44,7 +44,7 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 func newRunCommand(g *globalOptions) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run NAME [flags] -- COMMAND [ARGS...]",
+		Use:   "run NAME [NAME...] [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
@@ -60,6 +60,11 @@ slot 0..N-1 given as ETCDLOCK_SLOT; ETCDLOCK_TOKEN then increases per slot, so
 fence the slot's share of a resource with NAME and ETCDLOCK_SLOT as the key.
 With --shared, NAME is a read-write lock: --shared runs share it, a run without
 --shared holds it alone, in arrival order.
+
+With several NAMEs, run holds all of them at once or none (one token for the
+set, written in one transaction, so runs with overlapping sets cannot
+deadlock); ETCDLOCK_NAME is the first, ETCDLOCK_NAMES lists them all, one per
+line. Several NAMEs take neither --try, --limit nor --shared.
 
 COMMAND never outlives the lock. It runs below a guardian (etcdlock itself,
 re-executed; "etcdlock guardian" in ps) that keeps every process COMMAND
@@ -94,11 +99,15 @@ group.`,
   etcdlock run catalog --shared -- ./report
   etcdlock run catalog -- ./rebuild-catalog
 
+  # both databases, or neither (another run may list them the other way round):
+  etcdlock run db-eu db-us -- ./migrate
+
   # a shell pipeline:
   etcdlock run deploy --shell -- 'make build && make deploy'`,
-		Args: commandArgs,
+		Args: namesCommandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), g, o, args[0], args[1:])
+			dash := cmd.ArgsLenAtDash()
+			return runLocked(cmd.Context(), g, o, args[:dash], args[dash:])
 		},
 	}
 	o.bind(cmd, true)
@@ -118,6 +127,31 @@ func (o *runOptions) acquireOptions() []lock.Option {
 		opts = append(opts, lock.WithShared())
 	}
 	return opts
+}
+
+// namesCommandArgs checks run's NAME [NAME...] -- COMMAND [ARGS...] form.
+func namesCommandArgs(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
+	if dash <= 1 {
+		return commandArgs(cmd, args)
+	}
+	if dash == len(args) {
+		return usageErr("missing COMMAND after --")
+	}
+	if dash > lock.MaxNames {
+		return usageErr("%d names: at most %d", dash, lock.MaxNames)
+	}
+	seen := map[string]bool{}
+	for _, name := range args[:dash] {
+		if err := lock.ValidateName(name); err != nil {
+			return err
+		}
+		if seen[name] {
+			return usageErr("name %q given twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // commandArgs checks the NAME -- COMMAND [ARGS...] form.
@@ -154,11 +188,16 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	return parseSignal(o.killSignal)
 }
 
-// runLocked is run and elect: acquire, supervise the command, release.
-func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string, argv []string) error {
+// runLocked is run and elect: acquire names (one, or an AcquireAll set),
+// supervise the command, release.
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) error {
 	killSig, err := o.validate()
 	if err != nil {
 		return err
+	}
+	name := names[0]
+	if len(names) > 1 && (o.try || o.limit > 1 || o.shared) {
+		return usageErr("several names take neither --try, --limit nor --shared")
 	}
 	if o.shell && len(argv) != 1 {
 		return usageErr("--shell takes COMMAND as one string; quote it")
@@ -193,7 +232,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 		}
 	}()
 
-	l, err := acquireWaiting(ctx, g, s, name, o, sigc)
+	l, err := acquireWaiting(ctx, g, s, names, o, sigc)
 	if err != nil {
 		return err
 	}
@@ -217,8 +256,10 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, name string
 	return nil
 }
 
-// acquireWaiting acquires name, reporting the holder while it waits.
-func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
+// acquireWaiting acquires names, reporting the holder of the first while
+// it waits.
+func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
+	name := names[0]
 	if o.try {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
@@ -254,7 +295,13 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		case <-rctx.Done():
 		}
 	}()
-	l, err := s.Acquire(wctx, name, o.acquireOptions()...)
+	var l *lock.Lock
+	var err error
+	if len(names) > 1 {
+		l, err = s.AcquireAll(wctx, names)
+	} else {
+		l, err = s.Acquire(wctx, name, o.acquireOptions()...)
+	}
 	stopReport()
 	<-watched
 	var interrupted os.Signal

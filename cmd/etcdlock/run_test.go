@@ -21,7 +21,7 @@ func TestCommandArgs(t *testing.T) {
 		{nil, "missing lock NAME and COMMAND"},
 		{[]string{"a"}, "missing COMMAND: use %s NAME -- COMMAND"},
 		{[]string{"a", "true"}, "put COMMAND after --: %s NAME"},
-		{[]string{"a", "b", "--", "true"}, "put COMMAND after --"},
+		{[]string{"a", "b", "--", "true"}, "put COMMAND after --"}, // run: a set of names (below)
 		{[]string{"a", "--"}, "missing COMMAND after --"},
 		{[]string{"--", "true"}, "missing lock NAME before --"},
 		{[]string{"", "--", "true"}, "invalid name"},
@@ -33,10 +33,16 @@ func TestCommandArgs(t *testing.T) {
 				if err := cmd.ParseFlags(tt.args); err != nil {
 					t.Fatal(err)
 				}
-				err := commandArgs(cmd, cmd.Flags().Args())
+				err := cmd.Args(cmd, cmd.Flags().Args())
 				if tt.wantErr == "" {
 					if err != nil {
 						t.Fatalf("commandArgs: %v", err)
+					}
+					return
+				}
+				if cmd.Name() == "run" && len(tt.args) == 4 && tt.args[1] == "b" {
+					if err != nil {
+						t.Fatalf("run with two names: %v", err)
 					}
 					return
 				}
@@ -45,6 +51,27 @@ func TestCommandArgs(t *testing.T) {
 					t.Fatalf("commandArgs = %v (exit %d), want a usage error mentioning %q", err, exitCode(err), want)
 				}
 			})
+		}
+	}
+}
+
+func TestRunNamesArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"a", "b", "c", "--", "true"}, ""},
+		{[]string{"a", "b", "a", "--", "true"}, "given twice"},
+		{[]string{"a", "", "--", "true"}, "invalid name"},
+		{[]string{"a", "b", "--"}, "missing COMMAND after --"},
+	} {
+		cmd := newRunCommand(&globalOptions{})
+		if err := cmd.ParseFlags(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Args(cmd, cmd.Flags().Args())
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("run %v: %v, want %q", tt.args, err, tt.wantErr)
 		}
 	}
 }

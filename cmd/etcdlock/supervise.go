@@ -49,6 +49,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
 	}
 	base := os.Environ()
+	env["ETCDLOCK_NAMES"] = strings.Join(l.Names(), "\n")
 	if l.Slot() >= 0 {
 		env["ETCDLOCK_SLOT"] = strconv.Itoa(l.Slot())
 	} else {

@@ -158,3 +158,44 @@ func ExampleWithShared() {
 	// writer while readers hold: true
 	// writer after the readers: true true
 }
+
+// Two transfers lock the same two accounts, listed in opposite orders:
+// each takes both or waits, and neither can deadlock the other.
+func ExampleSession_AcquireAll() {
+	ctx := context.Background()
+	etcd, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer etcd.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	alice, _ := lock.NewSession(ctx, cli, lock.WithOwner("alice"))
+	defer alice.Close(ctx)
+	bob, _ := lock.NewSession(ctx, cli, lock.WithOwner("bob"))
+	defer bob.Close(ctx)
+
+	first, err := alice.AcquireAll(ctx, []string{"account/1", "account/2"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	second := make(chan *lock.Lock)
+	go func() {
+		l, err := bob.AcquireAll(ctx, []string{"account/2", "account/1"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		second <- l
+	}()
+	fmt.Println("alice holds", first.Names(), "with one token:", first.Token().IsValid())
+	first.Release(ctx)
+	l := <-second
+	fmt.Println("then bob holds", l.Names(), "with a later token:", l.Token() > first.Token())
+	// Output:
+	// alice holds [account/1 account/2] with one token: true
+	// then bob holds [account/2 account/1] with a later token: true
+}
