@@ -24,24 +24,25 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 	// Acquire saw its key alive (and after the observer saw it created),
 	// and before the observer saw it deleted. Deletions of keys that never
 	// held the lock cannot change the model and are left out.
-	firstAcquire := map[fencing.Token]int64{}
+	firstAcquire := map[partToken]int64{}
 	for _, op := range c.history {
 		if in := op.Input.(lockInput); in.Kind == opAcquire {
-			if at, ok := firstAcquire[in.Token]; !ok || op.Call < at {
-				firstAcquire[in.Token] = op.Call
+			pt := partToken{in.Name, in.Token}
+			if at, ok := firstAcquire[pt]; !ok || op.Call < at {
+				firstAcquire[pt] = op.Call
 			}
 		}
 	}
-	for tok, at := range firstAcquire {
-		del, ok := c.deletedAt[tok]
+	for pt, at := range firstAcquire {
+		del, ok := c.deletedAt[pt]
 		if !ok {
 			continue
 		}
-		if put, seen := c.putAt[tok]; seen && int64(put) < at {
+		if put, seen := c.putAt[pt]; seen && int64(put) < at {
 			at = int64(put)
 		}
 		c.history = append(c.history, porcupine.Operation{ClientId: len(c.history),
-			Input: lockInput{c.deletedName[tok], opFree, tok}, Call: at, Return: int64(del)})
+			Input: lockInput{pt.part, opFree, pt.tok}, Call: at, Return: int64(del)})
 	}
 
 	// Linearizability with porcupine.
@@ -82,6 +83,12 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 	byPart := map[string][]*term{}
 	for _, tm := range c.terms {
 		byPart[tm.part] = append(byPart[tm.part], tm)
+		if _, seen := c.putAt[partToken{tm.part, tm.token}]; c.cfg.kind == kindMulti && !seen {
+			// All or none: every name of a set got its key at the set's
+			// token, in the one transaction.
+			r.partialSets++
+			t.Logf("w%d holds a set with %s, but no key of %s was created at token %v", tm.worker, tm.part, tm.part, tm.token)
+		}
 		if c.cfg.kind == kindSemaphore && (tm.slot < 0 || tm.slot >= c.cfg.limit) {
 			r.overLimit++
 			t.Logf("semaphore holder w%d of %s in slot %d, limit %d", tm.worker, tm.name, tm.slot, c.cfg.limit)
@@ -106,7 +113,7 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 			}
 		}
 		for _, tm := range terms {
-			del, ok := c.deletedAt[tm.token]
+			del, ok := c.deletedAt[partToken{tm.part, tm.token}]
 			// Only a deletion the server made counts: one seen after the
 			// holder's own Release call may be that release.
 			serverDeleted := ok && (tm.releaseCall == 0 || del < tm.releaseCall)

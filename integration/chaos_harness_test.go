@@ -26,6 +26,7 @@ const (
 	controlUnfenced      = "unfenced-writes"   // writes skip the token check
 	controlNoDeadline    = "no-local-deadline" // a holder trusts only etcd's word that it lost
 	controlReleaseByName = "release-by-name"   // release deletes the name's holder key, no compare
+	controlSerialSet     = "serial-set"        // a multi-lock's names taken one Acquire at a time
 )
 
 // Kinds of lock a fault run exercises (chaosConfig.kind).
@@ -33,6 +34,7 @@ const (
 	kindMutex     = ""          // Acquire
 	kindSemaphore = "semaphore" // Acquire with WithLimit(chaosConfig.limit)
 	kindRWLock    = "rwlock"    // Acquire, half of them WithShared
+	kindMulti     = "multi"     // AcquireAll of a random set of the names, in random order
 )
 
 type chaosConfig struct {
@@ -52,6 +54,7 @@ type chaosConfig struct {
 type term struct {
 	name          string
 	part          string // what one token orders: the name, or a semaphore's "name#slot"
+	key           string // the key whose create revision is token (etcdfence compares it)
 	shared        bool   // a reader of a read-write lock
 	slot          int    // a semaphore holder's slot, else -1
 	worker        int
@@ -74,9 +77,8 @@ type chaosRun struct {
 	history      []porcupine.Operation
 	terms        []*term
 	applied      map[string][]fencing.Token // register writes in applied order, per name
-	putAt        map[fencing.Token]time.Duration
-	deletedName  map[fencing.Token]string
-	deletedAt    map[fencing.Token]time.Duration
+	putAt        map[partToken]time.Duration // creations the observer saw
+	deletedAt    map[partToken]time.Duration // deletions the observer saw
 	faults       map[string]int
 	badReleases  int
 	staleTries   int
@@ -95,6 +97,7 @@ type chaosResult struct {
 	staleAccepted                  int
 	doubleGrants, tokenRegressions int
 	overLimit                      int // semaphore holders in a slot outside [0, limit)
+	partialSets                    int // an AcquireAll set whose keys were not all created at its token
 	badReleases                    int
 	earlyDeletes                   int
 	minLead, maxStuck              time.Duration
@@ -103,7 +106,7 @@ type chaosResult struct {
 }
 
 func (r chaosResult) violations() int {
-	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes + r.overLimit
+	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes + r.overLimit + r.partialSets
 	if r.check == porcupine.Illegal {
 		v++
 	}
@@ -118,9 +121,9 @@ func (r chaosResult) String() string {
 	if r.minLead >= 0 {
 		lead = r.minLead.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
+	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d over-limit=%d partial-sets=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
 		r.kind, r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
-		r.doubleGrants, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
+		r.doubleGrants, r.overLimit, r.partialSets, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
 }
 
 func (c *chaosRun) now() time.Duration { return time.Since(c.t0) }
@@ -141,8 +144,8 @@ func (c *chaosRun) fault(kind string) {
 // runChaos runs one randomized fault run and checks its history.
 func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	t.Helper()
-	c := &chaosRun{cfg: cfg, t: t, applied: map[string][]fencing.Token{}, putAt: map[fencing.Token]time.Duration{},
-		deletedAt: map[fencing.Token]time.Duration{}, faults: map[string]int{}, deletedName: map[fencing.Token]string{}}
+	c := &chaosRun{cfg: cfg, t: t, applied: map[string][]fencing.Token{}, putAt: map[partToken]time.Duration{},
+		deletedAt: map[partToken]time.Duration{}, faults: map[string]int{}}
 	c.cluster = cfg.cluster
 	if c.cluster == nil {
 		c.cluster = chaosCluster(t)
@@ -351,6 +354,13 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	return c.check(t)
 }
 
+// partToken names one key: its model part and create revision (the keys of
+// an AcquireAll share a revision, one per name).
+type partToken struct {
+	part string
+	tok  fencing.Token
+}
+
 // partOfKey is the model partition of a key under the run's prefix: its
 // lock name, or "name#slot" for a semaphore's slot key.
 func partOfKey(key string) string {
@@ -381,14 +391,13 @@ func (c *chaosRun) observe(ctx context.Context) {
 				switch ev.Type {
 				case mvccpb.PUT:
 					if ev.IsCreate() {
-						c.putAt[fencing.Token(ev.Kv.CreateRevision)] = now
+						c.putAt[partToken{name, fencing.Token(ev.Kv.CreateRevision)}] = now
 					}
 				case mvccpb.DELETE:
 					// The key is known to exist no later than its PUT was
 					// seen; the deletion happened before now.
 					if ev.PrevKv != nil {
-						c.deletedAt[fencing.Token(ev.PrevKv.CreateRevision)] = now
-						c.deletedName[fencing.Token(ev.PrevKv.CreateRevision)] = name
+						c.deletedAt[partToken{name, fencing.Token(ev.PrevKv.CreateRevision)}] = now
 					}
 				}
 			}

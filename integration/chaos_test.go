@@ -29,17 +29,23 @@ func TestFaultSuite(t *testing.T) {
 }
 
 // TestFaultSuiteBeyondMutex is the short fault suite for a semaphore of
-// limit 2 and a read-write lock, on a 3-member cluster, with the mutex's
-// invariants adapted: at most one holder per slot (so at most the limit
-// per name), readers or one writer, tokens increasing per slot or name,
-// fenced writes linearizable per slot or name. The controls break the
-// deadline and the fencing for each kind.
+// limit 2, a read-write lock and AcquireAll, on a 3-member cluster, with
+// the mutex's invariants adapted: at most one holder per slot (so at most
+// the limit per name), readers or one writer, every name of a set held
+// alone and created at the set's token (all or none), tokens increasing
+// per slot or name, fenced writes linearizable per slot or name. The
+// controls break the deadline and the fencing for each kind, and take a
+// set's names one at a time.
 func TestFaultSuiteBeyondMutex(t *testing.T) {
-	for _, kind := range []string{kindSemaphore, kindRWLock} {
-		for _, control := range []string{controlNone, controlNoDeadline, controlUnfenced} {
+	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti} {
+		controls := []string{controlNone, controlNoDeadline, controlUnfenced}
+		if kind == kindMulti {
+			controls = append(controls, controlSerialSet)
+		}
+		for _, control := range controls {
 			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
 				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
-				if control != controlNone {
+				if control != controlNone && kind != kindMulti {
 					cfg.names = []string{"a"}
 				}
 				r := runChaos(t, cfg)
@@ -78,14 +84,17 @@ func detected(r chaosResult) bool {
 		return r.doubleGrants > 0
 	case controlReleaseByName:
 		return r.badReleases > 0
+	case controlSerialSet:
+		return r.partialSets > 0
 	}
 	return false
 }
 
 // TestChaos is `make chaos`: CHAOS_RUNS randomized runs from CHAOS_SEED on
-// one 3-member cluster, cycling through a mutex, a semaphore of limit 2
-// and a read-write lock; every tenth run is a negative control (cycling
-// through the three, release-by-name for mutexes only). It ends with a
+// one 3-member cluster, cycling through a mutex, a semaphore of limit 2,
+// a read-write lock and AcquireAll; every tenth run is a negative control
+// (cycling through the three, release-by-name for mutexes only, taking a
+// set's names one at a time for AcquireAll). It ends with a
 // totals table.
 func TestChaos(t *testing.T) {
 	runs, seed := longRuns(t, "CHAOS")
@@ -96,11 +105,14 @@ func TestChaos(t *testing.T) {
 	controls := []string{controlUnfenced, controlNoDeadline, controlReleaseByName}
 	start := time.Now()
 	for i := range runs {
-		kind := []string{kindMutex, kindSemaphore, kindRWLock}[i%3]
+		kind := []string{kindMutex, kindSemaphore, kindRWLock, kindMulti}[i%4]
 		cfg := chaosConfig{kind: kind, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
 		if i%10 == 9 {
 			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
-			if kind != kindMutex && cfg.control == controlReleaseByName {
+			switch {
+			case kind == kindMulti && cfg.control == controlReleaseByName:
+				cfg.control, cfg.names = controlSerialSet, []string{"a", "b"}
+			case kind != kindMutex && cfg.control == controlReleaseByName:
 				cfg.control = controlNoDeadline
 			}
 		}
@@ -124,7 +136,7 @@ type chaosTotals struct {
 	staleAttempted, staleRejected       int
 	staleAccepted, doubleGrants         int
 	tokenRegressions, badReleases       int
-	overLimit                           int
+	overLimit, partialSets              int
 	kinds                               map[string]int
 	earlyDeletes, hashMismatches        int
 	minLead, maxStuck                   time.Duration
@@ -163,6 +175,7 @@ func (t *chaosTotals) add(r chaosResult) {
 	t.tokenRegressions += r.tokenRegressions
 	t.badReleases += r.badReleases
 	t.overLimit += r.overLimit
+	t.partialSets += r.partialSets
 	t.earlyDeletes += r.earlyDeletes
 	if !r.hashesEqual {
 		t.hashMismatches++
@@ -184,6 +197,7 @@ func (t *chaosTotals) table(took time.Duration) string {
 	row("double grants (per name, per slot, a writer beside anyone)", t.doubleGrants)
 	row("token regressions", t.tokenRegressions)
 	row("semaphore holders outside the slots", t.overLimit)
+	row("multi-lock names not created at the set's token", t.partialSets)
 	row("releases that deleted another holder's key", t.badReleases)
 	row("keys deleted before their holder's deadline", t.earlyDeletes)
 	row("runs with unequal HashKV", t.hashMismatches)

@@ -38,7 +38,7 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 }
 
 func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
-	name := c.cfg.names[rng.IntN(len(c.cfg.names))]
+	names := []string{c.cfg.names[rng.IntN(len(c.cfg.names))]}
 	var opts []lock.Option
 	switch c.cfg.kind {
 	case kindSemaphore:
@@ -47,53 +47,119 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 		if rng.IntN(2) == 0 {
 			opts = append(opts, lock.WithShared())
 		}
+	case kindMulti:
+		perm := rng.Perm(len(c.cfg.names))
+		names = names[:0]
+		size := 1 + rng.IntN(len(perm))
+		if c.cfg.control == controlSerialSet {
+			// Every name, in one order (the control is about atomicity,
+			// not deadlock): every set has names whose tokens differ.
+			size, perm = len(perm), perm[:0]
+			for i := range c.cfg.names {
+				perm = append(perm, i)
+			}
+		}
+		for _, i := range perm[:size] {
+			names = append(names, c.cfg.names[i])
+		}
 	}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	call := c.now()
-	l, err := s.Acquire(actx, name, opts...)
+	var l *lock.Lock
+	var err error
+	var serial []*lock.Lock // controlSerialSet's locks, one per name
+	switch {
+	case c.cfg.control == controlSerialSet:
+		for _, name := range names {
+			var one *lock.Lock
+			if one, err = s.Acquire(actx, name); err != nil {
+				break
+			}
+			serial = append(serial, one)
+		}
+		if err != nil {
+			for _, one := range serial {
+				_ = one.Release(context.Background())
+			}
+		} else {
+			l = serial[0]
+			defer func() {
+				for _, one := range serial[1:] {
+					_ = one.Release(context.Background())
+				}
+			}()
+		}
+	case c.cfg.kind == kindMulti:
+		l, err = s.AcquireAll(actx, names)
+	default:
+		l, err = s.Acquire(actx, names[0], opts...)
+	}
 	cancel()
 	if err != nil {
 		time.Sleep(50 * time.Millisecond)
 		return
 	}
-	tm := &term{name: name, part: name, shared: l.Shared(), slot: l.Slot(), worker: id, token: l.Token(), start: c.now()}
-	if tm.slot >= 0 {
-		tm.part = fmt.Sprintf("%s#%d", name, tm.slot)
-	}
-	if !tm.shared {
-		// Readers are not in the model: they exclude only writers (checked
-		// on the terms) and make no fenced writes.
-		c.record(porcupine.Operation{Input: lockInput{tm.part, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
+	// One term per name held, all with the lock's token.
+	start := c.now()
+	var terms []*term
+	for i, name := range names {
+		key := l.Key()
+		if i < len(l.Keys()) {
+			key = l.Keys()[i]
+		} else if i < len(serial) {
+			key = serial[i].Key()
+		}
+		tm := &term{name: name, part: name, key: key, shared: l.Shared(), slot: l.Slot(), worker: id, token: l.Token(), start: start}
+		if tm.slot >= 0 {
+			tm.part, tm.key = fmt.Sprintf("%s#%d", name, tm.slot), l.Key()
+		}
+		if !tm.shared {
+			// Readers are not in the model: they exclude only writers
+			// (checked on the terms) and make no fenced writes.
+			c.record(porcupine.Operation{Input: lockInput{tm.part, opAcquire, l.Token()}, Call: int64(call), Return: int64(tm.start)})
+		}
+		terms = append(terms, tm)
 	}
 	c.mu.Lock()
-	c.terms = append(c.terms, tm)
+	c.terms = append(c.terms, terms...)
 	c.mu.Unlock()
 
-	if tm.shared && c.cfg.control != controlNone {
+	if l.Shared() && c.cfg.control != controlNone {
 		// A control's pause must hit a holder that writes: a reader's
 		// stale belief harms no fenced resource.
 		pause = nil
 	}
+	writeAll := func() {
+		for _, tm := range terms {
+			c.writes(ctx, tm, l, cli)
+		}
+	}
 	for n := 1 + rng.IntN(4); n > 0 && l.State() == lock.StateActive; n-- {
-		c.writes(ctx, tm, l, cli)
+		writeAll()
 		select {
 		case d := <-pause:
 			// The process stops: nothing it sends or receives moves, and
 			// its code does not run. It resumes unaware, and writes.
-			tm.partitionedAt = c.now()
+			for _, tm := range terms {
+				tm.partitionedAt = c.now()
+			}
 			cut(true)
 			time.Sleep(d)
 			cut(false)
-			c.endTerm(tm, l, true)
-			c.writes(ctx, tm, l, cli) // stale: a newer holder may exist
-			c.release(name, l, tm)
+			for _, tm := range terms {
+				c.endTerm(tm, l, true)
+			}
+			writeAll() // stale: a newer holder may exist
+			c.release(l, terms)
 			return
 		case <-time.After(time.Duration(20+rng.IntN(100)) * time.Millisecond):
 		case <-l.Context().Done():
 		}
 	}
-	c.endTerm(tm, l, false)
-	c.release(name, l, tm)
+	for _, tm := range terms {
+		c.endTerm(tm, l, false)
+	}
+	c.release(l, terms)
 }
 
 // endTerm fixes the end of the holder's believed ACTIVE interval.
@@ -140,7 +206,7 @@ func (c *chaosRun) writes(ctx context.Context, tm *term, l *lock.Lock, cli *clie
 	if c.cfg.control == controlUnfenced {
 		_, err = cli.Put(wctx, strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String())
 	} else {
-		_, err = etcdfence.Commit(wctx, cli, l.Key(), tok, clientv3.OpPut(strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String()))
+		_, err = etcdfence.Commit(wctx, cli, tm.key, tok, clientv3.OpPut(strings.TrimSuffix(c.cfg.prefix, "/")+"-data/"+name, tok.String()))
 	}
 	var stale *fencing.StaleTokenError
 	switch {
@@ -152,12 +218,16 @@ func (c *chaosRun) writes(ctx context.Context, tm *term, l *lock.Lock, cli *clie
 	}
 }
 
-func (c *chaosRun) release(name string, l *lock.Lock, tm *term) {
+// release releases l, whose terms are terms (one per name).
+func (c *chaosRun) release(l *lock.Lock, terms []*term) {
 	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	c.mu.Lock()
-	tm.releaseCall = c.now()
+	for _, tm := range terms {
+		tm.releaseCall = c.now()
+	}
 	c.mu.Unlock()
+	tm, name := terms[0], terms[0].name
 	if c.cfg.control != controlReleaseByName || c.cfg.kind != kindMutex {
 		_ = l.Release(rctx)
 		return
