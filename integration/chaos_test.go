@@ -45,8 +45,11 @@ func TestFaultSuiteBeyondMutex(t *testing.T) {
 		for _, control := range controls {
 			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
 				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
-				if control != controlNone && kind != kindMulti {
-					cfg.names = []string{"a"}
+				if control != controlNone {
+					cfg.duration = 6 * time.Second // the control's pauses come first
+					if kind != kindMulti {
+						cfg.names = []string{"a"}
+					}
 				}
 				r := runChaos(t, cfg)
 				t.Log(r)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -148,6 +149,9 @@ func namesCommandArgs(cmd *cobra.Command, args []string) error {
 		}
 		if seen[name] {
 			return usageErr("name %q given twice", name)
+		}
+		if strings.Contains(name, "\n") {
+			return usageErr("name %q contains a newline, which ETCDLOCK_NAMES cannot list", name)
 		}
 		seen[name] = true
 	}

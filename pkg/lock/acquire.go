@@ -263,6 +263,9 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) 
 			if len(preds) == 0 {
 				return nil
 			}
+			if err := behindSemaphore(l, preds[0]); err != nil {
+				return err
+			}
 			pred = string(preds[0].Key)
 		}
 		if pred != watching {

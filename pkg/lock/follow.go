@@ -11,7 +11,10 @@ import (
 // holder, until ctx ends (returning nil) or fn returns false. It learns of
 // changes by watching etcd, not by polling: the holder's key while the name
 // is held, the name's prefix while it is free, so waiters joining or
-// leaving wake no one. It retries etcd errors with backoff and re-reads the
+// leaving wake no one. (While an AcquireAll set heads the queue but waits
+// for another of its names, it also reads again every second: the set
+// takes this name without a change under it.) It retries etcd errors with
+// backoff and re-reads the
 // state after any broken or compacted watch. It returns an error only for
 // a nil client or an invalid name or option, at once. It accepts WithPrefix and rejects
 // other options with ErrInvalidOption.
@@ -52,9 +55,22 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		} else {
 			wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
 		}
-		for wr := range wch {
-			if len(wr.Events) > 0 || wr.Err() != nil {
-				break
+		// An AcquireAll set at the head of the queue that waits for
+		// another of its names becomes the holder without any change under
+		// this name: read again every second while one does.
+		var recheck <-chan time.Time
+		if st.Holder == nil && len(st.Waiters) > 0 {
+			recheck = time.After(time.Second)
+		}
+	watch:
+		for {
+			select {
+			case wr, ok := <-wch:
+				if !ok || len(wr.Events) > 0 || wr.Err() != nil {
+					break watch
+				}
+			case <-recheck:
+				break watch
 			}
 		}
 		cancel()

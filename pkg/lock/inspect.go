@@ -36,8 +36,11 @@ type Contender struct {
 
 // Status is a snapshot of one lock name, read at one etcd revision.
 type Status struct {
-	Name   string
-	Holder *Contender // nil when the name is free; else Holders[0]
+	Name string
+	// Holder is nil when no one holds the name (it may still have waiters:
+	// an AcquireAll set at the head of its queue that waits for another of
+	// its names holds none of them); else Holders[0].
+	Holder *Contender
 	// Holders lists every current holder, oldest first: one for a mutex,
 	// possibly several for the readers of a read-write lock or the
 	// holders of a semaphore.
@@ -79,7 +82,56 @@ func readStatus(ctx context.Context, client *clientv3.Client, prefix, name strin
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		st.add(contenderOf(kv, slots))
 	}
+	if err := resolveSets(ctx, client, prefix, []*Status{&st}); err != nil {
+		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
+	}
 	return st, nil
+}
+
+// resolveSets checks, for every status whose oldest contender is an
+// AcquireAll set, that the set is also the oldest contender of each of its
+// other names, in one more read; a set that is not is still waiting, and
+// holds none of its names (its key merely heads this one's queue): it is
+// moved to the waiters.
+func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, sts []*Status) error {
+	type check struct {
+		st   *Status
+		name string
+	}
+	var checks []check
+	var ops []clientv3.Op
+	for _, st := range sts {
+		if st.Holder == nil || len(st.Holder.Names) < 2 {
+			continue
+		}
+		for _, n := range st.Holder.Names {
+			if n != st.Name && ValidateName(n) == nil {
+				checks = append(checks, check{st, n})
+				ops = append(ops, clientv3.OpGet(contendersPrefix(prefix, n), clientv3.WithFirstCreate()...))
+			}
+		}
+	}
+	waiting := map[*Status]bool{}
+	for len(ops) > 0 {
+		n := min(len(ops), 64) // within etcd's default --max-txn-ops
+		resp, err := client.Txn(ctx).Then(ops[:n]...).Commit()
+		if err != nil {
+			return err
+		}
+		for i, r := range resp.Responses {
+			c := checks[i]
+			kvs := r.GetResponseRange().Kvs
+			if len(kvs) == 0 || fencing.Token(kvs[0].CreateRevision) != c.st.Holder.Token || clientv3.LeaseID(kvs[0].Lease) != c.st.Holder.LeaseID {
+				waiting[c.st] = true
+			}
+		}
+		ops, checks = ops[n:], checks[n:]
+	}
+	for st := range waiting {
+		st.Waiters = append(st.Holders, st.Waiters...)
+		st.Holders, st.Holder = nil, nil
+	}
+	return nil
 }
 
 // slotsByValue maps the values of slot keys (keys under a name's
@@ -157,8 +209,15 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 		}
 		st.add(contenderOf(kv, slotsByValue(slots[names[i]])))
 	}
-	out := make([]Status, 0, len(byName))
+	all := make([]*Status, 0, len(byName))
 	for _, st := range byName {
+		all = append(all, st)
+	}
+	if err := resolveSets(ctx, client, cfg.prefix, all); err != nil {
+		return nil, fmt.Errorf("lock: list: %w", err)
+	}
+	out := make([]Status, 0, len(byName))
+	for _, st := range all {
 		out = append(out, *st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -15,6 +15,10 @@ import (
 // of 128 operations per transaction (--max-txn-ops).
 const MaxNames = 64
 
+// maxSetBytes bounds the keys and values one AcquireAll writes, below
+// etcd's default request size limit (1.5 MiB, --max-request-bytes).
+const maxSetBytes = 1 << 20
+
 // AcquireAll blocks until the session holds every one of names, or
 // returns an error holding none of them. It writes a key under every name
 // in one transaction, so all of them have the same create revision — the
@@ -24,7 +28,8 @@ const MaxNames = 64
 // same revision, so the waits can never form a cycle: two AcquireAll calls
 // with overlapping names, in any order, cannot deadlock each other or any
 // Acquire. (Acquiring the names one Acquire at a time, in the order each
-// caller lists them, can.)
+// caller lists them, can. So can a caller that waits for a set while it
+// already holds another lock: order across calls is the caller's.)
 //
 // The Lock is held while every key exists: the deletion of any of them
 // (Break of one name, an operator's delete) loses the whole set, and
@@ -33,8 +38,9 @@ const MaxNames = 64
 // Contenders of the names that use Acquire see an AcquireAll holder as
 // an ordinary holder of each name; Record.Names lists its set.
 //
-// names must hold 1 to MaxNames distinct valid names (else
-// ErrInvalidName). AcquireAll takes no option (WithLimit and WithShared
+// names must hold 1 to MaxNames distinct valid names whose keys and
+// records fit in one request of 1 MiB — every key's record lists the whole
+// set, so 64 names of up to about 120 bytes — else ErrInvalidName. AcquireAll takes no option (WithLimit and WithShared
 // apply to one name). The session must not hold or be acquiring any of the
 // names (ErrAlreadyClaimed), as for Acquire. Failure handling, clean-up
 // and leftovers are as for Acquire.
@@ -59,6 +65,17 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	l, err := s.claim(ctx, append([]string(nil), names...), ac)
 	if err != nil {
 		return nil, err
+	}
+	// Every key's record lists the whole set: the transaction grows with
+	// the square of the names' length.
+	size := 0
+	for _, key := range l.Keys() {
+		size += len(key) + len(l.value)
+	}
+	if size > maxSetBytes {
+		s.unclaim(l)
+		l.finish(StateReleased, ErrReleased)
+		return nil, fmt.Errorf("%w: AcquireAll of %d names would write %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
 	keys := l.Keys()
 	pfxs := make([]string, len(names))

@@ -77,7 +77,7 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 		}
 		for _, kv := range kvs {
 			if excludesReader(kv.Value) {
-				return string(kv.Key), nil
+				return string(kv.Key), behindSemaphore(l, kv)
 			}
 		}
 		if len(kvs) < readerPageSize {

@@ -38,9 +38,13 @@ const MaxLimit = 1 << 16
 // acquisition that finds an older key of the name with another limit — or
 // of a plain lock, a reader or another lock client — fails with
 // ErrLimitMismatch, and so does a plain Acquire, a reader or an AcquireAll
-// whose newest predecessor under the name is a semaphore's key (it would
-// get its token before the semaphore's holders claimed their slots, so a
-// lower one). Each refused acquisition removes the key it wrote; while
+// that finds a semaphore's key as its newest predecessor under the name,
+// when it queues or at any read while it waits (it would get its token
+// before the semaphore's holders claimed their slots, so a lower one).
+// The check is a guard against misuse, not an ordering guarantee: a
+// contender queued behind another kind's transient key (one being
+// refused) can miss it. Tokens of different kinds on one name are not
+// ordered against each other; fence a semaphore's resources by slot. Each refused acquisition removes the key it wrote; while
 // that key exists a concurrent contender of the name's own kind may be
 // refused too. So holders never mix kinds or limits, and changing a
 // name's limit takes draining its queue first. WithLimit and WithShared

@@ -165,14 +165,14 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		return nil, invalid("renew interval %v + safety margin %v must be below the granted TTL %v", every, margin, ttl)
 	}
 	s := &Session{
-		client: client,
-		cfg:    cfg,
-		log:    cfg.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID)))),
-		lease:  resp.ID,
-		ttl:    ttl,
-		margin: margin,
-		every:  every,
-		done:   make(chan struct{}),
+		client:   client,
+		cfg:      cfg,
+		log:      cfg.logger.With(zap.String("lease", fmt.Sprintf("%x", int64(resp.ID)))),
+		lease:    resp.ID,
+		ttl:      ttl,
+		margin:   margin,
+		every:    every,
+		done:     make(chan struct{}),
 		claims:   make(map[string]*Lock),
 		sweepNow: make(chan struct{}, 1),
 	}
