@@ -96,6 +96,11 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 	}
 	for _, terms := range byPart {
 		sort.Slice(terms, func(i, j int) bool { return terms[i].start < terms[j].start })
+		if c.cfg.kind == kindDelay {
+			unclean, short := c.checkDelays(t, terms)
+			r.uncleanEnds += unclean
+			r.shortDelays += short
+		}
 		for i := 1; i < len(terms); i++ {
 			for _, prev := range terms[:i] {
 				if terms[i].start < prev.end && !(prev.shared && terms[i].shared) {
@@ -162,6 +167,31 @@ func (c *chaosRun) check(t *testing.T) chaosResult {
 		r.hashesEqual = false
 	}
 	return r
+}
+
+// checkDelays counts the terms of one name that began sooner than the
+// lock-delay after the previous holder's key went uncleanly: deleted by
+// the server (expiry, revocation), not by its holder's Release. The
+// observer sees a deletion a little after it happens, hence the slack.
+//
+// It returns how many unclean ends had a next holder, and how many of
+// those next holders began too soon.
+func (c *chaosRun) checkDelays(t *testing.T, terms []*term) (unclean, short int) {
+	const slack = 200 * time.Millisecond
+	for i := 1; i < len(terms); i++ {
+		prev, next := terms[i-1], terms[i]
+		del, ok := c.deletedAt[partToken{prev.part, prev.token}]
+		if !ok || prev.releaseCall != 0 && del >= prev.releaseCall {
+			continue // a clean end, or not seen
+		}
+		unclean++
+		if next.start < del+chaosLockDelay-slack {
+			short++
+			t.Logf("lock-delay: w%d's key of %s (token %v) went uncleanly at %v; w%d was active at %v, %v later (delay %v)",
+				prev.worker, prev.part, prev.token, del, next.worker, next.start, next.start-del, chaosLockDelay)
+		}
+	}
+	return unclean, short
 }
 
 // dumpHistory writes the history as text, one operation per line in call

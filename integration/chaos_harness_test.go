@@ -27,15 +27,20 @@ const (
 	controlNoDeadline    = "no-local-deadline" // a holder trusts only etcd's word that it lost
 	controlReleaseByName = "release-by-name"   // release deletes the name's holder key, no compare
 	controlSerialSet     = "serial-set"        // a multi-lock's names taken one Acquire at a time
+	controlNoDelay       = "no-lock-delay"     // lock-delay runs whose sessions have none
 )
 
 // Kinds of lock a fault run exercises (chaosConfig.kind).
 const (
-	kindMutex     = ""          // Acquire
-	kindSemaphore = "semaphore" // Acquire with WithLimit(chaosConfig.limit)
-	kindRWLock    = "rwlock"    // Acquire, half of them WithShared
-	kindMulti     = "multi"     // AcquireAll of a random set of the names, in random order
+	kindMutex     = ""           // Acquire
+	kindSemaphore = "semaphore"  // Acquire with WithLimit(chaosConfig.limit)
+	kindRWLock    = "rwlock"     // Acquire, half of them WithShared
+	kindMulti     = "multi"      // AcquireAll of a random set of the names, in random order
+	kindDelay     = "lock-delay" // Acquire on sessions WithLockDelay(chaosLockDelay)
 )
+
+// chaosLockDelay is the lock-delay of kindDelay runs.
+const chaosLockDelay = time.Second
 
 type chaosConfig struct {
 	kind     string
@@ -76,7 +81,7 @@ type chaosRun struct {
 	mu           sync.Mutex
 	history      []porcupine.Operation
 	terms        []*term
-	applied      map[string][]fencing.Token // register writes in applied order, per name
+	applied      map[string][]fencing.Token  // register writes in applied order, per name
 	putAt        map[partToken]time.Duration // creations the observer saw
 	deletedAt    map[partToken]time.Duration // deletions the observer saw
 	faults       map[string]int
@@ -98,6 +103,8 @@ type chaosResult struct {
 	doubleGrants, tokenRegressions int
 	overLimit                      int // semaphore holders in a slot outside [0, limit)
 	partialSets                    int // an AcquireAll set whose keys were not all created at its token
+	shortDelays                    int // a holder active sooner than the lock-delay after an unclean end
+	uncleanEnds                    int // unclean ends followed by a holder, in lock-delay runs
 	badReleases                    int
 	earlyDeletes                   int
 	minLead, maxStuck              time.Duration
@@ -106,7 +113,7 @@ type chaosResult struct {
 }
 
 func (r chaosResult) violations() int {
-	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes + r.overLimit + r.partialSets
+	v := r.staleAccepted + r.doubleGrants + r.tokenRegressions + r.badReleases + r.earlyDeletes + r.overLimit + r.partialSets + r.shortDelays
 	if r.check == porcupine.Illegal {
 		v++
 	}
@@ -121,9 +128,9 @@ func (r chaosResult) String() string {
 	if r.minLead >= 0 {
 		lead = r.minLead.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d over-limit=%d partial-sets=%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
+	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d over-limit=%d partial-sets=%d short-delays=%d/%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
 		r.kind, r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
-		r.doubleGrants, r.overLimit, r.partialSets, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
+		r.doubleGrants, r.overLimit, r.partialSets, r.shortDelays, r.uncleanEnds, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
 }
 
 func (c *chaosRun) now() time.Duration { return time.Since(c.t0) }

@@ -37,14 +37,20 @@ func TestFaultSuite(t *testing.T) {
 // controls break the deadline and the fencing for each kind, and take a
 // set's names one at a time.
 func TestFaultSuiteBeyondMutex(t *testing.T) {
-	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti} {
+	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti, kindDelay} {
 		controls := []string{controlNone, controlNoDeadline, controlUnfenced}
-		if kind == kindMulti {
+		switch kind {
+		case kindMulti:
 			controls = append(controls, controlSerialSet)
+		case kindDelay:
+			controls = []string{controlNone, controlNoDelay}
 		}
 		for _, control := range controls {
 			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
 				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
+				if kind == kindDelay {
+					cfg.seed = 22 // its faults end two holders uncleanly, for the check to see
+				}
 				if control != controlNone {
 					cfg.duration = 6 * time.Second // the control's pauses come first
 					if kind != kindMulti {
@@ -89,6 +95,8 @@ func detected(r chaosResult) bool {
 		return r.badReleases > 0
 	case controlSerialSet:
 		return r.partialSets > 0
+	case controlNoDelay:
+		return r.shortDelays > 0
 	}
 	return false
 }
@@ -108,13 +116,15 @@ func TestChaos(t *testing.T) {
 	controls := []string{controlUnfenced, controlNoDeadline, controlReleaseByName}
 	start := time.Now()
 	for i := range runs {
-		kind := []string{kindMutex, kindSemaphore, kindRWLock, kindMulti}[i%4]
+		kind := []string{kindMutex, kindSemaphore, kindRWLock, kindMulti, kindDelay}[i%5]
 		cfg := chaosConfig{kind: kind, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
 		if i%10 == 9 {
 			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
 			switch {
 			case kind == kindMulti && cfg.control == controlReleaseByName:
 				cfg.control, cfg.names = controlSerialSet, []string{"a", "b"}
+			case kind == kindDelay:
+				cfg.control = controlNoDelay
 			case kind != kindMutex && cfg.control == controlReleaseByName:
 				cfg.control = controlNoDeadline
 			}
@@ -139,7 +149,8 @@ type chaosTotals struct {
 	staleAttempted, staleRejected       int
 	staleAccepted, doubleGrants         int
 	tokenRegressions, badReleases       int
-	overLimit, partialSets              int
+	overLimit, partialSets, shortDelays int
+	uncleanEnds                         int
 	kinds                               map[string]int
 	earlyDeletes, hashMismatches        int
 	minLead, maxStuck                   time.Duration
@@ -179,6 +190,8 @@ func (t *chaosTotals) add(r chaosResult) {
 	t.badReleases += r.badReleases
 	t.overLimit += r.overLimit
 	t.partialSets += r.partialSets
+	t.shortDelays += r.shortDelays
+	t.uncleanEnds += r.uncleanEnds
 	t.earlyDeletes += r.earlyDeletes
 	if !r.hashesEqual {
 		t.hashMismatches++
@@ -201,6 +214,7 @@ func (t *chaosTotals) table(took time.Duration) string {
 	row("token regressions", t.tokenRegressions)
 	row("semaphore holders outside the slots", t.overLimit)
 	row("multi-lock names not created at the set's token", t.partialSets)
+	row("holders active sooner than the lock-delay after an unclean end", fmt.Sprintf("%d of %d", t.shortDelays, t.uncleanEnds))
 	row("releases that deleted another holder's key", t.badReleases)
 	row("keys deleted before their holder's deadline", t.earlyDeletes)
 	row("runs with unequal HashKV", t.hashMismatches)

@@ -21,8 +21,12 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 	rng := rand.New(rand.NewPCG(c.cfg.seed, uint64(id)))
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := lock.NewSession(sctx, cli, lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
-			lock.WithPrefix(c.cfg.prefix), lock.WithCleanupTimeout(time.Second))
+		opts := []lock.Option{lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
+			lock.WithPrefix(c.cfg.prefix), lock.WithCleanupTimeout(time.Second)}
+		if c.cfg.kind == kindDelay && c.cfg.control != controlNoDelay {
+			opts = append(opts, lock.WithLockDelay(chaosLockDelay))
+		}
+		s, err := lock.NewSession(sctx, cli, opts...)
 		cancel()
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
@@ -63,7 +67,11 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 			names = append(names, c.cfg.names[i])
 		}
 	}
-	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	wait := 3 * time.Second
+	if c.cfg.kind == kindDelay {
+		wait += 2 * chaosLockDelay // a lost holder's successor waits out its lease, then the delay
+	}
+	actx, cancel := context.WithTimeout(ctx, wait)
 	call := c.now()
 	var l *lock.Lock
 	var err error

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
@@ -148,5 +150,54 @@ func TestCLIRunSeveralNames(t *testing.T) {
 	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "ba") != "" }, "run b a did not start after run a b ended")
 	if r := cli(t, ep, nil, "run", "a", "b", "--try", "--", "true"); r.code != 64 {
 		t.Errorf("several names with --try: exit %d, want 64", r.code)
+	}
+}
+
+// TestCLILockDelay: a run killed with SIGKILL makes the next run wait the
+// lock-delay after its lease expired; a run that exits does not.
+func TestCLILockDelay(t *testing.T) {
+	const delay = 3 * time.Second
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	cl := etcdtest.Client(t, ep)
+	// Clean: the first run exits, the next starts at once.
+	if r := cli(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true"); r.code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	}
+	start := time.Now()
+	if r := cli(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true"); r.code != 0 {
+		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
+	}
+	if took := time.Since(start); took > delay/2 {
+		t.Errorf("a run after a clean one took %v (lock-delay %v)", took, delay)
+	}
+	// Unclean: kill -9 the holder; its lease expires after the TTL.
+	holder := holdingRun(t, ep, dir, "h", "job", "--lock-delay", delay.String(), "--ttl", "2s")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+	pfx := prefixOf(t) + "job/"
+	keys, err := cl.Get(testCtx(t, time.Minute), pfx, clientv3.WithPrefix())
+	if err != nil || len(keys.Kvs) != 1 {
+		t.Fatalf("holder's key: %v %v", keys, err)
+	}
+	gone := cl.Watch(testCtx(t, time.Minute), string(keys.Kvs[0].Key), clientv3.WithFilterPut(), clientv3.WithRev(keys.Header.Revision+1))
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	next := cliCommand(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true")
+	if err := next.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr := <-gone
+	if len(wr.Events) == 0 {
+		t.Fatalf("watch of the holder's key ended: %v", wr.Err())
+	}
+	deleted := time.Now()
+	if err := next.Wait(); err != nil {
+		t.Fatalf("next run: %v", err)
+	}
+	if took := time.Since(deleted); took < delay-100*time.Millisecond {
+		t.Errorf("the next run ended %v after the killed holder's key went, want at least the lock-delay %v", took, delay)
+	}
+	if r := cli(t, ep, nil, "run", "job", "--lock-delay", "1s", "--limit", "2", "--", "true"); r.code != 64 {
+		t.Errorf("--lock-delay with --limit: exit %d, want 64", r.code)
 	}
 }

@@ -25,8 +25,9 @@ type runOptions struct {
 	shell      bool
 	killSignal string
 	killGrace  time.Duration
-	limit      int  // run: --limit
-	shared     bool // run: --shared
+	limit      int           // run: --limit
+	shared     bool          // run: --shared
+	lockDelay  time.Duration // run: --lock-delay
 }
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
@@ -61,6 +62,12 @@ slot 0..N-1 given as ETCDLOCK_SLOT; ETCDLOCK_TOKEN then increases per slot, so
 fence the slot's share of a resource with NAME and ETCDLOCK_SLOT as the key.
 With --shared, NAME is a read-write lock: --shared runs share it, a run without
 --shared holds it alone, in arrival order.
+
+With --lock-delay D, a run that finds the previous holder of NAME ended
+without releasing (it was killed and its lease expired, or it was broken)
+waits D before it starts COMMAND, for that holder's writes still in flight; a
+run that ends normally, is interrupted or whose COMMAND fails releases cleanly
+and costs the next one nothing. Every run of NAME must give it.
 
 With several NAMEs, run holds all of them at once or none (one token for the
 set, written in one transaction, so runs with overlapping sets cannot
@@ -115,6 +122,7 @@ group.`,
 	f := cmd.Flags()
 	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N")
 	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone")
+	f.DurationVar(&o.lockDelay, "lock-delay", 0, "after a holder of NAME ended without releasing (killed, lease expired, broken), wait this long before running COMMAND; every run of NAME must give it")
 	return cmd
 }
 
@@ -126,6 +134,9 @@ func (o *runOptions) acquireOptions() []lock.Option {
 	}
 	if o.shared {
 		opts = append(opts, lock.WithShared())
+	}
+	if o.lockDelay > 0 {
+		opts = append(opts, lock.WithLockDelay(o.lockDelay))
 	}
 	return opts
 }
@@ -189,6 +200,12 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	if o.shared && o.limit > 1 {
 		return 0, usageErr("--shared and --limit cannot be combined")
 	}
+	if o.lockDelay < 0 || o.lockDelay > lock.MaxLockDelay {
+		return 0, usageErr("--lock-delay %v: must be between 0 and %v", o.lockDelay, lock.MaxLockDelay)
+	}
+	if o.lockDelay > 0 && (o.shared || o.limit > 1) {
+		return 0, usageErr("--lock-delay applies to a plain lock, not with --limit or --shared")
+	}
 	return parseSignal(o.killSignal)
 }
 
@@ -200,8 +217,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	name := names[0]
-	if len(names) > 1 && (o.try || o.limit > 1 || o.shared) {
-		return usageErr("several names take neither --try, --limit nor --shared")
+	if len(names) > 1 && (o.try || o.limit > 1 || o.shared || o.lockDelay > 0) {
+		return usageErr("several names take neither --try, --limit, --shared nor --lock-delay")
 	}
 	if o.shell && len(argv) != 1 {
 		return usageErr("--shell takes COMMAND as one string; quote it")

@@ -103,6 +103,11 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 			return nil, s.failAcquire(l, err)
 		}
 	}
+	if l.opts.lockDelay > 0 {
+		if err := s.holdMarker(ctx, l); err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+	}
 	if err := l.activate(); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
@@ -146,7 +151,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 			s.holdSlot(l, fencing.Token(rev))
 			return s.activated(l)
 		}
-		return s.tryAcquired(l, rev)
+		return s.tryAcquired(ctx, l, rev)
 	}
 	var resp *clientv3.TxnResponse
 	for {
@@ -179,12 +184,18 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 		l.finish(StateReleased, ErrReleased)
 		return nil, lockedError(name, holder)
 	}
-	return s.tryAcquired(l, resp.Header.Revision)
+	return s.tryAcquired(ctx, l, resp.Header.Revision)
 }
 
-// tryAcquired activates l, whose key a TryAcquire wrote at rev.
-func (s *Session) tryAcquired(l *Lock, rev int64) (*Lock, error) {
+// tryAcquired activates l, whose key a TryAcquire wrote at rev, after the
+// lock-delay if there is one to wait.
+func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
 	s.watchKey(l, fencing.Token(rev), rev+1)
+	if l.opts.lockDelay > 0 {
+		if err := s.holdMarker(ctx, l); err != nil {
+			return nil, s.failAcquire(l, err)
+		}
+	}
 	return s.activated(l)
 }
 

@@ -199,3 +199,37 @@ func ExampleSession_AcquireAll() {
 	// alice holds [account/1 account/2] with one token: true
 	// then bob holds [account/2 account/1] with a later token: true
 }
+
+// A holder that ends without releasing (here: its session abandoned, as a
+// crashed process's would be) makes the next holder wait the lock-delay.
+func ExampleWithLockDelay() {
+	ctx := context.Background()
+	etcd, err := embedded.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer etcd.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	const delay = 500 * time.Millisecond
+	crashed, _ := lock.NewSession(ctx, cli, lock.WithTTL(2*time.Second), lock.WithLockDelay(delay))
+	if _, err := crashed.Acquire(ctx, "ledger"); err != nil {
+		log.Fatal(err)
+	}
+	crashed.Abandon() // its lease expires in about 2 s
+
+	next, _ := lock.NewSession(ctx, cli, lock.WithLockDelay(delay))
+	defer next.Close(ctx)
+	start := time.Now()
+	l, err := next.Acquire(ctx, "ledger")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("waited for the expiry and the delay:", time.Since(start) > delay)
+	l.Release(ctx) // a clean end: the next holder will not wait
+	// Output: waited for the expiry and the delay: true
+}

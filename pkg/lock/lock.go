@@ -91,6 +91,8 @@ type Lock struct {
 	queueRev  int64
 	slotWatch *watchmux.Watch
 
+	marker string // the lock-delay marker, once being written (see WithLockDelay)
+
 	// more are the names of an AcquireAll after the first (name, key),
 	// with their keys and watches; their keys share token.
 	more []member
@@ -265,6 +267,12 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 		return err
 	}
 	if slotKey == "" {
+		if ops := markerDeletes([]*Lock{l}); len(ops) > 0 {
+			// A clean end: the marker goes in the same transaction.
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
+			_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
+			return err
+		}
 		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
 		return err
 	}

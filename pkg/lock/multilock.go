@@ -49,8 +49,8 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	if ac.shared || ac.semaphore() {
-		return nil, invalid("AcquireAll takes neither WithLimit nor WithShared")
+	if ac.shared || ac.semaphore() || ac.lockDelay > 0 {
+		return nil, invalid("AcquireAll takes neither WithLimit, WithShared nor WithLockDelay")
 	}
 	if len(names) == 0 || len(names) > MaxNames {
 		return nil, fmt.Errorf("%w: AcquireAll of %d names, want 1 to %d", ErrInvalidName, len(names), MaxNames)

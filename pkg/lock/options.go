@@ -155,6 +155,9 @@ func (s *Session) newAcquireConfig(opts []Option) (acquireConfig, error) {
 	if c.acquire.shared && c.acquire.semaphore() {
 		return acquireConfig{}, invalid("WithLimit and WithShared cannot be combined")
 	}
+	if c.acquire.lockDelay > 0 && (c.acquire.shared || c.acquire.semaphore()) {
+		return acquireConfig{}, invalid("WithLockDelay applies to plain locks, not with WithLimit or WithShared")
+	}
 	return c.acquire, nil
 }
 

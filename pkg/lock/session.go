@@ -249,8 +249,21 @@ func (s *Session) Err() error {
 // error, if any; the lease then expires on its own. Calling Close again, or
 // after a loss, is safe: it only retries the revoke.
 func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	held := make([]*Lock, 0, len(s.claims))
+	for _, l := range s.claims {
+		held = append(held, l)
+	}
+	s.mu.Unlock()
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
+	// A clean end: the lock-delay markers go before the keys (see
+	// WithLockDelay). Should this fail, the next holder waits the delay.
+	if ops := markerDeletes(held); len(ops) > 0 {
+		if _, err := s.client.Txn(ctx).Then(ops...).Commit(); err != nil {
+			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
+		}
+	}
 	_, err := s.client.Revoke(ctx, s.lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("lock: revoke lease: %w", err)

@@ -1,0 +1,133 @@
+package lock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// deletedAt watches key and returns a channel that receives when it is
+// deleted, as seen by the test.
+func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 1)
+	wch := cli.Watch(testCtx(t), key, clientv3.WithFilterPut())
+	go func() {
+		for wr := range wch {
+			if len(wr.Events) > 0 {
+				ch <- time.Now()
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// TestLockDelayAfterAnUncleanEnd: a holder whose session is abandoned (its
+// lease then expires) or whose lock is broken makes the next holder wait
+// the delay after the key went; a released or closed one does not.
+func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
+	const delay = 2 * time.Second
+	for _, end := range []string{"abandon", "break", "release", "close"} {
+		t.Run(end, func(t *testing.T) {
+			ctx, cli := testCtx(t), client(t)
+			s1 := newSession(t, cli, lock.WithLockDelay(delay), lock.WithTTL(2*time.Second))
+			l1, err := s1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone := deletedAt(t, cli, l1.Key())
+			s2 := newSession(t, cli, lock.WithLockDelay(delay))
+			w := queueWaiter(t, ctx, s2, "job", 2)
+			switch end {
+			case "abandon":
+				s1.Abandon()
+			case "break":
+				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
+					t.Fatal(err)
+				}
+			case "release":
+				if err := l1.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case "close":
+				if err := s1.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var at time.Time
+			select {
+			case at = <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first holder's key never went")
+			}
+			l2 := mustReceive(t, w, "the first holder ended")
+			took := time.Since(at)
+			clean := end == "release" || end == "close"
+			switch {
+			case !clean && took < delay-100*time.Millisecond:
+				t.Errorf("after %s the next holder was active %v after the key went, want at least the lock-delay %v", end, took, delay)
+			case clean && took > delay/2:
+				t.Errorf("after a clean %s the next holder waited %v (lock-delay %v)", end, took, delay)
+			}
+			// The next holder removed the orphan marker; its own goes
+			// with its Release.
+			if err := l2.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+				t.Errorf("keys after the second holder released: %v", keys)
+			}
+		})
+	}
+}
+
+// TestLockDelayAppliesToTryAcquireAndOwnLoss: TryAcquire waits the delay
+// out, and a session's own earlier acquisition lost uncleanly counts.
+func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
+	const delay = 1500 * time.Millisecond
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli, lock.WithLockDelay(delay))
+	l, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond) // the key's watch starts 100 ms after the acquisition
+	if _, err := cli.Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	start := time.Now()
+	l2, err := s.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("TryAcquire after the session's own lock was lost took %v, want the lock-delay %v", took, delay)
+	}
+	_ = l2.Release(ctx)
+}
+
+func TestLockDelayOptions(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	if err := lock.ValidateSessionOptions(lock.WithLockDelay(-time.Second)); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("negative lock-delay = %v, want ErrInvalidOption", err)
+	}
+	s := newSession(t, cli, lock.WithLockDelay(time.Second))
+	for _, o := range []lock.Option{lock.WithLimit(2), lock.WithShared()} {
+		if _, err := s.Acquire(ctx, "x", o); !errors.Is(err, lock.ErrInvalidOption) {
+			t.Errorf("lock-delay with %s = %v, want ErrInvalidOption", lock.OptionName(o), err)
+		}
+	}
+	if _, err := s.AcquireAll(ctx, []string{"x", "y"}); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("AcquireAll on a session with a lock-delay = %v, want ErrInvalidOption", err)
+	}
+	// Off for one acquisition.
+	if _, err := s.Acquire(ctx, "x", lock.WithLimit(2), lock.WithLockDelay(0)); err != nil {
+		t.Errorf("semaphore with the session's lock-delay turned off: %v", err)
+	}
+}
