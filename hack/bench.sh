@@ -23,7 +23,7 @@ if [[ -z ${ETCDLOCK_TEST_POSTGRES_DSN:-} ]]; then
 fi
 
 # Per-operation benchmarks, repeated so benchstat can compare them.
-go test -run '^$' -bench "${BENCH:-Uncontended|Handoff|Throughput|WithFence|Semaphore|RWLock|AcquireAll|LockDelay}" -benchmem -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" ./pkg/lock ./fencing/...
+go test -run '^$' -bench "${BENCH:-Uncontended|Handoff|Throughput|WithFence}" -benchmem -benchtime "${BENCHTIME:-1s}" -count "${BENCHCOUNT:-5}" ./pkg/lock ./fencing/...
 # One-shot measurements: loss lead time (20 trials), then memory per held
 # lock against an etcd in another process, so that only the client's heap
 # is counted.

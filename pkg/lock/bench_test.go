@@ -42,10 +42,7 @@ func BenchmarkUncontended(b *testing.B) {
 	defer cli.Revoke(ctx, lease.ID)
 	const floorKey = "/bench/floor/x"
 
-	impls := []struct {
-		name  string
-		cycle func() error
-	}{
+	impls := []benchImpl{
 		{"etcdlock", func() error {
 			l, err := s.Acquire(ctx, "x")
 			if err != nil {
@@ -70,6 +67,20 @@ func BenchmarkUncontended(b *testing.B) {
 			return err
 		}},
 	}
+	med := benchRotating(b, impls)
+	b.ReportMetric(med[0]/med[1], "x-mutex")
+	b.ReportMetric(med[0]/med[2], "x-floor")
+}
+
+// benchImpl is one implementation's acquire+release cycle.
+type benchImpl struct {
+	name  string
+	cycle func() error
+}
+
+// benchRotating runs impls in turn, cycle by cycle in a rotating order, and
+// reports and returns each one's median cycle in ns.
+func benchRotating(b *testing.B, impls []benchImpl) []float64 {
 	times := make([][]time.Duration, len(impls))
 	round := 0
 	for b.Loop() {
@@ -89,6 +100,93 @@ func BenchmarkUncontended(b *testing.B) {
 		med[i] = float64(times[i][len(times[i])/2].Nanoseconds())
 		b.ReportMetric(med[i], impl.name+"-ns/cycle")
 	}
-	b.ReportMetric(med[0]/med[1], "x-mutex")
-	b.ReportMetric(med[0]/med[2], "x-floor")
+	return med
+}
+
+// BenchmarkUncontendedBeyond measures one uncontended acquire+release
+// cycle of each primitive beyond the mutex, beside the plain lock and
+// concurrency.Mutex, taking turns as BenchmarkUncontended does: a
+// semaphore (limit 4), a reader, a lock with a lock-delay, AcquireAll of
+// three names beside three Acquire calls and three concurrency.Mutex.
+func BenchmarkUncontendedBeyond(b *testing.B) {
+	ctx := context.Background()
+	cli := etcdtest.Client(b, cluster.Endpoints()...)
+	session := func(opts ...lock.Option) *lock.Session {
+		s, err := lock.NewSession(ctx, cli, append([]lock.Option{lock.WithPrefix("/bench/beyond/")}, opts...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close(ctx) })
+		return s
+	}
+	s, sd := session(), session(lock.WithLockDelay(time.Second))
+	cs, err := concurrency.NewSession(cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	mutexes := []*concurrency.Mutex{concurrency.NewMutex(cs, "/bench/beyond-mutex/a"), concurrency.NewMutex(cs, "/bench/beyond-mutex/b"), concurrency.NewMutex(cs, "/bench/beyond-mutex/c")}
+	one := func(s *lock.Session, name string, opts ...lock.Option) func() error {
+		return func() error {
+			l, err := s.Acquire(ctx, name, opts...)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}
+	}
+	impls := []benchImpl{
+		{"lock", one(s, "x")},
+		{"mutex", func() error {
+			if err := mutexes[0].Lock(ctx); err != nil {
+				return err
+			}
+			return mutexes[0].Unlock(ctx)
+		}},
+		{"semaphore", one(s, "sem", lock.WithLimit(4))},
+		{"reader", one(s, "rw", lock.WithShared())},
+		{"lockdelay", one(sd, "ld")},
+		{"acquireall3", func() error {
+			l, err := s.AcquireAll(ctx, []string{"a", "b", "c"})
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}},
+		{"lock3", func() error {
+			var ls []*lock.Lock
+			for _, n := range []string{"d", "e", "f"} {
+				l, err := s.Acquire(ctx, n)
+				if err != nil {
+					return err
+				}
+				ls = append(ls, l)
+			}
+			for _, l := range ls {
+				if err := l.Release(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"mutex3", func() error {
+			for _, m := range mutexes {
+				if err := m.Lock(ctx); err != nil {
+					return err
+				}
+			}
+			for _, m := range mutexes {
+				if err := m.Unlock(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	med := benchRotating(b, impls)
+	for i, name := range []string{"semaphore", "reader", "lockdelay"} {
+		b.ReportMetric(med[2+i]/med[0], name+"-x-lock")
+	}
+	b.ReportMetric(med[5]/med[6], "acquireall3-x-lock3")
+	b.ReportMetric(med[5]/med[7], "acquireall3-x-mutex3")
 }
