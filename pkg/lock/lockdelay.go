@@ -50,7 +50,9 @@ func WithLockDelay(d time.Duration) Option {
 // markersPrefix is the prefix of name's lock-delay markers: like
 // slotsPrefix, outside every name's contender range and not a name to
 // List.
-func markersPrefix(prefix, name string) string { return prefix + escapeName(name) + markerSegment + "/" }
+func markersPrefix(prefix, name string) string {
+	return prefix + escapeName(name) + markerSegment + "/"
+}
 
 const markerSegment = "%held"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -148,6 +149,21 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 		slots.Header = resp.Header
 		return nil
 	}
+	// rewatch drops a watch etcd ended (no leader, compaction) and paces
+	// the next, so that an unavailable etcd is not asked in a tight loop.
+	rewatch := func() error {
+		wch = nil
+		t := time.NewTimer(100 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-l.ctx.Done():
+			return context.Cause(l.ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for {
 		if wch == nil {
 			cancel()
@@ -158,8 +174,7 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 			select {
 			case wr, ok := <-wch:
 				if !ok || wr.Canceled || wr.Err() != nil {
-					wch = nil
-					if err := ctx.Err(); err != nil {
+					if err := rewatch(); err != nil {
 						return nil, err
 					}
 					continue
@@ -179,8 +194,7 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 		select {
 		case wr, ok := <-wch:
 			if !ok || wr.Canceled || wr.Err() != nil {
-				wch = nil
-				if err := ctx.Err(); err != nil {
+				if err := rewatch(); err != nil {
 					return nil, err
 				}
 				continue
