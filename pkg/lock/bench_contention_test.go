@@ -213,10 +213,12 @@ func benchHandoff(b *testing.B, impl string, n int) {
 }
 
 // BenchmarkThroughput: G goroutines acquire and release over K names, next
-// to the same concurrency of raw Txn puts and deletes (the floor).
+// to concurrency.Mutex at the same concurrency and names (one session per
+// goroutine, as for etcdlock) and the same concurrency of raw Txn puts and
+// deletes (the floor).
 func BenchmarkThroughput(b *testing.B) {
 	for _, gk := range [][2]int{{64, 64}, {256, 1024}} {
-		for _, impl := range []string{"etcdlock", "raw"} {
+		for _, impl := range []string{"etcdlock", "mutex", "raw"} {
 			b.Run(fmt.Sprintf("G=%d/K=%d/impl=%s", gk[0], gk[1], impl), func(b *testing.B) {
 				benchThroughput(b, impl, gk[0], gk[1])
 			})
@@ -243,7 +245,9 @@ func benchThroughput(b *testing.B, impl string, g, k int) {
 	}
 	// Sessions are set up before the clock starts, as the raw lease is.
 	sessions := make([]*lock.Session, g)
-	if impl == "etcdlock" {
+	mutexSessions := make([]*concurrency.Session, g)
+	switch impl {
+	case "etcdlock":
 		for i := range sessions {
 			s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 			if err != nil {
@@ -251,6 +255,15 @@ func benchThroughput(b *testing.B, impl string, g, k int) {
 			}
 			defer s.Close(ctx)
 			sessions[i] = s
+		}
+	case "mutex":
+		for i := range mutexSessions {
+			s, err := concurrency.NewSession(cli)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			mutexSessions[i] = s
 		}
 	}
 	var wg sync.WaitGroup
@@ -273,6 +286,18 @@ func benchThroughput(b *testing.B, impl string, g, k int) {
 						return
 					}
 					if err := l.Release(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					continue
+				}
+				if ms := mutexSessions[i]; ms != nil {
+					m := concurrency.NewMutex(ms, pfx+name)
+					if err := m.Lock(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := m.Unlock(ctx); err != nil {
 						b.Error(err)
 						return
 					}
