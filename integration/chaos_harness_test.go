@@ -228,6 +228,14 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 			continue
 		}
 		switch k := rng.IntN(12); {
+		case cfg.kind == kindDelay && cfg.control == controlNone && step == 0:
+			// A lock-delay run needs unclean ends to check: one worker
+			// pauses at its next turn holding the lock, past its lease.
+			select {
+			case paused[rng.IntN(cfg.workers)] <- cfg.ttl + time.Duration(2000+rng.IntN(1000))*time.Millisecond:
+				c.fault("pause")
+			default:
+			}
 		case cfg.control != controlNone && step == 0:
 			// A control must meet the hazard it is built to mishandle:
 			// every worker pauses, at its next turn holding the lock, for

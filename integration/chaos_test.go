@@ -118,6 +118,9 @@ func TestChaos(t *testing.T) {
 	for i := range runs {
 		kind := []string{kindMutex, kindSemaphore, kindRWLock, kindMulti, kindDelay}[i%5]
 		cfg := chaosConfig{kind: kind, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
+		if kind == kindDelay {
+			cfg.duration = 8 * time.Second // room for an expiry and a delay after it
+		}
 		if i%10 == 9 {
 			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
 			switch {

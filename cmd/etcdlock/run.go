@@ -282,7 +282,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	name := names[0]
 	if o.try {
-		rctx, cancel := g.requestCtx(ctx)
+		// A --try waits for no holder, but does wait out a lock-delay.
+		rctx, cancel := context.WithTimeout(ctx, g.commandTimeout+o.lockDelay)
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		if err != nil {

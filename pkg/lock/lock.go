@@ -92,6 +92,10 @@ type Lock struct {
 	slotWatch *watchmux.Watch
 
 	marker string // the lock-delay marker, once being written (see WithLockDelay)
+	// clean is set when the lock ends cleanly — released by Release,
+	// Close or a failed acquisition, not lost or abandoned — which alone
+	// may delete its marker.
+	clean bool
 
 	// more are the names of an AcquireAll after the first (name, key),
 	// with their keys and watches; their keys share token.
@@ -179,11 +183,16 @@ func (l *Lock) Err() error {
 // session. A non-nil error means the delete may not have happened; the key
 // then goes away when the session next acquires the name (the new Acquire
 // replaces it, with a new token), when the session closes, or when the
-// lease expires.
+// lease expires. After Session.Abandon, Release deletes nothing: the keys
+// stay until the lease expires, as Abandon promises.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
+	if l.s.abandoned.Load() {
+		return nil // the keys stay until the lease expires, as Abandon promises
+	}
 	if err := l.deleteKeys(ctx); err != nil {
+		l.s.keepForClose(l)
 		return fmt.Errorf("lock: release %q: %w", l.name, err)
 	}
 	l.s.log.Debug("released", zap.String("name", l.name), zap.Stringer("token", l.token))
@@ -196,6 +205,9 @@ func (l *Lock) finish(state State, err error) bool {
 	if l.state == StateLost || l.state == StateReleased {
 		l.mu.Unlock()
 		return false
+	}
+	if state == StateReleased && !l.s.abandoned.Load() {
+		l.clean = true
 	}
 	m := l.s.cfg.metrics
 	if l.state == stateAcquiring {

@@ -24,19 +24,28 @@ const MaxLockDelay = time.Hour
 // Every holder writes a marker key for the name when it becomes ACTIVE,
 // without a lease, and deletes it in the same transaction as its own key
 // when it releases (Close deletes its locks' markers before it revokes
-// the lease). The next contender to become eligible reads the markers in
+// the lease) — only while that key still exists: a Release or Close after
+// the key was deleted or expired leaves the marker, and so does a lock
+// lost by its deadline, and a Release after Abandon deletes nothing. The next contender to become eligible reads the markers in
 // the transaction that writes its own: a marker other than its own is an
 // unclean end. It waits d from that read (not from the end, which it
 // cannot know: the delay is never shorter than d from the end), deletes
-// those markers, and becomes ACTIVE. TryAcquire waits out the delay too.
+// those markers, and becomes ACTIVE. The delay runs on etcd's clock, as a
+// key with a lease of d (whole seconds, at least etcd's minimum TTL:
+// about 2 s by default) written by the first contender to find the
+// unclean end; a contender that gives up meanwhile and the next to try
+// wait for that same key, so the delay starts once. TryAcquire waits the
+// delay out too, within its ctx.
 // A marker whose Release or Close failed to delete it counts as unclean:
 // the only cost of a doubt is a delay.
 //
 // Every contender of a name must use it: a holder without it writes no
 // marker. It applies to plain locks (Acquire, TryAcquire); with WithLimit,
-// WithShared or AcquireAll it fails with ErrInvalidOption. For NewSession
-// (a default for the session's plain locks) and for Acquire and
-// TryAcquire; d must be between 0 and MaxLockDelay.
+// WithShared or AcquireAll it fails with ErrInvalidOption — also when it
+// comes from the session's default (give WithLockDelay(0) to such an
+// acquisition). For NewSession (the default of the session's
+// acquisitions) and for Acquire and TryAcquire; d must be between 0 and
+// MaxLockDelay.
 func WithLockDelay(d time.Duration) Option {
 	return option{"WithLockDelay", atSession | atAcquire, func(c *config) error {
 		if d < 0 || d > MaxLockDelay {
@@ -90,17 +99,10 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	if len(deletes) == 0 {
 		return nil
 	}
-	d := l.opts.lockDelay
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
-		zap.String("name", l.name), zap.Duration("lock-delay", d), zap.Int("markers", len(deletes)))
-	t := s.cfg.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-	case <-l.ctx.Done():
-		return context.Cause(l.ctx)
-	case <-ctx.Done():
-		return ctx.Err()
+		zap.String("name", l.name), zap.Duration("lock-delay", l.opts.lockDelay), zap.Int("markers", len(deletes)))
+	if err := s.waitDelay(ctx, l); err != nil {
+		return err
 	}
 	for len(deletes) > 0 {
 		n := min(len(deletes), 64)
@@ -112,17 +114,90 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	return nil
 }
 
-// markerDeletes are the operations that delete the markers of ls, each
-// only if it still holds the record its own acquisition wrote.
+// waitDelay waits out the lock-delay of l's name: until its delay key,
+// written with a lease of the delay's length by the first contender that
+// found the unclean end, expires. The clock is etcd's, and it starts once:
+// a contender that gives up during the wait (its ctx ended) and the next
+// one to try wait for the same key, not for a new delay each.
+func (s *Session) waitDelay(ctx context.Context, l *Lock) error {
+	key := s.cfg.prefix + escapeName(l.name) + delaySegment
+	get, err := s.client.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if len(get.Kvs) == 0 {
+		// etcd counts in whole seconds and raises a TTL below its minimum:
+		// the delay is never shorter than asked.
+		ttl := int64((l.opts.lockDelay + time.Second - 1) / time.Second)
+		g, err := s.client.Grant(ctx, ttl)
+		if err != nil {
+			return err
+		}
+		put, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, l.value, clientv3.WithLease(g.ID))).
+			Commit()
+		if err != nil {
+			return err
+		}
+		if !put.Succeeded { // another contender started the delay meanwhile
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.cleanupTimeout)
+			_, _ = s.client.Revoke(rctx, g.ID)
+			cancel()
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for {
+		// The key may be gone already: read, then watch from the read.
+		get, err := s.client.Get(wctx, key)
+		if err != nil {
+			return err
+		}
+		if len(get.Kvs) == 0 {
+			return nil
+		}
+		wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(get.Header.Revision+1), clientv3.WithFilterPut())
+	watch:
+		for {
+			select {
+			case wr, ok := <-wch:
+				if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
+					break watch
+				}
+			case <-l.ctx.Done():
+				return context.Cause(l.ctx)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+const delaySegment = "%delay"
+
+// markerDeletes are the operations that delete the markers of the locks
+// in ls that ended cleanly (see Lock.clean), each only if it still holds
+// the record its own acquisition wrote and only while the lock's key still
+// exists with its token: a key already gone (deleted by someone else, or
+// expired) was an unclean end, whose marker must stay for the next holder.
+// A transaction must run them before it deletes the keys.
 func markerDeletes(ls []*Lock) []clientv3.Op {
 	var ops []clientv3.Op
 	for _, l := range ls {
 		l.mu.Lock()
-		marker := l.marker
+		marker, clean := l.marker, l.clean
 		l.mu.Unlock()
-		if marker != "" {
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(marker), "=", l.value)},
-				[]clientv3.Op{clientv3.OpDelete(marker)}, nil))
+		if marker != "" && clean {
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{
+				clientv3.Compare(clientv3.Value(marker), "=", l.value),
+				clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token)),
+			}, []clientv3.Op{clientv3.OpDelete(marker)}, nil))
 		}
 	}
 	return ops

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -63,6 +64,25 @@ type Session struct {
 	seq      uint64 // acquisitions so far (Record.Seq)
 	strays   []stray
 	sweepNow chan struct{} // wakes the renewal loop to sweep strays at once
+	// abandoned is set by Abandon: its locks' keys must stay until the
+	// lease expires, and no later Release deletes them.
+	abandoned atomic.Bool
+	// unreleased are locks with a lock-delay marker whose Release failed,
+	// for Close to delete their markers (guarded by mu).
+	unreleased []*Lock
+}
+
+// keepForClose remembers l, whose Release failed, for Close.
+func (s *Session) keepForClose(l *Lock) {
+	l.mu.Lock()
+	marker := l.marker
+	l.mu.Unlock()
+	if marker == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreleased = append(s.unreleased, l)
 }
 
 // stray is the key of a failed acquisition whose put may still land after
@@ -250,7 +270,7 @@ func (s *Session) Err() error {
 // after a loss, is safe: it only retries the revoke.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
-	held := make([]*Lock, 0, len(s.claims))
+	held := append([]*Lock(nil), s.unreleased...)
 	for _, l := range s.claims {
 		held = append(held, l)
 	}
@@ -277,6 +297,7 @@ func (s *Session) Close(ctx context.Context) error {
 // Use it when a successor must not take over early; Close is the usual way
 // to end a session. Close may still be called afterwards to revoke.
 func (s *Session) Abandon() {
+	s.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
 }

@@ -1,0 +1,199 @@
+package lock_test
+
+// Attacks on WithLockDelay written by an outside review: each test states
+// the claim it checks.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+const reviewDelay = 1500 * time.Millisecond
+
+// reviewMarkers lists the lock-delay markers of name under the test's prefix.
+func reviewMarkers(t *testing.T, name string) []string {
+	t.Helper()
+	var ms []string
+	for _, k := range keysUnder(t, client(t), prefix(t)) {
+		if strings.Contains(k, "%held/") {
+			ms = append(ms, k)
+		}
+	}
+	return ms
+}
+
+// reviewNextHolderWaits acquires name on a fresh session with the delay and
+// fails t unless it became active at least reviewDelay after gone.
+func reviewNextHolderWaits(t *testing.T, s *lock.Session, name string, gone time.Time, end string) {
+	t.Helper()
+	ctx := testCtx(t)
+	l2, err := s.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if took := time.Since(gone); took < reviewDelay-100*time.Millisecond {
+		t.Errorf("after %s the next holder was ACTIVE %v after the previous holder's key was deleted, want >= lock-delay %v", end, took, reviewDelay)
+	}
+}
+
+// TestLockDelayReviewReleaseAfterUncleanEndErasesMarker: a holder whose end was
+// unclean (its key deleted by an operator, Break, its session abandoned)
+// and that then calls Release — the usual `defer l.Release(ctx)` — must
+// not delete its marker: the next holder still waits.
+func TestLockDelayReviewReleaseAfterUncleanEndErasesMarker(t *testing.T) {
+	for _, end := range []string{"operator-delete", "break", "abandon"} {
+		t.Run(end, func(t *testing.T) {
+			ctx, cli := testCtx(t), client(t)
+			s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+			l1, err := s1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(150 * time.Millisecond) // past ownWatchDelay
+			gone := deletedAt(t, cli, l1.Key())
+			switch end {
+			case "operator-delete":
+				if _, err := cli.Delete(ctx, l1.Key()); err != nil {
+					t.Fatal(err)
+				}
+				waitLost(t, l1, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+			case "break":
+				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
+					t.Fatal(err)
+				}
+				waitLost(t, l1, nil, 5*time.Second, "it was broken")
+			case "abandon":
+				s1.Abandon()
+			}
+			// The stale holder notices and releases, as any defer does.
+			if err := l1.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ms := reviewMarkers(t, "job"); len(ms) == 0 {
+				t.Errorf("after an unclean end (%s) and a Release of the dead lock, no marker is left", end)
+			}
+			var at time.Time
+			select {
+			case at = <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the key never went")
+			}
+			s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+			reviewNextHolderWaits(t, s2, "job", at, end+" then Release")
+		})
+	}
+}
+
+// TestLockDelayReviewOwnLossReleasedThenReacquired: "a session's own earlier
+// acquisition lost uncleanly counts", even when the lost Lock was
+// Released first.
+func TestLockDelayReviewOwnLossReleasedThenReacquired(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	l, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	gone := time.Now()
+	if _, err := cli.Delete(ctx, l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	_ = l.Release(ctx)
+	reviewNextHolderWaits(t, s, "job", gone, "own loss then Release")
+}
+
+// TestLockDelayReviewCloseAfterKeyDeletedErasesMarker: a key deleted by an
+// operator (or Break) just before Close, before the session's watch saw
+// it, is an unclean end: Close must leave its marker.
+func TestLockDelayReviewCloseAfterKeyDeletedErasesMarker(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	// Within ownWatchDelay of the acquisition: the loss is not seen yet.
+	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	reviewNextHolderWaits(t, s2, "job", gone, "key deleted then Close")
+}
+
+// TestLockDelayReviewTryAcquireWithRequestTimeout: TryAcquire waits the delay on
+// its ctx; tries with a ctx shorter than the delay must still get the
+// name once the delay, started by the first of them, has passed — not
+// restart it at every try and fail forever.
+func TestLockDelayReviewTryAcquireWithRequestTimeout(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l1, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	const requestTimeout = 500 * time.Millisecond // stands for --command-timeout
+	for i := range 4 {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		l2, err := s2.TryAcquire(rctx, "job")
+		cancel()
+		if err == nil {
+			_ = l2.Release(ctx)
+			return
+		}
+		t.Logf("try %d: %v (markers %v)", i, err, reviewMarkers(t, "job"))
+		time.Sleep(reviewDelay)
+	}
+	t.Errorf("TryAcquire with a request timeout below the lock-delay never succeeds on a free name, long after the unclean end")
+}
+
+// TestLockDelayReviewFailedReleaseThenCloseCostsDelay: a clean end must not be
+// taken for an unclean one: Release fails (ctx already done: a common
+// `defer l.Release(reqCtx)`), then Close succeeds; Close deletes the
+// marker too, and the next holder does not wait.
+func TestLockDelayReviewFailedReleaseThenCloseCostsDelay(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l1.Release(dead); err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Release on a canceled ctx = %v", err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ms := reviewMarkers(t, "job"); len(ms) != 0 {
+		t.Errorf("markers left after Release (failed) and a successful Close: %v", ms)
+	}
+	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	start := time.Now()
+	l2, err := s2.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if took := time.Since(start); took > reviewDelay/2 {
+		t.Errorf("after a clean Close the next holder waited %v", took)
+	}
+}
