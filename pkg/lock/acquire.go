@@ -116,8 +116,9 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 }
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
-// trip (more for a reader, a semaphore or a lock-delay: see their options), and otherwise returns a *LockedError (wrapping ErrLocked) naming the
-// current holder, leaving no key behind. Like Acquire it never adopts an
+// trip (more for a reader, a semaphore or a lock-delay: see their
+// options), and otherwise returns a *LockedError (wrapping ErrLocked)
+// naming the current holder, leaving no key behind. Like Acquire it never adopts an
 // existing key (a leftover of this session's earlier acquisition of name is
 // removed and, if the name is then free, replaced by a fresh key), and it
 // returns ErrAlreadyClaimed while the session already claims name.
