@@ -103,9 +103,8 @@ func detected(r chaosResult) bool {
 
 // TestChaos is `make chaos`: CHAOS_RUNS randomized runs from CHAOS_SEED on
 // one 3-member cluster, cycling through a mutex, a semaphore of limit 2,
-// a read-write lock and AcquireAll; every tenth run is a negative control
-// (cycling through the three, release-by-name for mutexes only, taking a
-// set's names one at a time for AcquireAll). It ends with a
+// a read-write lock, AcquireAll and a lock-delay; every tenth run is a
+// negative control (cycling through chaosControls). It ends with a
 // totals table.
 func TestChaos(t *testing.T) {
 	runs, seed := longRuns(t, "CHAOS")
@@ -113,24 +112,20 @@ func TestChaos(t *testing.T) {
 	c := chaosCluster(t)
 	var tot chaosTotals
 	tot.faults = map[string]int{}
-	controls := []string{controlUnfenced, controlNoDeadline, controlReleaseByName}
 	start := time.Now()
 	for i := range runs {
 		kind := []string{kindMutex, kindSemaphore, kindRWLock, kindMulti, kindDelay}[i%5]
-		cfg := chaosConfig{kind: kind, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
+		var control string
+		if i%10 == 9 {
+			pair := chaosControls[(i/10)%len(chaosControls)]
+			kind, control = pair[0], pair[1]
+		}
+		cfg := chaosConfig{kind: kind, control: control, limit: 2, cluster: c, seed: seed + uint64(i), workers: 4, names: []string{"a", "b"}, duration: 4 * time.Second, ttl: 2 * time.Second}
 		if kind == kindDelay {
 			cfg.duration = 8 * time.Second // room for an expiry and a delay after it
 		}
-		if i%10 == 9 {
-			cfg.control, cfg.names = controls[(i/10)%len(controls)], []string{"a"}
-			switch {
-			case kind == kindMulti && cfg.control == controlReleaseByName:
-				cfg.control, cfg.names = controlSerialSet, []string{"a", "b"}
-			case kind == kindDelay:
-				cfg.control = controlNoDelay
-			case kind != kindMutex && cfg.control == controlReleaseByName:
-				cfg.control = controlNoDeadline
-			}
+		if control != controlNone && kind != kindMulti {
+			cfg.names = []string{"a"}
 		}
 		r := runChaos(t, cfg)
 		fmt.Printf("run %d/%d %v\n", i+1, runs, r)
@@ -143,6 +138,15 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	fmt.Print(tot.table(time.Since(start)))
+}
+
+// chaosControls are the kinds and controls of make chaos's control runs,
+// in turn: every control of every kind.
+var chaosControls = [][2]string{
+	{kindMutex, controlUnfenced}, {kindSemaphore, controlNoDeadline}, {kindRWLock, controlUnfenced},
+	{kindMulti, controlSerialSet}, {kindDelay, controlNoDelay}, {kindMutex, controlNoDeadline},
+	{kindSemaphore, controlUnfenced}, {kindRWLock, controlNoDeadline}, {kindMulti, controlUnfenced},
+	{kindMutex, controlReleaseByName}, {kindMulti, controlNoDeadline},
 }
 
 type chaosTotals struct {
