@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint bench chaos tidy-check clean
+.PHONY: all build test demo lint bench bench-scale chaos tidy-check clean
 
 all: lint build test
 
@@ -45,6 +45,11 @@ tidy-check:
 ## bench: benchmarks, each comparing contenders side by side in one run.
 bench:
 	BENCHTIME=$(BENCHTIME) BENCHCOUNT=$(BENCHCOUNT) hack/bench.sh
+
+## bench-scale: benchmarks against a 3-member etcd cluster of separate
+## processes (so far: throughput beside concurrency.Mutex and raw writes).
+bench-scale:
+	hack/bench-scale.sh
 
 clean:
 	rm -rf bin

@@ -212,10 +212,21 @@ func benchHandoff(b *testing.B, impl string, n int) {
 	}
 }
 
+// benchEndpoints are ETCDLOCK_BENCH_ENDPOINTS (comma-separated: an etcd in
+// other processes, as make bench and make bench-scale start), else the
+// embedded etcd of this process.
+func benchEndpoints() []string {
+	if env := os.Getenv("ETCDLOCK_BENCH_ENDPOINTS"); env != "" {
+		return strings.Split(env, ",")
+	}
+	return cluster.Endpoints()
+}
+
 // BenchmarkThroughput: G goroutines acquire and release over K names, next
 // to concurrency.Mutex at the same concurrency and names (one session per
 // goroutine, as for etcdlock) and the same concurrency of raw Txn puts and
-// deletes (the floor).
+// deletes (the floor). With ETCDLOCK_BENCH_ENDPOINTS it runs against that
+// etcd (make bench-scale: a 3-member cluster of separate processes).
 func BenchmarkThroughput(b *testing.B) {
 	for _, gk := range [][2]int{{64, 64}, {256, 1024}} {
 		for _, impl := range []string{"etcdlock", "mutex", "raw"} {
@@ -228,7 +239,7 @@ func BenchmarkThroughput(b *testing.B) {
 
 func benchThroughput(b *testing.B, impl string, g, k int) {
 	ctx := context.Background()
-	cli := etcdtest.Client(b, cluster.Endpoints()...)
+	cli := etcdtest.Client(b, benchEndpoints()...)
 	pfx := fmt.Sprintf("/bench/tp/%s/%d/", impl, time.Now().UnixNano())
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
@@ -330,10 +341,8 @@ func benchThroughput(b *testing.B, impl string, g, k int) {
 // per watch.
 func BenchmarkMemoryPerLock(b *testing.B) {
 	const locks = 10000
-	eps := cluster.Endpoints()
-	if env := os.Getenv("ETCDLOCK_BENCH_ENDPOINTS"); env != "" {
-		eps = strings.Split(env, ",")
-	} else {
+	eps := benchEndpoints()
+	if os.Getenv("ETCDLOCK_BENCH_ENDPOINTS") == "" {
 		b.Log("etcd runs in this process: heap-B/lock includes the server's share")
 	}
 	for _, impl := range []string{"etcdlock", "mutex"} {
