@@ -108,11 +108,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 			return nil, s.failAcquire(l, err)
 		}
 	}
-	if err := l.activate(); err != nil {
-		return nil, s.failAcquire(l, err)
-	}
-	s.log.Debug("acquired", zap.String("name", name), zap.Stringer("token", l.token))
-	return l, nil
+	return s.activated(l)
 }
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
@@ -205,7 +201,11 @@ func (s *Session) activated(l *Lock) (*Lock, error) {
 	if err := l.activate(); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	s.log.Debug("acquired", zap.String("name", l.name), zap.Stringer("token", l.token))
+	fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.token)}
+	if len(l.more) > 0 {
+		fields = append(fields, zap.Strings("names", l.Names()))
+	}
+	s.log.Debug("acquired", fields...)
 	return l, nil
 }
 

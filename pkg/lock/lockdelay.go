@@ -128,8 +128,7 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock) error {
 	if len(get.Kvs) == 0 {
 		// etcd counts in whole seconds and raises a TTL below its minimum:
 		// the delay is never shorter than asked.
-		ttl := int64((l.opts.lockDelay + time.Second - 1) / time.Second)
-		g, err := s.client.Grant(ctx, ttl)
+		g, err := s.client.Grant(ctx, ttlSeconds(l.opts.lockDelay))
 		if err != nil {
 			return err
 		}
@@ -146,30 +145,17 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock) error {
 			cancel()
 		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	for {
 		// The key may be gone already: read, then watch from the read.
-		get, err := s.client.Get(wctx, key)
+		get, err := s.client.Get(ctx, key)
 		if err != nil {
 			return err
 		}
 		if len(get.Kvs) == 0 {
 			return nil
 		}
-		wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, clientv3.WithRev(get.Header.Revision+1), clientv3.WithFilterPut())
-	watch:
-		for {
-			select {
-			case wr, ok := <-wch:
-				if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
-					break watch
-				}
-			case <-l.ctx.Done():
-				return context.Cause(l.ctx)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		if err := s.waitDelete(ctx, l, key, get.Header.Revision); err != nil {
+			return err
 		}
 		select {
 		case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
 )
@@ -128,9 +127,5 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 			return nil, s.failAcquire(l, err)
 		}
 	}
-	if err := l.activate(); err != nil {
-		return nil, s.failAcquire(l, err)
-	}
-	s.log.Debug("acquired", zap.Strings("names", names), zap.Stringer("token", l.token))
-	return l, nil
+	return s.activated(l)
 }

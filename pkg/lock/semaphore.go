@@ -301,18 +301,19 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.Rang
 		l.slotKey = ""
 		l.mu.Unlock()
 		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, spfx, get.Header.Revision); err != nil {
+		if err := s.waitDelete(ctx, l, spfx, get.Header.Revision, clientv3.WithPrefix()); err != nil {
 			return 0, err
 		}
 	}
 }
 
-// waitDelete waits for a deletion under pfx after revision rev (or for
-// etcd to cancel the watch, after which the caller reads again anyway).
-func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
+// waitDelete waits for a deletion of key (with clientv3.WithPrefix in
+// opts, of a key under it) after revision rev, or for etcd to cancel the
+// watch, after which the caller reads again anyway.
+func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64, opts ...clientv3.OpOption) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, append(opts, clientv3.WithRev(rev+1), clientv3.WithFilterPut())...)
 	for {
 		select {
 		case wr, ok := <-wch:
