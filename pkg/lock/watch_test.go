@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -55,6 +56,61 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, kept, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted after the watch resumed")
+}
+
+// A waiter whose watch stream breaks must not miss the release it waits
+// for, even when etcd compacted the revisions its watch would resume from
+// before it reconnects: it re-reads and takes the lock.
+func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
+	ctx, direct := testCtx(t), client(t)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	holder, err := newSession(t, direct).Acquire(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, "n")
+		if err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+		got <- l
+	}()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		return logs.FilterMessage("waiting").Len() > 0
+	}, "the waiter watches the holder's key")
+
+	p.Close() // the waiter's connection, and its watch stream, drop
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put, err := direct.Put(ctx, prefix(t)+"other", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct.Compact(ctx, put.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("the waiter acquired while cut off from etcd: %v", l)
+	case <-time.After(2 * time.Second): // its reads fail meanwhile
+	}
+	etcdtest.RestartProxy(t, p)
+
+	select {
+	case l := <-got:
+		if l == nil {
+			return // reported above
+		}
+		if l.Token() <= holder.Token() {
+			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter missed the release that happened while it was disconnected and compacted away")
+	}
 }
 
 // Held locks share the session's watch stream: holding more locks adds no
