@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# `make bench-scale`: the benchmarks against a 3-member etcd cluster of
+# `make bench-scale`: the scale suite against a 3-member etcd cluster of
 # separate processes on loopback (etcdlock-dev --members 3: fsync on,
-# etcd's default raft timing), from this separate client process.
-# First part of the scale suite: throughput beside concurrency.Mutex and
-# raw writes.
+# etcd's default raft timing), from this separate client process:
+# throughput, holders, a hot name, churn, revision growth (in-process, with
+# and without auto-compaction) and, last because it kills a member, a
+# leader kill under churn. Every figure is printed with its peer beside it
+# at the end (hack/scale-summary.awk). About 10 minutes here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,8 +36,23 @@ for _ in $(seq 1200); do
 done
 [[ -n $endpoints ]] || { echo "the cluster did not start within 120 s" >&2; exit 1; }
 echo "cluster: $endpoints" >&2
-tail -n +2 "$dir/dev.out" >&2
+tail -n +2 "$dir/dev.out" | tee "$dir/members" >&2
+export ETCDLOCK_BENCH_ENDPOINTS=$endpoints ETCDLOCK_BENCH_MEMBERS=$dir/members
+go test -c -o "$dir/lock.test" ./pkg/lock
 
-echo "throughput (etcdlock, concurrency.Mutex, raw writes), ${SCALE_COUNT:-3} rounds ..." >&2
-ETCDLOCK_BENCH_ENDPOINTS=$endpoints go test -run '^$' -bench 'Throughput' \
-	-benchtime "${SCALE_BENCHTIME:-3s}" -count "${SCALE_COUNT:-3}" ./pkg/lock
+bench() { # title, then go test flags
+	echo "== $1 ($(date +%T)) ..." >&2
+	shift
+	"$dir/lock.test" -test.run '^$' "$@" | tee -a "$dir/bench.out"
+}
+bench "throughput (etcdlock, concurrency.Mutex, raw writes), ${SCALE_COUNT:-3} rounds" \
+	-test.bench 'Throughput' -test.benchtime "${SCALE_BENCHTIME:-3s}" -test.count "${SCALE_COUNT:-3}"
+bench "holders: 100 and 1,000 sessions x 10 locks" -test.bench 'ScaleHolders' -test.benchtime 1x
+bench "one hot name, 1,000 waiters" -test.bench 'ScaleHotName' -test.benchtime 1x
+bench "churn: 200 sessions over 1,000 names" -test.bench 'ScaleChurn' -test.benchtime 1x
+bench "revision growth (fresh in-process member), with and without auto-compaction" \
+	-test.bench 'ScaleRevisions' -test.benchtime 1x
+bench "leader kill under churn (kills a member: last)" -test.bench 'ScaleLeaderKill' -test.benchtime 1x
+
+echo
+awk -f hack/scale-summary.awk "$dir/bench.out"

@@ -93,9 +93,13 @@ func txnWrites(r *etcdserverpb.TxnRequest) bool {
 	return false
 }
 
-// countingClient is a client of the test cluster whose KV requests c counts.
-func countingClient(b *testing.B, c *rpcCounter) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second,
+// countingClient is a client of endpoints (default: the test cluster)
+// whose KV requests c counts.
+func countingClient(b *testing.B, c *rpcCounter, endpoints ...string) *clientv3.Client {
+	if len(endpoints) == 0 {
+		endpoints = cluster.Endpoints()
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
 	if err != nil {
 		b.Fatal(err)

@@ -1,0 +1,57 @@
+# Summarizes go test -bench output of the scale suite: one row per figure,
+# etcdlock beside its peer (impl=mutex: concurrency.Mutex; impl=raw: raw
+# Txn writes) with the ratio, medians where a benchmark ran more than once.
+# Usage: awk -f hack/scale-summary.awk bench.out
+
+function median(key,    n, i, j, v, a) {
+	n = count[key]
+	for (i = 1; i <= n; i++) a[i] = vals[key, i]
+	for (i = 2; i <= n; i++) {
+		v = a[i]
+		for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]
+		a[j + 1] = v
+	}
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+
+function show(key) {
+	return (key in count) ? sprintf("%.4g", median(key)) : "-"
+}
+
+function ratio(a, b) {
+	if (!(a in count) || !(b in count) || median(b) == 0) return "-"
+	return sprintf("%.2fx", median(a) / median(b))
+}
+
+/^Benchmark/ {
+	name = $1
+	sub(/-[0-9]+$/, "", name)
+	sub(/^Benchmark/, "", name)
+	impl = "etcdlock"
+	if (match(name, /\/impl=[a-z]+/)) {
+		impl = substr(name, RSTART + 6, RLENGTH - 6)
+		name = substr(name, 1, RSTART - 1) substr(name, RSTART + RLENGTH)
+	}
+	for (i = 3; i < NF; i += 2) {
+		unit = $(i + 1)
+		if (unit == "ns/op") continue
+		fig = name " " unit
+		if (!(fig in seen)) {
+			seen[fig] = 1
+			order[++figs] = fig
+		}
+		key = fig SUBSEP impl
+		vals[key, ++count[key]] = $i
+	}
+}
+
+END {
+	printf "%-58s %12s %12s %8s %12s %8s\n", "figure (median of runs)", "etcdlock", "Mutex", "vs Mutex", "raw writes", "vs raw"
+	for (f = 1; f <= figs; f++) {
+		fig = order[f]
+		e = fig SUBSEP "etcdlock"
+		m = fig SUBSEP "mutex"
+		r = fig SUBSEP "raw"
+		printf "%-58s %12s %12s %8s %12s %8s\n", fig, show(e), show(m), ratio(e, m), show(r), ratio(e, r)
+	}
+}
