@@ -70,6 +70,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	}
 	core, logs := observer.New(zap.DebugLevel)
 	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
+	defer waiter.Close(ctx) // while the proxy still runs: no key outlives the test
 	got := make(chan *lock.Lock, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx, "n")
