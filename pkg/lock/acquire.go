@@ -30,10 +30,12 @@ import (
 // the earlier acquisition's retried Release cannot match. That costs two
 // more round trips, only when there is such a leftover.
 //
-// On failure — ctx ended, the waiter's key deleted, the session lost — the
-// waiter's key is removed on a fresh context bounded by the cleanup timeout,
-// and the error says why (ctx.Err(), ErrKeyDeleted, ErrWatchRefused, the
-// session's error).
+// On failure — ctx ended, the waiter's key deleted, the session lost, or a
+// write (the claim) failed — the waiter's key is removed on a fresh context
+// bounded by the cleanup timeout, and the error says why (ctx.Err(),
+// ErrKeyDeleted, ErrWatchRefused, the session's error, etcd's error). While
+// it waits, an Acquire does not fail because etcd is briefly unreachable or
+// electing a leader: its reads are retried and its watch re-established.
 //
 // A session holds at most one claim per name: while a Lock for name is
 // active, or another Acquire/TryAcquire of name is in progress, Acquire
@@ -261,10 +263,10 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) 
 			pred = p
 		}
 		if pred == "" {
-			resp, err := s.client.Txn(ctx).Then(
+			resp, err := s.waitRead(ctx, l,
 				clientv3.OpGet(own),
 				clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
-			).Commit()
+			)
 			if err != nil {
 				return err
 			}

@@ -60,7 +60,7 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
 		var kvs []*mvccpb.KeyValue
 		if first {
-			resp, err := s.client.Txn(ctx).Then(clientv3.OpGet(l.key), page).Commit()
+			resp, err := s.waitRead(ctx, l, clientv3.OpGet(l.key), page)
 			if err != nil {
 				return "", err
 			}

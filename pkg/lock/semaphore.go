@@ -131,13 +131,13 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 	)
 	defer func() { cancel() }()
 	read := func() error {
-		resp, err := s.client.Txn(ctx).Then(
+		resp, err := s.waitRead(ctx, l,
 			clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
 			// Not count-only: etcd counts before it applies the create
 			// revision filter.
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
 			slotsOp(s.cfg.prefix, l.name),
-		).Commit()
+		)
 		if err != nil {
 			return err
 		}

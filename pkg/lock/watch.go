@@ -2,12 +2,16 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
@@ -53,4 +57,43 @@ func readCreateRevisions(kv clientv3.KV) watchmux.ReadFunc {
 		}
 		return resp.Header.Revision, revs, nil
 	}
+}
+
+// waitRead runs a waiter's read-only transaction of ops, for l. A read
+// changes nothing, so it is safe to repeat whatever became of an earlier
+// try: while etcd is unreachable or has no leader (gRPC code Unavailable:
+// a broken connection, "leader changed", "request timed out"), it is
+// retried with backoff until it succeeds, ctx ends or l is lost. clientv3
+// retries a Get so, but never a Txn, and without this a connection that
+// breaks under a waiter would end its Acquire with an error.
+func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	backoff := 25 * time.Millisecond
+	for {
+		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
+		if err == nil || !unavailable(err) || ctx.Err() != nil {
+			return resp, err
+		}
+		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", backoff), zap.Error(err))
+		t := time.NewTimer(backoff) // paces requests to etcd: the real clock
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			t.Stop()
+			return nil, context.Cause(l.ctx)
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// unavailable reports whether err is gRPC's code Unavailable, as a status
+// or as clientv3's typed error.
+func unavailable(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable
+	}
+	var e rpctypes.EtcdError
+	return errors.As(err, &e) && e.Code() == codes.Unavailable
 }

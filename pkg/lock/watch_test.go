@@ -114,6 +114,61 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	}
 }
 
+// A waiter whose read is cut off in flight — its connection drops after
+// the request left and before the reply came — keeps waiting: a read is
+// safe to repeat, so Acquire retries it instead of failing, and takes the
+// lock once it reconnects.
+func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
+	ctx, direct := testCtx(t), client(t)
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	holder, err := newSession(t, direct).Acquire(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, "n")
+		if err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+		got <- l
+	}()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		return logs.FilterMessage("waiting").Len() > 0
+	}, "the waiter watches the holder's key")
+
+	p.PauseTx() // what the waiter sends from now on waits in the proxy
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The release's event still reaches the waiter, whose read then waits
+	// unanswered; closing the proxy drops it.
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case l := <-got:
+		t.Fatalf("the waiter acquired while its requests were held back: %v", l)
+	default:
+	}
+	etcdtest.RestartProxy(t, p) // the read in flight fails: Unavailable
+
+	select {
+	case l := <-got:
+		if l == nil {
+			return // reported above
+		}
+		if l.Token() <= holder.Token() {
+			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter did not take the lock after it reconnected")
+	}
+	if logs.FilterMessage("waiting: read failed, retrying").Len() == 0 {
+		t.Error("no read failed: the test did not cut one off in flight")
+	}
+}
+
 // Held locks share the session's watch stream: holding more locks adds no
 // goroutines, and every one of them still notices its key's deletion.
 func TestHeldLocksShareOneWatchStream(t *testing.T) {
