@@ -1,6 +1,7 @@
 package lock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -63,25 +65,7 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 // before it reconnects: it re-reads and takes the lock.
 func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	ctx, direct := testCtx(t), client(t)
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	holder, err := newSession(t, direct).Acquire(ctx, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zap.DebugLevel)
-	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
-	defer waiter.Close(ctx) // while the proxy still runs: no key outlives the test
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		l, err := waiter.Acquire(ctx, "n")
-		if err != nil {
-			t.Errorf("the waiter: %v", err)
-		}
-		got <- l
-	}()
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		return logs.FilterMessage("waiting").Len() > 0
-	}, "the waiter watches the holder's key")
+	p, holder, got, _ := waiterThroughProxy(t, ctx, direct)
 
 	p.Close() // the waiter's connection, and its watch stream, drop
 	if err := holder.Release(ctx); err != nil {
@@ -109,6 +93,9 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 		if l.Token() <= holder.Token() {
 			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
 		}
+		if err := l.Release(ctx); err != nil { // while the new proxy runs: no key outlives the test
+			t.Errorf("release after reconnecting: %v", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter missed the release that happened while it was disconnected and compacted away")
 	}
@@ -120,24 +107,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 // lock once it reconnects.
 func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	ctx, direct := testCtx(t), client(t)
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	holder, err := newSession(t, direct).Acquire(ctx, "n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zap.DebugLevel)
-	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
-	got := make(chan *lock.Lock, 1)
-	go func() {
-		l, err := waiter.Acquire(ctx, "n")
-		if err != nil {
-			t.Errorf("the waiter: %v", err)
-		}
-		got <- l
-	}()
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		return logs.FilterMessage("waiting").Len() > 0
-	}, "the waiter watches the holder's key")
+	p, holder, got, logs := waiterThroughProxy(t, ctx, direct)
 
 	p.PauseTx() // what the waiter sends from now on waits in the proxy
 	if err := holder.Release(ctx); err != nil {
@@ -160,6 +130,9 @@ func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 		}
 		if l.Token() <= holder.Token() {
 			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
+		}
+		if err := l.Release(ctx); err != nil { // while the new proxy runs: no key outlives the test
+			t.Errorf("release after reconnecting: %v", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter did not take the lock after it reconnected")
@@ -358,4 +331,32 @@ func authClient(t *testing.T, endpoint, user, password string) *clientv3.Client 
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// waiterThroughProxy acquires "n" on a session of direct, then starts an
+// Acquire of "n" on a session whose connection runs through a proxy, and
+// returns once that waiter watches the holder's key: the proxy, the
+// holder's lock, the channel the waiter's lock arrives on (nil if its
+// Acquire failed, which fails t), and the waiter's debug log.
+func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Client) (proxy.Server, *lock.Lock, <-chan *lock.Lock, *observer.ObservedLogs) {
+	t.Helper()
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	holder, err := newSession(t, direct).Acquire(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
+	got := make(chan *lock.Lock, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, "n")
+		if err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+		got <- l
+	}()
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		return logs.FilterMessage("waiting").Len() > 0
+	}, "the waiter watches the holder's key")
+	return p, holder, got, logs
 }
