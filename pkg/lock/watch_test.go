@@ -85,20 +85,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	}
 	etcdtest.RestartProxy(t, p)
 
-	select {
-	case l := <-got:
-		if l == nil {
-			return // reported above
-		}
-		if l.Token() <= holder.Token() {
-			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
-		}
-		if err := l.Release(ctx); err != nil { // while the new proxy runs: no key outlives the test
-			t.Errorf("release after reconnecting: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiter missed the release that happened while it was disconnected and compacted away")
-	}
+	waiterTakesOver(t, ctx, holder, got, "the waiter missed the release that happened while it was disconnected and compacted away")
 }
 
 // A waiter whose read is cut off in flight — its connection drops after
@@ -123,20 +110,7 @@ func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	}
 	etcdtest.RestartProxy(t, p) // the read in flight fails: Unavailable
 
-	select {
-	case l := <-got:
-		if l == nil {
-			return // reported above
-		}
-		if l.Token() <= holder.Token() {
-			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
-		}
-		if err := l.Release(ctx); err != nil { // while the new proxy runs: no key outlives the test
-			t.Errorf("release after reconnecting: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiter did not take the lock after it reconnected")
-	}
+	waiterTakesOver(t, ctx, holder, got, "the waiter did not take the lock after it reconnected")
 	if logs.FilterMessage("waiting: read failed, retrying").Len() == 0 {
 		t.Error("no read failed: the test did not cut one off in flight")
 	}
@@ -359,4 +333,25 @@ func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Clie
 		return logs.FilterMessage("waiting").Len() > 0
 	}, "the waiter watches the holder's key")
 	return p, holder, got, logs
+}
+
+// waiterTakesOver waits up to 20 s for the lock of waiterThroughProxy's
+// waiter, fails t with msg if it does not come, checks that its token is
+// above the released holder's, and releases it.
+func waiterTakesOver(t *testing.T, ctx context.Context, holder *lock.Lock, got <-chan *lock.Lock, msg string) {
+	t.Helper()
+	select {
+	case l := <-got:
+		if l == nil {
+			return // reported by the waiter
+		}
+		if l.Token() <= holder.Token() {
+			t.Fatalf("the waiter's token %d is not above the released holder's %d", l.Token(), holder.Token())
+		}
+		if err := l.Release(ctx); err != nil { // while the new proxy runs: no key outlives the test
+			t.Errorf("release after reconnecting: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal(msg)
+	}
 }
