@@ -32,10 +32,13 @@ import (
 //
 // On failure — ctx ended, the waiter's key deleted, the session lost, or a
 // write (the claim) failed — the waiter's key is removed on a fresh context
-// bounded by the cleanup timeout, and the error says why (ctx.Err(),
-// ErrKeyDeleted, ErrWatchRefused, the session's error, etcd's error). While
-// it waits, an Acquire does not fail because etcd is briefly unreachable or
-// electing a leader: its reads are retried and its watch re-established.
+// bounded by the cleanup timeout (unless the session is over: its lease
+// takes the key), and the error says why (ctx.Err(), ErrKeyDeleted,
+// ErrWatchRefused, the session's error, etcd's error). While it waits, an
+// Acquire does not fail because etcd is briefly unreachable or electing a
+// leader: its reads are retried and its watch re-established, until ctx
+// ends or the session is lost, which ends every request of the Acquire at
+// once.
 //
 // A session holds at most one claim per name: while a Lock for name is
 // active, or another Acquire/TryAcquire of name is in progress, Acquire
@@ -55,6 +58,8 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := l.bind(ctx)
+	defer stop()
 	pfx := contendersPrefix(s.cfg.prefix, name)
 	var resp *clientv3.TxnResponse
 	for {
@@ -129,6 +134,8 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := l.bind(ctx)
+	defer stop()
 	pfx := contendersPrefix(s.cfg.prefix, name)
 	if ac.shared || ac.semaphore() {
 		try := s.tryShared
@@ -443,7 +450,10 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.lose(ErrLeaseExpired, err)
 	}
-	if cause := context.Cause(l.ctx); cause != nil && (err == nil || errors.Is(err, context.Canceled) && cause != context.Canceled) {
+	if cause := context.Cause(l.ctx); cause != nil && cause != context.Canceled {
+		// l ended — the session was lost or closed, or l's key deleted —
+		// which canceled the acquisition's requests (bind): that is why
+		// it failed, whatever error its last request returned.
 		err = cause
 	}
 	l.finish(StateReleased, ErrReleased)
@@ -451,7 +461,12 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var cerr error
-	if l.token != 0 {
+	if s.alive.Err() != nil {
+		// The session is over: its lease was revoked or, no longer
+		// renewed, expires by its TTL, and takes l's keys with it. A
+		// delete now would only wait for an etcd the session may have
+		// lost.
+	} else if l.token != 0 {
 		cerr = l.deleteKeys(ctx)
 	} else {
 		// The reply was lost: the key may or may not exist. The delete

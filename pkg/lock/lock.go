@@ -239,6 +239,20 @@ func (l *Lock) finish(state State, err error) bool {
 	return true
 }
 
+// bind returns ctx, canceled also — with l's cause — when l ends (the
+// session is lost or closed, or l is lost), and its stop function. An
+// acquisition runs its requests on it: clientv3 waits for a connection
+// (WaitForReady) for as long as ctx allows, and without bind a request
+// sent while etcd is unreachable would outlive the session it is for.
+func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
 // lose marks the lock lost and drops the session's claim on its name.
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}

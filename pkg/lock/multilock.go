@@ -65,6 +65,8 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := l.bind(ctx)
+	defer stop()
 	// Every key's record lists the whole set: the transaction grows with
 	// the square of the names' length.
 	size := 0

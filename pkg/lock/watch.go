@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -61,20 +62,26 @@ func readCreateRevisions(kv clientv3.KV) watchmux.ReadFunc {
 
 // waitRead runs a waiter's read-only transaction of ops, for l. A read
 // changes nothing, so it is safe to repeat whatever became of an earlier
-// try: while etcd is unreachable or has no leader (gRPC code Unavailable:
-// a broken connection, "leader changed", "request timed out"), it is
-// retried with backoff until it succeeds, ctx ends or l is lost. clientv3
-// retries a Get so, but never a Txn, and without this a connection that
-// breaks under a waiter would end its Acquire with an error.
+// try: while etcd is unreachable, has no leader or sheds load (gRPC codes
+// Unavailable — a broken connection, "leader changed", "request timed
+// out" — and ResourceExhausted, "too many requests"), it is retried with
+// jittered backoff up to 1 s until it succeeds, ctx ends or l ends.
+// clientv3 retries a Get so, but never a Txn, and without this a
+// connection that breaks under a waiter would end its Acquire with an
+// error. ctx should be bound to l (Lock.bind), so that a try waiting for a
+// connection ends with the session.
 func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	backoff := 25 * time.Millisecond
 	for {
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
-		if err == nil || !unavailable(err) || ctx.Err() != nil {
+		if err == nil || !retryableRead(err) || ctx.Err() != nil {
 			return resp, err
 		}
-		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", backoff), zap.Error(err))
-		t := time.NewTimer(backoff) // paces requests to etcd: the real clock
+		// Jittered, so that the waiters an election interrupted do not
+		// retry in step.
+		d := backoff/2 + rand.N(backoff/2+1)
+		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", d), zap.Error(err))
+		t := time.NewTimer(d) // paces requests to etcd: the real clock
 		select {
 		case <-t.C:
 		case <-l.ctx.Done():
@@ -88,12 +95,16 @@ func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*c
 	}
 }
 
-// unavailable reports whether err is gRPC's code Unavailable, as a status
-// or as clientv3's typed error.
-func unavailable(err error) bool {
-	if st, ok := status.FromError(err); ok {
-		return st.Code() == codes.Unavailable
-	}
+// retryableRead reports whether err, from a read, says etcd could not
+// serve it now (gRPC code Unavailable or ResourceExhausted, as a status or
+// as clientv3's typed error), so that trying again later is right.
+func retryableRead(err error) bool {
+	code := codes.OK
 	var e rpctypes.EtcdError
-	return errors.As(err, &e) && e.Code() == codes.Unavailable
+	if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else if errors.As(err, &e) {
+		code = e.Code()
+	}
+	return code == codes.Unavailable || code == codes.ResourceExhausted
 }

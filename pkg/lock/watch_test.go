@@ -81,7 +81,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	select {
 	case l := <-got:
 		t.Fatalf("the waiter acquired while cut off from etcd: %v", l)
-	case <-time.After(2 * time.Second): // its reads fail meanwhile
+	case <-time.After(2 * time.Second): // its requests wait for a connection meanwhile
 	}
 	etcdtest.RestartProxy(t, p)
 
@@ -113,6 +113,58 @@ func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	waiterTakesOver(t, ctx, holder, got, "the waiter did not take the lock after it reconnected")
 	if logs.FilterMessage("waiting: read failed, retrying").Len() == 0 {
 		t.Error("no read failed: the test did not cut one off in flight")
+	}
+}
+
+// A waiter whose session is lost while its read waits for an etcd it can
+// no longer reach returns the session's loss at once — it neither goes on
+// waiting for a connection until the caller's context ends nor tries to
+// delete its key, which goes with the lease — for every kind of waiter.
+func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
+	for _, kind := range []struct {
+		name           string
+		holder, waiter []lock.Option
+	}{
+		{"exclusive", nil, nil},
+		{"reader", nil, []lock.Option{lock.WithShared()}},
+		{"semaphore", []lock.Option{lock.WithLimit(1)}, []lock.Option{lock.WithLimit(1)}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			ctx, direct := testCtx(t), client(t)
+			p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+			holder, err := newSession(t, direct).Acquire(ctx, "n", kind.holder...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A clean-up as long as that would keep Acquire past the
+			// bound below: there is none once the session is over.
+			waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(2*time.Second), lock.WithCleanupTimeout(30*time.Second))
+			res := queueWaiter(t, ctx, waiter, "n", 2, kind.waiter...)
+			time.Sleep(300 * time.Millisecond) // it has read its turn and watches the holder's key
+
+			p.PauseTx()
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond) // the release's event reaches it; its read waits in the proxy
+			p.Close()                          // and is dropped; the waiter cannot reconnect
+			select {
+			case <-waiter.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter's session was not lost")
+			}
+			select {
+			case r := <-res:
+				if r.err == nil {
+					t.Fatalf("acquired %v after its session was lost", r.l)
+				}
+				if !errors.Is(r.err, lock.ErrSessionLost) {
+					t.Errorf("Acquire returned %v, want the session's loss", r.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Acquire still waits 10 s after its session was lost")
+			}
+		})
 	}
 }
 
