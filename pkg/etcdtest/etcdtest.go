@@ -78,9 +78,12 @@ func Proxy(t testing.TB, target string) (proxy.Server, string) {
 	return startProxy(t, addr, to.Host), "http://" + addr
 }
 
-// RestartProxy closes p, which drops every connection through it, and
-// starts a new proxy on the same address to the same target, so clients
-// reconnect. The new proxy is closed when t ends.
+// RestartProxy closes p and starts a new proxy on the same address to the
+// same target, so clients reconnect. Closing p drops each connection
+// through it when the connection next carries data — at once if p's
+// traffic is paused (PauseTx, PauseRx), which is how a test drops a
+// request in flight — and returns only when all are dropped. The new proxy
+// is closed when t ends.
 func RestartProxy(t testing.TB, p proxy.Server) proxy.Server {
 	t.Helper()
 	from, err := url.Parse(p.From())
