@@ -32,9 +32,12 @@ import (
 //
 // On failure — ctx ended, the waiter's key deleted, the session lost, or a
 // write (the claim) failed — the waiter's key is removed on a fresh context
-// bounded by the cleanup timeout (unless the session is over: its lease
+// bounded by the cleanup timeout (unless the session was lost: its lease
 // takes the key), and the error says why (ctx.Err(), ErrKeyDeleted,
-// ErrWatchRefused, the session's error, etcd's error). While it waits, an
+// ErrWatchRefused, the session's error, etcd's error). A waiter whose
+// session's lease is revoked — lock.Break of another lock of the session —
+// finds its key deleted first and returns ErrKeyDeleted; the session
+// notices at its next renewal. While it waits, an
 // Acquire does not fail because etcd is briefly unreachable or electing a
 // leader: its reads are retried and its watch re-established, until ctx
 // ends or the session is lost, which ends every request of the Acquire at
@@ -461,11 +464,12 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var cerr error
-	if s.alive.Err() != nil {
-		// The session is over: its lease was revoked or, no longer
-		// renewed, expires by its TTL, and takes l's keys with it. A
-		// delete now would only wait for an etcd the session may have
-		// lost.
+	if errors.Is(s.Err(), ErrSessionLost) {
+		// The session was lost: its lease, no longer renewed, expires
+		// by its TTL (or has) and takes l's keys with it; a delete would
+		// only wait for an etcd the session could not reach. After Close
+		// or Abandon the delete runs: Close's revoke may fail (its ctx
+		// done), and a waiter's key would then block the name for a TTL.
 	} else if l.token != 0 {
 		cerr = l.deleteKeys(ctx)
 	} else {

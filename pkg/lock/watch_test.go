@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,6 +166,39 @@ func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
 				t.Fatal("Acquire still waits 10 s after its session was lost")
 			}
 		})
+	}
+}
+
+// A waiter whose session is closed — even with a context already done, so
+// that Close cannot revoke the lease — deletes its key before its Acquire
+// returns, so the contender behind it is not blocked for a TTL.
+func TestClosedWaiterDeletesItsKey(t *testing.T) {
+	ctx, cli := testCtx(t), client(t)
+	holder, err := newSession(t, cli).Acquire(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newSession(t, cli, lock.WithTTL(30*time.Second))
+	res := queueWaiter(t, ctx, ws, "n", 2)
+	third := queueWaiter(t, ctx, newSession(t, cli), "n", 3)
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := ws.Close(done); err == nil {
+		t.Error("Close with a done context revoked the lease: the test proves nothing")
+	}
+	if r := <-res; !errors.Is(r.err, lock.ErrSessionClosed) {
+		t.Fatalf("the waiter's Acquire returned %v, want ErrSessionClosed", r.err)
+	}
+	keys := keysUnder(t, cli, namePrefix(t, prefix(t), "n"))
+	if len(keys) != 2 || !slices.Contains(keys, holder.Key()) {
+		t.Fatalf("keys under the name after the waiter failed: %v, want the holder's and the third contender's", keys)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-third; r.err != nil {
+		t.Fatalf("the third contender: %v", r.err)
 	}
 }
 
