@@ -45,8 +45,13 @@ bench() { # title, then go test flags
 	shift
 	"$dir/lock.test" -test.run '^$' "$@" | tee -a "$dir/bench.out"
 }
-bench "throughput (etcdlock, concurrency.Mutex, raw writes), ${SCALE_COUNT:-3} rounds" \
-	-test.bench 'Throughput' -test.benchtime "${SCALE_BENCHTIME:-3s}" -test.count "${SCALE_COUNT:-3}"
+# Rounds take turns (etcdlock, Mutex, raw, etcdlock, ...) rather than
+# -test.count, which would run each contender's rounds back to back: on a
+# shared machine a slow minute would then fall on one contender.
+for round in $(seq "${SCALE_COUNT:-3}"); do
+	bench "throughput (etcdlock, concurrency.Mutex, raw writes), round $round of ${SCALE_COUNT:-3}" \
+		-test.bench 'Throughput' -test.benchtime "${SCALE_BENCHTIME:-3s}"
+done
 bench "holders: 100 and 1,000 sessions x 10 locks" -test.bench 'ScaleHolders' -test.benchtime 1x
 bench "one hot name, 1,000 waiters" -test.bench 'ScaleHotName' -test.benchtime 1x
 bench "churn: 200 sessions over 1,000 names" -test.bench 'ScaleChurn' -test.benchtime 1x
