@@ -37,11 +37,12 @@ import (
 // ErrWatchRefused, the session's error, etcd's error). A waiter whose
 // session's lease is revoked — lock.Break of another lock of the session —
 // finds its key deleted first and returns ErrKeyDeleted; the session
-// notices at its next renewal. While it waits, an
-// Acquire does not fail because etcd is briefly unreachable or electing a
-// leader: its reads are retried and its watch re-established, until ctx
-// ends or the session is lost, which ends every request of the Acquire at
-// once.
+// notices at its next renewal.
+//
+// While it waits, an Acquire does not fail because etcd is briefly
+// unreachable or electing a leader: its reads are retried and its watch
+// re-established, until ctx ends or the session is lost, which ends every
+// request of the Acquire at once.
 //
 // A session holds at most one claim per name: while a Lock for name is
 // active, or another Acquire/TryAcquire of name is in progress, Acquire
