@@ -194,6 +194,10 @@ func TestCompactionWhileDisconnectedEndsTheTerm(t *testing.T) {
 	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(10*time.Second))
 	ctx := ctxT(t)
 	ta := create(t, ctx, a)
+	// Paused first, so that Close drops the connection at once rather than
+	// when it next carries a renewal (see etcdtest.RestartProxy); renewals
+	// lost meanwhile could let the deadline end the term first.
+	p.PauseTx()
 	p.Close()
 	if _, err := cli.Delete(ctx, a.Key()); err != nil {
 		t.Fatal(err)
