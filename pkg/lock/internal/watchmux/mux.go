@@ -58,6 +58,7 @@ type Mux struct {
 	clk  clock.Clock
 	log  *zap.Logger
 	kick chan struct{} // capacity 1: something to do for Run
+	wake clock.Timer   // Run's timer (see timer); nil until first needed
 
 	// mu guards what follows. It is the last lock taken: pkg/lock takes
 	// Session.mu, then Lock.mu, then calls into the Mux; callbacks are
@@ -144,6 +145,7 @@ func (m *Mux) add(w *Watch) *Watch {
 	m.nextID++
 	w.id = m.nextID
 	m.watches[w.id] = w
+	wake := true // a create to send, or an earlier due time to wake up for
 	if w.state == stateDelayed {
 		// Insert in due order; with one delay, that is at the end.
 		i := len(m.delayed)
@@ -151,11 +153,18 @@ func (m *Mux) add(w *Watch) *Watch {
 			i--
 		}
 		m.delayed = slices.Insert(m.delayed, i, w)
+		// Behind another delayed watch, w is due no earlier than the time
+		// Run already waits for (or an earlier one, if that watch was
+		// removed): Run need not wake up now. Under a stream of short
+		// holds this spares it a wake-up per acquisition.
+		wake = i == 0
 	} else {
 		m.queue = append(m.queue, w)
 	}
 	m.mu.Unlock()
-	m.poke() // a create to send, or a due time to wake up for
+	if wake {
+		m.poke()
+	}
 	return w
 }
 

@@ -98,6 +98,34 @@ func TestDelayedWatch(t *testing.T) {
 	f.notFired(t)
 }
 
+// Delayed watches added behind one another (which do not wake the Mux)
+// are each created when due, also when the one ahead of them was removed
+// first: the Mux wakes for the removed watch's due time and sets its next
+// wake-up from the new head of the list.
+func TestDelayedWatchesBehindOneAnother(t *testing.T) {
+	h := newHarness(t)
+	a := h.mux.WatchKey("a", 3, 2, 100*time.Millisecond, func(error) {})
+	h.step(30 * time.Millisecond)
+	h.mux.WatchKey("b", 3, 2, 100*time.Millisecond, func(error) {}) // due at 130 ms
+	h.step(30 * time.Millisecond)
+	h.mux.WatchKey("c", 3, 2, 100*time.Millisecond, func(error) {}) // due at 160 ms
+	h.mux.Remove(a)
+	h.step(40 * time.Millisecond) // 100 ms: a's due time; a is gone
+	h.noStream()
+	h.step(29 * time.Millisecond)
+	h.noStream()
+	h.step(time.Millisecond) // 130 ms
+	s := h.stream()
+	if c := s.create(); string(c.Key) != "b" {
+		t.Fatalf("created %q first, want b", c.Key)
+	}
+	s.silent()
+	h.step(30 * time.Millisecond) // 160 ms
+	if c := s.create(); string(c.Key) != "c" {
+		t.Fatalf("created %q, want c", c.Key)
+	}
+}
+
 // Many watches removed within their delay leave nothing behind, whether or
 // not a stream is open, and the Mux keeps serving watches added later (the
 // bug: a removed entry stayed in the delayed list, and the loop, woken only

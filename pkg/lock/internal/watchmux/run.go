@@ -266,13 +266,21 @@ func (m *Mux) nextDue() time.Time {
 }
 
 // timer returns a channel that receives at next (never, for a zero next),
-// and a function that releases the timer.
+// and a function that stops the timer. Run's loops wake up about twice per
+// acquisition (a new own-key watch, then its due time): they reuse one
+// timer rather than allocate one per wake-up. Only Run's goroutine calls
+// it.
 func (m *Mux) timer(next time.Time) (<-chan time.Time, func()) {
 	if next.IsZero() {
 		return nil, func() {}
 	}
-	t := m.clk.NewTimer(max(next.Sub(m.clk.Now()), 0))
-	return t.C(), func() { t.Stop() }
+	d := max(next.Sub(m.clk.Now()), 0)
+	if m.wake == nil {
+		m.wake = m.clk.NewTimer(d)
+	} else {
+		m.wake.Reset(d)
+	}
+	return m.wake.C(), func() { m.wake.Stop() }
 }
 
 // sleep waits for d on the clock and reports false if ctx ended first.
