@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
@@ -214,11 +215,15 @@ func (s *Session) activated(l *Lock) (*Lock, error) {
 	if err := l.activate(); err != nil {
 		return nil, s.failAcquire(l, err)
 	}
-	fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.token)}
-	if len(l.more) > 0 {
-		fields = append(fields, zap.Strings("names", l.Names()))
+	// Check first: the fields would be built (and allocated) on every
+	// acquisition even with debug logging off.
+	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
+		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.token)}
+		if len(l.more) > 0 {
+			fields = append(fields, zap.Strings("names", l.Names()))
+		}
+		ce.Write(fields...)
 	}
-	s.log.Debug("acquired", fields...)
 	return l, nil
 }
 
@@ -296,7 +301,9 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) 
 		if pred != watching {
 			// A new predecessor: watch it, then read again.
 			s.mux.Remove(w)
-			s.log.Debug("waiting", zap.String("name", l.name), zap.String("predecessor", pred))
+			if ce := s.log.Check(zapcore.DebugLevel, "waiting"); ce != nil {
+				ce.Write(zap.String("name", l.name), zap.String("predecessor", pred))
+			}
 			g, created := make(chan error, 1), make(chan struct{}, 1)
 			w = s.mux.WatchFromNow(pred, func(err error) { g <- err }, func() {
 				select {
@@ -365,7 +372,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			s.seq++
 			ac.names = names
 			l := &Lock{s: s, name: names[0], key: contenderKey(s.cfg.prefix, names[0], s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
-				value: newRecord(s.cfg.owner, s.cfg.clock.Now(), s.seq, ac)}
+				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
 			for _, name := range names[1:] {
 				l.more = append(l.more, member{name: name, key: contenderKey(s.cfg.prefix, name, s.lease)})
 			}

@@ -86,7 +86,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(key, newRecord(owner, send, 0, acquireConfig{}), clientv3.WithLease(lease.ID))).
+			Then(clientv3.OpPut(key, newRecord(owner, d.cfg.origin, send, 0, acquireConfig{}), clientv3.WithLease(lease.ID))).
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 			Commit()
 		if err != nil {

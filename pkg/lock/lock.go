@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
@@ -196,7 +197,9 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.s.keepForClose(l)
 		return fmt.Errorf("lock: release %q: %w", l.name, err)
 	}
-	l.s.log.Debug("released", zap.String("name", l.name), zap.Stringer("token", l.token))
+	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
+		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.token))
+	}
 	return nil
 }
 

@@ -129,6 +129,7 @@ type config struct {
 	renewHook      func(latency time.Duration, err error)
 	metrics        Metrics
 	acquire        acquireConfig // a session's defaults for its acquisitions
+	origin         origin        // this process, for the records it writes
 }
 
 // acquireConfig is what the options of one acquisition set (atAcquire);
@@ -204,6 +205,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 			return config{}, err
 		}
 	}
+	c.origin = thisProcess()
 	if c.owner == "" {
 		c.owner = DefaultOwner()
 	}

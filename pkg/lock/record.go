@@ -27,9 +27,20 @@ type Record struct {
 	Names []string `json:"names,omitempty"`
 }
 
-func newRecord(owner string, now time.Time, seq uint64, ac acquireConfig) string {
+// origin is the host and process that write a record: read once per
+// session (or Detached), not per acquisition.
+type origin struct {
+	host string
+	pid  int
+}
+
+func thisProcess() origin {
 	host, _ := os.Hostname()
-	r := Record{Owner: owner, Host: host, PID: os.Getpid(), Acquired: now.UTC(), Seq: seq, Shared: ac.shared}
+	return origin{host: host, pid: os.Getpid()}
+}
+
+func newRecord(owner string, o origin, now time.Time, seq uint64, ac acquireConfig) string {
+	r := Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared}
 	if len(ac.names) > 1 {
 		r.Names = ac.names
 	}
