@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -35,7 +36,9 @@ import (
 // write (the claim) failed — the waiter's key is removed on a fresh context
 // bounded by the cleanup timeout (unless the session was lost: its lease
 // takes the key), and the error says why (ctx.Err(), ErrKeyDeleted,
-// ErrWatchRefused, the session's error, etcd's error). A waiter whose
+// ErrWatchRefused, the session's error, etcd's error). Once ctx has ended,
+// the error matches ctx.Err() even when etcd answered a request in flight
+// first with its own "request timed out" (kept in the chain). A waiter whose
 // session's lease is revoked — lock.Break of another lock of the session —
 // finds its key deleted first and returns ErrKeyDeleted; the session
 // notices at its next renewal.
@@ -89,13 +92,13 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 			Else(clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 		if resp.Succeeded {
 			break
 		}
 		if err := s.removeLeftover(ctx, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
 	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
@@ -106,21 +109,21 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	}
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		if err := behindSemaphore(l, kvs[0]); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
 	wait, pred := turnFromAcquire(l, resp.Responses[0].GetResponseRange())
 	if wait {
 		if err := s.waitTurn(ctx, l, l.key, pfx, pred); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
 	if l.opts.lockDelay > 0 {
 		if err := s.holdMarker(ctx, l); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
-	return s.activated(l)
+	return s.activated(ctx, l)
 }
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
@@ -155,12 +158,12 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 			return nil, err
 		}
 		if err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 		if ac.semaphore() {
 			s.watchKey(l, fencing.Token(rev), rev+1)
 			s.holdSlot(l, fencing.Token(rev))
-			return s.activated(l)
+			return s.activated(ctx, l)
 		}
 		return s.tryAcquired(ctx, l, rev)
 	}
@@ -174,7 +177,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 		if resp.Succeeded {
 			break
@@ -185,7 +188,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 			// Left by an earlier acquisition: never adopted. Removed, then
 			// the name is tried again if that leftover was its holder.
 			if err := s.removeLeftover(ctx, mine[0]); err != nil {
-				return nil, s.failAcquire(l, err)
+				return nil, s.failAcquire(ctx, l, err)
 			}
 			if string(holder.Key) == l.key {
 				continue
@@ -204,16 +207,16 @@ func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, e
 	s.watchKey(l, fencing.Token(rev), rev+1)
 	if l.opts.lockDelay > 0 {
 		if err := s.holdMarker(ctx, l); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
-	return s.activated(l)
+	return s.activated(ctx, l)
 }
 
 // activated activates l, or cleans up if it was lost meanwhile.
-func (s *Session) activated(l *Lock) (*Lock, error) {
+func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	if err := l.activate(); err != nil {
-		return nil, s.failAcquire(l, err)
+		return nil, s.failAcquire(ctx, l, err)
 	}
 	// Check first: the fields would be built (and allocated) on every
 	// acquisition even with debug logging off.
@@ -454,10 +457,25 @@ func (l *Lock) activate() error {
 	return nil
 }
 
-// failAcquire ends a failed acquisition: it stops l, removes its key (on a
-// fresh, bounded context), and returns err annotated, or the session's or
-// lock's error when that explains the failure better.
-func (s *Session) failAcquire(l *Lock, err error) error {
+// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed: ctx.Err() reports a deadline only after the timer that
+// cancels ctx has run, which on a loaded machine can come after etcd's
+// reply to a request that carried the same deadline.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// failAcquire ends a failed acquisition, whose requests ran on ctx: it
+// stops l, removes its key (on a fresh, bounded context), and returns err
+// annotated, or the session's, lock's or ctx's error when that explains
+// the failure better.
+func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.lose(ErrLeaseExpired, err)
 	}
@@ -466,6 +484,13 @@ func (s *Session) failAcquire(l *Lock, err error) error {
 		// which canceled the acquisition's requests (bind): that is why
 		// it failed, whatever error its last request returned.
 		err = cause
+	} else if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
+		// The caller's ctx ended with a request in flight. etcd answers a
+		// write it could not finish by the deadline, which travels with
+		// the request, with its own "request timed out", and that reply
+		// can arrive before the client's own deadline error: the caller
+		// still gets ctx's error, with etcd's kept in the chain.
+		err = fmt.Errorf("%w (%w)", cerr, err)
 	}
 	l.finish(StateReleased, ErrReleased)
 	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover

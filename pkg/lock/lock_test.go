@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -481,4 +484,76 @@ func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
 		t.Fatalf("Abandon removed the key: %v", keys)
 	}
 	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 0 }, "abandoned key never expired")
+}
+
+// stallKey marks the requests that timeoutFirst answers.
+type stallKey struct{}
+
+// timeoutFirst is a client interceptor that answers a Txn sent on a
+// context marked with stallKey as etcd answers a write it could not finish
+// by the deadline that traveled with it: once the context ends, with
+// "etcdserver: request timed out". On a loaded machine that reply can
+// beat the client's own deadline error; the interceptor makes it win
+// every time. It sits below clientv3's own interceptor (retries, error
+// mapping), where a server's reply arrives.
+func timeoutFirst(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if method == "/etcdserverpb.KV/Txn" && ctx.Value(stallKey{}) != nil {
+		<-ctx.Done()
+		return rpctypes.ErrGRPCTimeout
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// An acquisition whose deadline passes with a write in flight returns
+// ctx's error, as Acquire's doc promises, even when etcd's own timeout
+// reply comes first; etcd's error stays in the chain. The negative
+// control is the same call without the fix: it returned only etcd's
+// "request timed out".
+func TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cluster.Endpoints(),
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(timeoutFirst)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx := testCtx(t)
+	s := newSession(t, cli)
+	acquires := map[string]func(context.Context, string) (*lock.Lock, error){
+		"Acquire": func(ctx context.Context, name string) (*lock.Lock, error) { return s.Acquire(ctx, name) },
+		"TryAcquire": func(ctx context.Context, name string) (*lock.Lock, error) {
+			return s.TryAcquire(ctx, name)
+		},
+		"AcquireAll": func(ctx context.Context, name string) (*lock.Lock, error) {
+			return s.AcquireAll(ctx, []string{name, name + "-2"})
+		},
+		"semaphore": func(ctx context.Context, name string) (*lock.Lock, error) {
+			return s.Acquire(ctx, name, lock.WithLimit(2))
+		},
+	}
+	for what, acquire := range acquires {
+		t.Run(what, func(t *testing.T) {
+			dctx, cancel := context.WithTimeout(context.WithValue(ctx, stallKey{}, true), 200*time.Millisecond)
+			defer cancel()
+			_, err := acquire(dctx, "deadline-"+what)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s = %v, want context.DeadlineExceeded", what, err)
+			}
+			if !errors.Is(err, rpctypes.ErrTimeout) {
+				t.Errorf("%s = %v: etcd's error is not in the chain", what, err)
+			}
+			// The claim is gone and nothing was left: the name can be
+			// taken at once.
+			l, err := acquire(ctx, "deadline-"+what)
+			if err != nil {
+				t.Fatalf("%s after the timeout: %v", what, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -96,7 +96,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 		}
 		resp, err = s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
 		if err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 		if resp.Succeeded {
 			break
@@ -104,7 +104,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 		for _, r := range resp.Responses {
 			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
 				if err := s.removeLeftover(ctx, kvs[0]); err != nil {
-					return nil, s.failAcquire(l, err)
+					return nil, s.failAcquire(ctx, l, err)
 				}
 			}
 		}
@@ -116,7 +116,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	for i := range names {
 		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
 			if err := behindSemaphore(l, kvs[0]); err != nil {
-				return nil, s.failAcquire(l, err)
+				return nil, s.failAcquire(ctx, l, err)
 			}
 		}
 	}
@@ -126,8 +126,8 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 			continue
 		}
 		if err := s.waitTurn(ctx, l, keys[i], pfxs[i], string(kvs[0].Key)); err != nil {
-			return nil, s.failAcquire(l, err)
+			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
-	return s.activated(l)
+	return s.activated(ctx, l)
 }

@@ -290,12 +290,12 @@ func TestSetStressRandomizedOverlappingSets(t *testing.T) {
 				} else {
 					l, err = s.AcquireAll(actx, names)
 				}
-				// A write in flight when the deadline passes comes back from
-				// etcd as "request timed out" (the deadline travels with the
-				// request), not as the context's error.
-				expired := actx.Err() != nil
+				// A write in flight when the deadline passes may come back
+				// from etcd as "request timed out" (the deadline travels
+				// with the request); Acquire still reports the context's
+				// error (TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst).
 				cancel()
-				if errors.Is(err, lock.ErrAlreadyClaimed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || err != nil && expired {
+				if errors.Is(err, lock.ErrAlreadyClaimed) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 					canceledN.Add(1)
 					time.Sleep(time.Millisecond)
 					continue

@@ -427,23 +427,23 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 // slots lists the slot keys, read in the same transaction.
 func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (*Lock, error) {
 	if err := checkLimits(l, older); err != nil {
-		return nil, s.failAcquire(l, err)
+		return nil, s.failAcquire(ctx, l, err)
 	}
 	kept, err := s.removeOwnSlots(ctx, slots.Kvs)
 	if err != nil {
-		return nil, s.failAcquire(l, err)
+		return nil, s.failAcquire(ctx, l, err)
 	}
 	slots.Kvs = kept
 	slots, err = s.waitRank(ctx, l, pfx, int64(len(older)), slots)
 	if err != nil {
-		return nil, s.failAcquire(l, err)
+		return nil, s.failAcquire(ctx, l, err)
 	}
 	tok, err := s.claimSlot(ctx, l, slots)
 	if err != nil {
-		return nil, s.failAcquire(l, err)
+		return nil, s.failAcquire(ctx, l, err)
 	}
 	s.holdSlot(l, tok)
-	return s.activated(l)
+	return s.activated(ctx, l)
 }
 
 // holdSlot records that l holds its slot key, created at revision tok, and
