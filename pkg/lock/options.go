@@ -3,7 +3,6 @@ package lock
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"time"
 
@@ -207,7 +206,7 @@ func newConfig(at entry, opts []Option) (config, error) {
 	}
 	c.origin = thisProcess()
 	if c.owner == "" {
-		c.owner = DefaultOwner()
+		c.owner = c.origin.newOwner()
 	}
 	return c, nil
 }
@@ -352,12 +351,15 @@ func WithCleanupTimeout(d time.Duration) Option {
 
 // DefaultOwner returns a new owner identity "host:pid:random", the default
 // of WithOwner.
-func DefaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
+func DefaultOwner() string { return thisProcess().newOwner() }
+
+// newOwner returns a new owner identity "host:pid:random" for o.
+func (o origin) newOwner() string {
+	host := o.host
+	if host == "" {
 		host = "unknown"
 	}
-	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+	return fmt.Sprintf("%s:%d:%08x", host, o.pid, rand.Uint32())
 }
 
 // marginBelow rejects a safety margin given to WithSafetyMargin that is not
