@@ -471,6 +471,18 @@ func ctxEnded(ctx context.Context) error {
 	return nil
 }
 
+// asCtxErr returns err, or once ctx has ended an error matching ctx's
+// error with err kept in the chain. A request in flight when the caller's
+// ctx ends may be answered by etcd's own "request timed out" (the deadline
+// travels with the request) before the client's deadline error: the caller
+// still gets ctx's error.
+func asCtxErr(ctx context.Context, err error) error {
+	if cerr := ctxEnded(ctx); cerr != nil && err != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
+}
+
 // failAcquire ends a failed acquisition, whose requests ran on ctx: it
 // stops l, removes its key (on a fresh, bounded context), and returns err
 // annotated, or the session's, lock's or ctx's error when that explains
@@ -484,13 +496,8 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 		// which canceled the acquisition's requests (bind): that is why
 		// it failed, whatever error its last request returned.
 		err = cause
-	} else if cerr := ctxEnded(ctx); cerr != nil && !errors.Is(err, cerr) {
-		// The caller's ctx ended with a request in flight. etcd answers a
-		// write it could not finish by the deadline, which travels with
-		// the request, with its own "request timed out", and that reply
-		// can arrive before the client's own deadline error: the caller
-		// still gets ctx's error, with etcd's kept in the chain.
-		err = fmt.Errorf("%w (%w)", cerr, err)
+	} else {
+		err = asCtxErr(ctx, err)
 	}
 	l.finish(StateReleased, ErrReleased)
 	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover

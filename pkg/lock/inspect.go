@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -112,20 +113,18 @@ func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, st
 		}
 	}
 	waiting := map[*Status]bool{}
-	for len(ops) > 0 {
-		n := min(len(ops), 64) // within etcd's default --max-txn-ops
-		resp, err := client.Txn(ctx).Then(ops[:n]...).Commit()
-		if err != nil {
-			return err
-		}
-		for i, r := range resp.Responses {
-			c := checks[i]
+	err := txnInChunks(ctx, client, ops, func(resps []*etcdserverpb.ResponseOp) {
+		for _, r := range resps {
+			c := checks[0]
+			checks = checks[1:]
 			kvs := r.GetResponseRange().Kvs
 			if len(kvs) == 0 || fencing.Token(kvs[0].CreateRevision) != c.st.Holder.Token || clientv3.LeaseID(kvs[0].Lease) != c.st.Holder.LeaseID {
 				waiting[c.st] = true
 			}
 		}
-		ops, checks = ops[n:], checks[n:]
+	})
+	if err != nil {
+		return err
 	}
 	for st := range waiting {
 		st.Waiters = append(st.Holders, st.Waiters...)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -182,10 +183,11 @@ func (l *Lock) Err() error {
 // Release is idempotent: calling it again after an error (or a lost reply)
 // is safe, and releasing a lock whose key is already gone returns nil. It
 // never deletes another owner's key, nor a later lock's key of this same
-// session. A non-nil error means the delete may not have happened; the key
-// then goes away when the session next acquires the name (the new Acquire
-// replaces it, with a new token), when the session closes, or when the
-// lease expires. After Session.Abandon, Release deletes nothing: the keys
+// session. A non-nil error means the delete may not have happened (once ctx
+// has ended, the error matches ctx.Err(), even when etcd's own "request
+// timed out" came first); the key then goes away when the session next
+// acquires the name (the new Acquire replaces it, with a new token), when
+// the session closes, or when the lease expires. After Session.Abandon, Release deletes nothing: the keys
 // stay until the lease expires, as Abandon promises.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
@@ -195,8 +197,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	if err := l.deleteKeys(ctx); err != nil {
 		l.s.keepForClose(l)
-		return fmt.Errorf("lock: release %q: %w", l.name, err)
+		return fmt.Errorf("lock: release %q: %w", l.name, asCtxErr(ctx, err))
 	}
+	l.s.released(l)
 	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
 		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.token))
 	}
@@ -334,6 +337,31 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil),
 	).Commit()
 	return err
+}
+
+// maxTxnOps is the most operations etcdlock puts in one transaction: half
+// etcd's default --max-txn-ops (128).
+const maxTxnOps = 64
+
+// commitInChunks commits ops, in order, in transactions of at most
+// maxTxnOps each. It stops at the first error.
+func commitInChunks(ctx context.Context, c *clientv3.Client, ops []clientv3.Op) error {
+	return txnInChunks(ctx, c, ops, func([]*etcdserverpb.ResponseOp) {})
+}
+
+// txnInChunks is commitInChunks that hands each transaction's responses,
+// in the order of ops, to each.
+func txnInChunks(ctx context.Context, c *clientv3.Client, ops []clientv3.Op, each func([]*etcdserverpb.ResponseOp)) error {
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		resp, err := c.Txn(ctx).Then(ops[:n]...).Commit()
+		if err != nil {
+			return err
+		}
+		each(resp.Responses)
+		ops = ops[n:]
+	}
+	return nil
 }
 
 func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {

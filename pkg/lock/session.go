@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,18 @@ func (s *Session) keepForClose(l *Lock) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unreleased = append(s.unreleased, l)
+	if !slices.Contains(s.unreleased, l) {
+		s.unreleased = append(s.unreleased, l)
+	}
+}
+
+// released forgets l, whose Release succeeded, if it was kept for Close.
+func (s *Session) released(l *Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i := slices.Index(s.unreleased, l); i >= 0 {
+		s.unreleased = slices.Delete(s.unreleased, i, i+1)
+	}
 }
 
 // stray is the key of a failed acquisition whose put may still land after
@@ -279,10 +291,8 @@ func (s *Session) Close(ctx context.Context) error {
 	s.wg.Wait()
 	// A clean end: the lock-delay markers go before the keys (see
 	// WithLockDelay). Should this fail, the next holder waits the delay.
-	if ops := markerDeletes(held); len(ops) > 0 {
-		if _, err := s.client.Txn(ctx).Then(ops...).Commit(); err != nil {
-			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
-		}
+	if err := commitInChunks(ctx, s.client, markerDeletes(held)); err != nil {
+		s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
 	}
 	_, err := s.client.Revoke(ctx, s.lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
