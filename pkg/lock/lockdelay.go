@@ -12,32 +12,37 @@ import (
 // MaxLockDelay is the longest delay WithLockDelay accepts.
 const MaxLockDelay = time.Hour
 
-// WithLockDelay makes the holder of a name that ended uncleanly — its
-// lease expired or was revoked by Break, its key was deleted by someone
-// else, its session was abandoned (Session.Abandon) or lost — keep the
-// name unavailable for d after the next contender finds out: that
-// contender becomes ACTIVE only d later. It is Chubby's and Consul's
-// answer to a stale holder's writes still in flight to a resource that no
-// token fences. After a clean end — Release, or Session.Close, which is
-// how etcdlock run ends — there is no delay. Off (0) by default.
+// WithLockDelay makes a name that ended uncleanly unavailable for d:
+// after its holder's lease expired or was revoked (Break), its key was
+// deleted by someone else, its session was abandoned (Session.Abandon) or
+// lost, no contender of the name becomes ACTIVE less than d after that end —
+// whatever the ending session does afterwards: retries the name, fails,
+// closes, is abandoned. It is Chubby's and Consul's answer to a stale
+// holder's writes still in flight to a resource that no token fences.
+// After a clean end — Release, or Session.Close, which is how etcdlock run
+// ends — there is no delay. Off (0) by default.
 //
-// Every holder writes a marker key for the name when it becomes ACTIVE,
-// without a lease, and deletes it in the same transaction as its own key
-// when it releases (Close deletes its locks' markers before it revokes
-// the lease) — only while that key still exists: a Release or Close after
-// the key was deleted or expired leaves the marker, and so does a lock
-// lost by its deadline, and a Release after Abandon deletes nothing. The next contender to become eligible reads the markers in
-// the transaction that writes its own: a marker other than its own is an
-// unclean end. It waits d from that read (not from the end, which it
-// cannot know: the delay is never shorter than d from the end), deletes
-// those markers, and becomes ACTIVE. The delay runs on etcd's clock, as a
-// key with a lease of d (whole seconds, at least etcd's minimum TTL:
-// about 2 s by default) written by the first contender to find the
-// unclean end; a contender that gives up meanwhile and the next to try
-// wait for that same key, so the delay starts once. TryAcquire waits the
-// delay out too, within its ctx.
-// A marker whose Release or Close failed to delete it counts as unclean:
-// the only cost of a doubt is a delay.
+// The delay applied is the longest of the ending holder's (recorded in its
+// key and marker: Record.LockDelay) and the contender's own.
+//
+// Every acquisition writes a marker key of its own (one per acquisition,
+// never reused by a retry) when it becomes eligible, without a lease, and
+// deletes it in the same transaction as its key when it ends cleanly —
+// only while that key still exists: a Release or Close after the key was
+// deleted or expired leaves the marker, and so does a lock lost by its
+// deadline, and a Release after Abandon deletes nothing. The contender
+// that becomes eligible next reads the markers in the transaction that
+// writes its own: any other marker is an unclean end. It waits the delay
+// from that read (not from the end, which it cannot know: the delay is
+// never shorter than d from the end), deletes those markers, and becomes
+// ACTIVE. The delay runs on etcd's clock, as a key with a lease of the
+// delay (whole seconds, at least etcd's minimum TTL: about 2 s by default)
+// named after the newest marker found and the delay's length: a contender
+// that gives up meanwhile and the next to find the same markers wait for
+// that same key, so the delay starts once per end; a delay key started
+// for an earlier end never counts for a later one. TryAcquire waits the
+// delay out too, within its ctx. A marker whose Release or Close failed to
+// delete it counts as unclean: the only cost of a doubt is a delay.
 //
 // Every contender of a name must use it: a holder without it writes no
 // marker. It applies to plain locks (Acquire, TryAcquire); with WithLimit,
@@ -70,7 +75,10 @@ const markerSegment = "%held"
 // others, waits the delay if there are any, and deletes them.
 func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	mpfx := markersPrefix(s.cfg.prefix, l.name)
-	marker := fmt.Sprintf("%s%x", mpfx, int64(s.lease))
+	// One marker per acquisition: a later acquisition of the name on this
+	// session never overwrites an earlier one's (the evidence of its
+	// unclean end), and its clean-up deletes only its own.
+	marker := fmt.Sprintf("%s%x-%x", mpfx, int64(s.lease), int64(l.token))
 	l.mu.Lock()
 	l.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
@@ -85,42 +93,44 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 		return ErrKeyDeleted
 	}
 	var deletes []clientv3.Op
+	delay, newest := l.opts.lockDelay, int64(0)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		// Another holder's marker, or one of this session's earlier
-		// acquisition of the name that ended uncleanly (lost). The delete
-		// compares the revision read, so it spares the marker just
-		// written over the latter.
-		if string(kv.Key) != marker || string(kv.Value) != l.value {
-			deletes = append(deletes, clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
-				[]clientv3.Op{clientv3.OpDelete(string(kv.Key))}, nil))
+		if string(kv.Key) == marker {
+			continue // a retry of the holdMarker request that landed
 		}
+		// The compare spares a marker rewritten since this read.
+		deletes = append(deletes, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
+			[]clientv3.Op{clientv3.OpDelete(string(kv.Key))}, nil))
+		if r, ok := parseRecord(kv.Value); ok {
+			delay = max(delay, r.LockDelay)
+		}
+		newest = max(newest, kv.ModRevision)
 	}
 	if len(deletes) == 0 {
 		return nil
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
-		zap.String("name", l.name), zap.Duration("lock-delay", l.opts.lockDelay), zap.Int("markers", len(deletes)))
-	if err := s.waitDelay(ctx, l); err != nil {
+		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(deletes)))
+	if err := s.waitDelay(ctx, l, delayKey(s.cfg.prefix, l.name, newest, delay), delay); err != nil {
 		return err
 	}
-	for len(deletes) > 0 {
-		n := min(len(deletes), 64)
-		if _, err := s.client.Txn(ctx).Then(deletes[:n]...).Commit(); err != nil {
-			return err
-		}
-		deletes = deletes[n:]
-	}
-	return nil
+	return commitInChunks(ctx, s.client, deletes)
 }
 
-// waitDelay waits out the lock-delay of l's name: until its delay key,
-// written with a lease of the delay's length by the first contender that
-// found the unclean end, expires. The clock is etcd's, and it starts once:
-// a contender that gives up during the wait (its ctx ended) and the next
-// one to try wait for the same key, not for a new delay each.
-func (s *Session) waitDelay(ctx context.Context, l *Lock) error {
-	key := s.cfg.prefix + escapeName(l.name) + delaySegment
+// delayKey is the key whose lease times the delay d after the unclean end
+// whose newest marker has revision rev: contenders that find the same end
+// and need the same delay share it, and it never counts for a later end.
+func delayKey(prefix, name string, rev int64, d time.Duration) string {
+	return fmt.Sprintf("%s%s%s/%x-%d", prefix, escapeName(name), delaySegment, rev, ttlSeconds(d))
+}
+
+// waitDelay waits out the lock-delay d of l's name: until key, written
+// with a lease of d by the first contender that found the unclean end,
+// expires. The clock is etcd's, and it starts once: a contender that gives
+// up during the wait (its ctx ended) and the next one to try wait for the
+// same key, not for a new delay each.
+func (s *Session) waitDelay(ctx context.Context, l *Lock, key string, d time.Duration) error {
 	get, err := s.client.Get(ctx, key)
 	if err != nil {
 		return err
@@ -128,7 +138,7 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock) error {
 	if len(get.Kvs) == 0 {
 		// etcd counts in whole seconds and raises a TTL below its minimum:
 		// the delay is never shorter than asked.
-		g, err := s.client.Grant(ctx, ttlSeconds(l.opts.lockDelay))
+		g, err := s.client.Grant(ctx, ttlSeconds(d))
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,10 @@ type Record struct {
 	// Names lists every name of an AcquireAll, in the order given; empty
 	// for a lock of one name.
 	Names []string `json:"names,omitempty"`
+	// LockDelay is the holder's lock-delay (see WithLockDelay), 0 if none.
+	// A contender that finds this holder ended uncleanly waits at least
+	// this long, even if its own delay is shorter.
+	LockDelay time.Duration `json:"lockDelay,omitempty"`
 }
 
 // origin is the host and process that write a record: read once per
@@ -40,7 +44,7 @@ func thisProcess() origin {
 }
 
 func newRecord(owner string, o origin, now time.Time, seq uint64, ac acquireConfig) string {
-	r := Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared}
+	r := Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared, LockDelay: ac.lockDelay}
 	if len(ac.names) > 1 {
 		r.Names = ac.names
 	}
