@@ -14,9 +14,24 @@ import (
 // of 128 operations per transaction (--max-txn-ops).
 const MaxNames = 64
 
-// maxSetBytes bounds the keys and values one AcquireAll writes, below
-// etcd's default request size limit (1.5 MiB, --max-request-bytes).
+// maxSetBytes bounds the request one AcquireAll sends, below etcd's
+// default request size limit (1.5 MiB, --max-request-bytes).
 const maxSetBytes = 1 << 20
+
+// setRequestBytes bounds the size of AcquireAll's transaction for names
+// from above: per name, its key three times (the compare, the put, the
+// get of the failure branch), its prefix twice (the predecessor's get: key
+// and range end), the record, which lists the whole set (so the request
+// grows with the square of the names' length), and each operation's
+// framing.
+func setRequestBytes(prefix string, names []string, l *Lock) int {
+	const framing = 32 // per operation: tags, lengths, options
+	size := 0
+	for i, key := range l.Keys() {
+		size += 3*len(key) + 2*len(contendersPrefix(prefix, names[i])) + len(l.value) + 4*framing
+	}
+	return size
+}
 
 // AcquireAll blocks until the session holds every one of names, or
 // returns an error holding none of them. It writes a key under every name
@@ -39,7 +54,8 @@ const maxSetBytes = 1 << 20
 //
 // names must hold 1 to MaxNames distinct valid names whose keys and
 // records fit in one request of 1 MiB — every key's record lists the whole
-// set, so 64 names of up to about 120 bytes — else ErrInvalidName. AcquireAll takes no option (WithLimit and WithShared
+// set, so 64 names of up to about 200 bytes — else ErrInvalidName, before
+// anything is sent. AcquireAll takes no option (WithLimit and WithShared
 // apply to one name). The session must not hold or be acquiring any of the
 // names (ErrAlreadyClaimed), as for Acquire. Failure handling, clean-up
 // and leftovers are as for Acquire.
@@ -67,16 +83,10 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	}
 	ctx, stop := l.bind(ctx)
 	defer stop()
-	// Every key's record lists the whole set: the transaction grows with
-	// the square of the names' length.
-	size := 0
-	for _, key := range l.Keys() {
-		size += len(key) + len(l.value)
-	}
-	if size > maxSetBytes {
+	if size := setRequestBytes(s.cfg.prefix, names, l); size > maxSetBytes {
 		s.unclaim(l)
 		l.finish(StateReleased, ErrReleased)
-		return nil, fmt.Errorf("%w: AcquireAll of %d names would write %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
+		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
 	keys := l.Keys()
 	pfxs := make([]string, len(names))

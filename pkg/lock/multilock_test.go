@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,40 @@ func TestAcquireAllCanceledLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx)
+}
+
+// TestAcquireAllRequestSizeIsCheckedBeforeSending: a set whose transaction
+// would be too large for etcd is refused with ErrInvalidName before
+// anything is sent; sets near the bound that pass the check, etcd accepts.
+func TestAcquireAllRequestSizeIsCheckedBeforeSending(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	long := func(c string, n int) string { return strings.Repeat(c, n) }
+	// '/' is escaped as %2F in keys: three bytes sent for one.
+	refused := []string{long("/", 60001), "x" + long("/", 60000)}
+	if l, err := s.AcquireAll(ctx, refused); !errors.Is(err, lock.ErrInvalidName) {
+		t.Fatalf("AcquireAll of two names of 60,001 bytes = %v (lock returned: %t); want ErrInvalidName", err, l != nil)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("a refused set left %v", keys)
+	}
+	sixtyFour := make([]string, lock.MaxNames)
+	for i := range sixtyFour {
+		sixtyFour[i] = fmt.Sprintf("%03d", i) + long("n", 197)
+	}
+	for what, names := range map[string][]string{
+		"two names of 50,000 bytes":                    {long("a", 50000), long("b", 50000)},
+		"two names of 20,000 bytes escaped in keys":    {long("/", 20000), "x" + long("/", 19999)},
+		"two names of 20,000 bytes escaped in JSON":    {long("\x01", 20000), long("\x02", 20000)},
+		"64 names of 200 bytes (the documented bound)": sixtyFour,
+	} {
+		l, err := s.AcquireAll(ctx, names)
+		if err != nil {
+			t.Fatalf("AcquireAll of %s: %v", what, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
