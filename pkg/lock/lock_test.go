@@ -551,6 +551,13 @@ func TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s after the timeout: %v", what, err)
 			}
+			// Release too: its error matches ctx's, and the retry on a
+			// fresh ctx succeeds.
+			rctx, cancel := context.WithTimeout(context.WithValue(ctx, stallKey{}, true), 200*time.Millisecond)
+			defer cancel()
+			if err := l.Release(rctx); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rpctypes.ErrTimeout) {
+				t.Errorf("Release = %v, want context.DeadlineExceeded with etcd's error in the chain", err)
+			}
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
