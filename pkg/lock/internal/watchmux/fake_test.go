@@ -40,6 +40,21 @@ type fakeStream struct {
 	called       chan struct{}
 	mu           sync.Mutex
 	calls, taken int
+	progress     int // progress requests sent
+}
+
+// progressRequests returns how many progress requests the Mux has sent.
+func (s *fakeStream) progressRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
+}
+
+// progressed answers a progress request as etcd does: a response with
+// no watch ID and no events.
+func (s *fakeStream) progressed(rev int64) {
+	s.t.Helper()
+	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: -1})
 }
 
 var _ pb.Watch_WatchClient = (*fakeStream)(nil)
@@ -50,6 +65,14 @@ func newFakeStream(ctx context.Context, t *testing.T) *fakeStream {
 }
 
 func (s *fakeStream) Send(r *pb.WatchRequest) error {
+	if r.GetProgressRequest() != nil {
+		// Taken at once and counted: etcd answers them only when the
+		// test says so (progressed).
+		s.mu.Lock()
+		s.progress++
+		s.mu.Unlock()
+		return nil
+	}
 	s.mu.Lock()
 	s.calls++
 	s.mu.Unlock()

@@ -41,6 +41,16 @@ const (
 	maxBackoff = 2 * time.Second
 	// readTimeout bounds one re-read.
 	readTimeout = 5 * time.Second
+	// ProbeAfter is how long a stream carrying watches may go without a
+	// message from etcd before the Mux asks for a progress report;
+	// ProbeTimeout is how long it then waits for any message before it
+	// replaces the stream as silent. A connection can stop delivering
+	// without breaking (a stalled proxy, a half-open TCP connection that
+	// the keepalive has not caught): a key deleted meanwhile is noticed by
+	// the re-read of the next stream, within about ProbeAfter +
+	// ProbeTimeout + a reconnect and a read.
+	ProbeAfter   = 5 * time.Second
+	ProbeTimeout = 5 * time.Second
 )
 
 // Mux multiplexes key watches over one etcd watch stream, so that a watch
@@ -74,6 +84,9 @@ type Mux struct {
 	cancels []int64          // cancel requests to send on the current stream
 	reset   error            // why the current stream must be replaced, if it must
 	works   bool             // the current stream has created a watch
+	heard   time.Time        // when the current stream last delivered a message (or opened)
+	msgs    uint64           // messages the current stream delivered
+	probing bool             // a progress request awaits an answer: the next message wakes Run
 }
 
 // Watch is one registered watch, the handle for Mux.Remove. Its fields

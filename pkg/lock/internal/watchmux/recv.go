@@ -47,8 +47,11 @@ func (m *Mux) receive(ws pb.Watch_WatchClient) error {
 // It wakes Run only when the response left it something to do.
 func (m *Mux) handle(resp *pb.WatchResponse) func() {
 	m.mu.Lock()
+	m.heard, m.msgs = m.clk.Now(), m.msgs+1
+	probed := m.probing
+	m.probing = false
 	defer func() {
-		wake := len(m.cancels) > 0 || len(m.reread) > 0 || m.reset != nil
+		wake := probed || len(m.cancels) > 0 || len(m.reread) > 0 || m.reset != nil
 		m.mu.Unlock()
 		if wake {
 			m.poke()

@@ -12,7 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-var errIdle = errors.New("idle")
+var (
+	errIdle   = errors.New("idle")
+	errSilent = errors.New("watch stream silent: no answer to a progress request")
+)
 
 // Run serves the watches until ctx ends: it keeps a stream open while
 // watches need one, and replaces a stream that breaks. It returns once ctx
@@ -97,6 +100,7 @@ func (m *Mux) serve(ctx context.Context) error {
 	readRetry := backoff{next: minBackoff}
 	var readAt time.Time // no re-read before
 	var idleSince time.Time
+	var probe probe
 	defer func() {
 		cancel()
 		if recvErr != nil {
@@ -132,9 +136,14 @@ func (m *Mux) serve(ctx context.Context) error {
 			idleSince = time.Time{}
 		}
 
+		due, err := m.checkSilence(ws, &probe, now, idle)
+		if err != nil {
+			return err
+		}
+
 		// Wake up for the next delayed watch, a re-read's timeout or
-		// retry, or the idle timeout.
-		next := m.nextDue()
+		// retry, the idle timeout or the silence check.
+		next := earliest(m.nextDue(), due)
 		var readDone <-chan readResult
 		switch {
 		case rd != nil:
@@ -174,12 +183,52 @@ func (m *Mux) serve(ctx context.Context) error {
 	}
 }
 
+// probe is the progress request in flight on a stream, if any.
+type probe struct {
+	sent time.Time // zero: none
+	msgs uint64    // messages received before it was sent
+}
+
+// checkSilence asks etcd for a progress report on a stream that carries
+// watches and has delivered nothing for ProbeAfter, and fails with
+// errSilent when nothing at all arrives within ProbeTimeout of the ask.
+// It returns when it must be called again (zero: no need).
+func (m *Mux) checkSilence(ws pb.Watch_WatchClient, p *probe, now time.Time, idle bool) (time.Time, error) {
+	m.mu.Lock()
+	heard, msgs := m.heard, m.msgs
+	m.mu.Unlock()
+	if !p.sent.IsZero() {
+		if msgs == p.msgs {
+			if !now.Before(p.sent.Add(ProbeTimeout)) {
+				return time.Time{}, errSilent
+			}
+			return p.sent.Add(ProbeTimeout), nil
+		}
+		*p = probe{} // answered, or anything else arrived
+	}
+	if idle {
+		return time.Time{}, nil
+	}
+	if now.Before(heard.Add(ProbeAfter)) {
+		return heard.Add(ProbeAfter), nil
+	}
+	m.mu.Lock()
+	m.probing = true
+	m.mu.Unlock()
+	*p = probe{sent: now, msgs: msgs}
+	if err := ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}}); err != nil {
+		return time.Time{}, err
+	}
+	return now.Add(ProbeTimeout), nil
+}
+
 // begin prepares the state for a new stream: watches of the broken one are
 // re-read (WatchKey) or fire (WatchFromNow: re-created from "now", they
 // would miss what happened while no stream was open).
 func (m *Mux) begin() {
 	m.mu.Lock()
 	m.pending, m.cancels, m.reset, m.works = nil, nil, nil, false
+	m.heard, m.msgs, m.probing = m.clk.Now(), 0, false
 	var fire []func(error)
 	for _, w := range m.orphans {
 		if w.createRev == 0 {

@@ -214,3 +214,50 @@ func TestRereadRefused(t *testing.T) {
 		}
 	}
 }
+
+// A stream that delivers nothing for ProbeAfter is asked for a progress
+// report; one answered keeps the stream, one unanswered for ProbeTimeout
+// replaces it, and the held key's re-read on the next stream finds the
+// deletion the silent stream never delivered.
+func TestSilentStreamIsReplaced(t *testing.T) {
+	h := newHeld(t)
+	h.step(ProbeAfter - time.Millisecond)
+	if n := h.s.progressRequests(); n != 0 {
+		t.Fatalf("%d progress requests before ProbeAfter", n)
+	}
+	h.step(time.Millisecond)
+	h.waitProgressRequests(h.s, 1)
+	h.s.progressed(10)
+	h.step(ProbeTimeout)
+	if h.s.ctx.Err() != nil {
+		t.Fatal("a stream that answered its progress request was replaced")
+	}
+
+	// Asked again after another ProbeAfter of quiet: no answer this time.
+	h.step(ProbeAfter - ProbeTimeout)
+	h.waitProgressRequests(h.s, 2)
+	h.step(ProbeTimeout - time.Millisecond)
+	if h.s.ctx.Err() != nil {
+		t.Fatal("stream replaced before ProbeTimeout")
+	}
+	h.step(time.Millisecond)
+	h.s.closed()
+	h.step(minBackoff)
+	h.stream()
+	h.read().answer(70, 0) // deleted while the stream was silent
+	if err := h.f.fired(t); err != nil {
+		t.Errorf("held key's watch fired with %v", err)
+	}
+}
+
+// waitProgressRequests waits until s has carried n progress requests.
+func (h *harness) waitProgressRequests(s *fakeStream, n int) {
+	h.t.Helper()
+	end := time.Now().Add(wait)
+	for s.progressRequests() < n {
+		if time.Now().After(end) {
+			h.t.Fatalf("%d progress requests, want %d", s.progressRequests(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
