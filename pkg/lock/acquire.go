@@ -384,6 +384,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			for _, name := range names {
 				s.claims[name] = l
 			}
+			s.inflight.Add(1) // done by bind's stop; under mu, before Close's end
 			s.mu.Unlock()
 			s.cfg.metrics.Waiting(1)
 			return l, nil

@@ -251,7 +251,9 @@ func (l *Lock) finish(state State, err error) bool {
 }
 
 // bind returns ctx, canceled also — with l's cause — when l ends (the
-// session is lost or closed, or l is lost), and its stop function. An
+// session is lost or closed, or l is lost), and its stop function, which
+// the acquisition calls when it returns (it ends the acquisition's count
+// in Session.inflight, taken by claim). An
 // acquisition runs its requests on it: clientv3 waits for a connection
 // (WaitForReady) for as long as ctx allows, and without bind a request
 // sent while etcd is unreachable would outlive the session it is for.
@@ -275,6 +277,7 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 		l.acquiring = nil
 		l.mu.Unlock()
 		cancel(nil)
+		l.s.inflight.Done()
 	}
 }
 

@@ -71,6 +71,10 @@ type Session struct {
 	// unreleased are locks with a lock-delay marker whose Release failed,
 	// for Close to delete their markers (guarded by mu).
 	unreleased []*Lock
+	// inflight counts the acquisitions in progress (claim to return):
+	// Close waits for them, so that none writes a marker after Close
+	// deleted the markers.
+	inflight sync.WaitGroup
 }
 
 // keepForClose remembers l, whose Release failed, for Close.
@@ -289,6 +293,10 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
+	// The acquisitions in progress, which end canceled them, finish their
+	// clean-up (within the cleanup timeout): an acquisition's marker write
+	// in flight must land before the markers are deleted, not after.
+	s.inflight.Wait()
 	// A clean end: the lock-delay markers go before the keys (see
 	// WithLockDelay). Should this fail, the next holder waits the delay.
 	if err := commitInChunks(ctx, s.client, markerDeletes(held)); err != nil {
