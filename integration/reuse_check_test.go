@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +22,13 @@ const (
 	invForeign    = "deletes of an active grant" // 3
 	invLeak       = "leaked goroutines"          // 4
 	invLeftover   = "keys left after close"      // 5
+	invLockDelay  = "lock-delays cut short"      // 6
 )
 
-var reuseInvariants = []string{invOverlap, invLateNotice, invRegression, invShared, invForeign, invLeak, invLeftover}
+var reuseInvariants = []string{invOverlap, invLateNotice, invRegression, invShared, invForeign, invLeak, invLeftover, invLockDelay}
 
 // reuseInvariantNumber is each counter's invariant, as numbered on reuseResult.
-var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRegression: 2, invShared: 2, invForeign: 3, invLeak: 4, invLeftover: 5}
+var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRegression: 2, invShared: 2, invForeign: 3, invLeak: 4, invLeftover: 5, invLockDelay: 6}
 
 // reuseResult is what one run found. Its invariants:
 //
@@ -43,7 +45,15 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //     observer is attributed to the grant that owned the key (key and
 //     create revision = token).
 //  4. No goroutine of the library or of the checker outlives the run.
-//  5. No key is left under the prefix once every session is closed.
+//  5. No key is left under the prefix once every session is closed, but
+//     the lock-delay markers of unclean ends (and delay keys, which
+//     expire with their lease).
+//  6. On a lock-delay name (see reuseConfig.delayed), no grant starts
+//     less than the delay after an unclean end of the previous one —
+//     any deletion of its key but by its own Release or its session's
+//     Close called before it (an operator's delete or Break, the expiry
+//     of a lost or abandoned session's lease) — as etcd's own watch of
+//     the deletion times it, whatever the ending session does next.
 type reuseResult struct {
 	seed       uint64
 	control    string
@@ -60,7 +70,14 @@ type reuseResult struct {
 	grants     int
 	deletions  int
 
-	leakedGoroutines, leftoverKeys int // measured by runReuse
+	// uncleanEnds counts the unclean ends of lock-delay names; delayed,
+	// the grants that followed one, of which minDelay is the shortest
+	// wait.
+	uncleanEnds, delayed int
+	minDelay             time.Duration
+
+	leakedGoroutines int      // measured by runReuse
+	left             []string // keys under the prefix after the run
 }
 
 func (r reuseResult) violations() int {
@@ -81,6 +98,7 @@ func (r reuseResult) String() string {
 			fmt.Fprintf(&b, "(first at %v)", at.Round(time.Millisecond))
 		}
 	}
+	fmt.Fprintf(&b, " unclean-ends=%d next-holders=%d shortest-wait=%v", r.uncleanEnds, r.delayed, r.minDelay.Round(time.Millisecond))
 	fmt.Fprintf(&b, " stats=%v", r.stats)
 	for _, sig := range slices.Sorted(maps.Keys(r.signatures)) {
 		fmt.Fprintf(&b, "\n  found %q ×%d, first at %v", sig, r.signatures[sig], r.sigFirst[sig].Round(time.Millisecond))
@@ -102,6 +120,8 @@ func (r reuseResult) caught() bool {
 		return r.counters[invShared] > 0
 	case reuseForgetClose:
 		return r.counters[invLeftover] > 0 && r.counters[invLeak] > 0
+	case reuseSkipDelay:
+		return r.counters[invLockDelay] > 0
 	}
 	return false
 }
@@ -131,11 +151,9 @@ func (c *reuseRun) check(res *reuseResult) {
 	res.signatures, res.sigFirst = map[string]int{}, map[string]time.Duration{}
 	res.controlled, res.grants, res.deletions = c.controlled, len(c.grants), len(c.deletions)
 	res.stats = maps.Clone(c.stats)
-	res.counters[invLeak], res.counters[invLeftover] = res.leakedGoroutines, res.leftoverKeys
-	for _, inv := range []string{invLeak, invLeftover} {
-		if res.counters[inv] > 0 {
-			res.first[inv] = res.took
-		}
+	res.counters[invLeak] = res.leakedGoroutines
+	if res.leakedGoroutines > 0 {
+		res.first[invLeak] = res.took
 	}
 	for _, g := range c.grants {
 		if g.end < 0 {
@@ -145,6 +163,113 @@ func (c *reuseRun) check(res *reuseResult) {
 	c.attributeDeletions(res)
 	c.checkOverlaps(res)
 	c.checkTokens(res)
+	unclean := c.checkLockDelay(res)
+	c.checkLeftovers(res, unclean)
+}
+
+// cleanEnd reports whether g's key, deleted at at, was deleted by g's own
+// Release or its session's Close, called before that (not Abandon), and
+// by no operator: an operator's delete that races the Release and wins is
+// an unclean end, whichever call came first.
+func (c *reuseRun) cleanEnd(g *grant, at time.Duration) bool {
+	if g.deletedBy != "" {
+		return false
+	}
+	for _, a := range c.actions {
+		if a.call <= at && (a.key == g.key && a.createRev == int64(g.real) || a.kind == "break" && a.lease == g.lease) {
+			return false
+		}
+	}
+	return g.release >= 0 && g.release <= at || g.session.closed >= 0 && g.session.closed <= at && !g.session.abandoned
+}
+
+// checkLockDelay checks invariant 6 and returns the tokens of the grants
+// that ended uncleanly.
+func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
+	owners := map[keyToken]*grant{}
+	for _, g := range c.grants {
+		if g.kind != "term" && c.cfg.delayed(g.name) {
+			owners[keyToken{g.key, g.real}] = g
+		}
+	}
+	byName := c.byName()
+	unclean := map[fencing.Token]bool{}
+	for _, d := range c.deletions {
+		g := owners[keyToken{d.key, fencing.Token(d.createRev)}]
+		if g == nil || c.cleanEnd(g, d.at) {
+			continue
+		}
+		unclean[g.real] = true
+		res.uncleanEnds++
+		for _, h := range byName[g.name] {
+			if h == g || h.start < d.at {
+				continue
+			}
+			// The first grant after the end: the next holder.
+			wait := h.start - d.at
+			if res.delayed == 0 || wait < res.minDelay {
+				res.minDelay = wait
+			}
+			res.delayed++
+			if wait < c.cfg.lockDelay {
+				c.violation(res, invLockDelay, "next holder too soon", h.start, "%v started %v after the unclean end of %v (its key deleted at %v), want >= %v",
+					h, wait, g, d.at, c.cfg.lockDelay)
+			}
+			break
+		}
+	}
+	return unclean
+}
+
+// checkLeftovers checks invariant 5: a lock-delay marker may stay only
+// for a grant that ended uncleanly, or an acquisition that never became
+// a grant (its session was lost or abandoned while it waited out a
+// delay); a delay key expires with its lease.
+func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bool) {
+	granted := map[fencing.Token]*grant{}
+	for _, g := range c.grants {
+		granted[g.real] = g
+	}
+	for _, key := range res.left {
+		if !lockDelayKey(key) {
+			c.violation(res, invLeftover, "", res.took, "%s", key)
+			continue
+		}
+		tok, isMarker := markerToken(key)
+		g := granted[tok]
+		if !isMarker || unclean[tok] || g == nil {
+			res.stats["lock-delay keys left"]++
+			continue
+		}
+		var deleted []string
+		for _, d := range c.deletions {
+			if d.key == g.key && fencing.Token(d.createRev) == g.real {
+				deleted = append(deleted, d.at.String())
+			}
+		}
+		c.violation(res, invLeftover, "a lock-delay marker of a clean end", res.took, "%s of %v (session closed %v, abandoned %t; key deleted at %v)",
+			key, g, g.session.closed, g.session.abandoned, deleted)
+	}
+}
+
+// lockDelayKey reports whether key is a lock-delay marker or delay key.
+func lockDelayKey(key string) bool {
+	return strings.Contains(key, "%held/") || strings.Contains(key, "%delay/")
+}
+
+// markerToken is the token of the acquisition that wrote the marker key
+// <name>%held/<lease-hex>-<token-hex>.
+func markerToken(key string) (fencing.Token, bool) {
+	i := strings.Index(key, "%held/")
+	if i < 0 {
+		return 0, false
+	}
+	_, tok, ok := strings.Cut(key[i+len("%held/"):], "-")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(tok, 16, 64)
+	return fencing.Token(v), err == nil
 }
 
 type keyToken struct {

@@ -64,7 +64,7 @@ func (r *reuseRun) startElections(work context.Context) (stop func()) {
 		<-driven
 		now := r.now()
 		for _, el := range els {
-			r.closeSession(el.rec, now)
+			r.closeSession(el.rec, now, false)
 		}
 		cancel()
 		wg.Wait()

@@ -39,7 +39,10 @@ type sessionRec struct {
 	worker string
 	lease  clientv3.LeaseID
 	closed time.Duration // Close, Abandon or the elector's stop, -1 if none
-	s      *lock.Session // nil for electors
+	// abandoned: ended by Abandon, whose keys stay until the lease
+	// expires (an unclean end).
+	abandoned bool
+	s         *lock.Session // nil for electors
 	// revoked: a Close returned nil, so its keys must be gone. A failed
 	// Close leaves them to expire with the lease.
 	revoked bool
@@ -79,11 +82,11 @@ func (r *reuseRun) addSession(worker string, s *lock.Session) *sessionRec {
 
 // closeSession records the end of a session (its grants end with it, as
 // Close and Abandon release every lock the session holds).
-func (r *reuseRun) closeSession(rec *sessionRec, at time.Duration) {
+func (r *reuseRun) closeSession(rec *sessionRec, at time.Duration, abandon bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rec.closed < 0 {
-		rec.closed = at
+		rec.closed, rec.abandoned = at, abandon
 	}
 	for _, g := range r.grants {
 		if g.session == rec && g.end < 0 {

@@ -30,7 +30,7 @@ func TestReuseCheckerNegativeControls(t *testing.T) {
 	for _, control := range reuseControls {
 		t.Run(control, func(t *testing.T) {
 			cfg := reuseRunConfig(11, 6*time.Second)
-			cfg.control, cfg.names = control, []string{"a", "b", "c"}
+			cfg.control, cfg.names = control, controlNames(control)
 			r := runReuse(t, cfg)
 			t.Log(r)
 			if !r.controlled || !r.caught() {
@@ -55,7 +55,8 @@ func TestReuseLong(t *testing.T) {
 	for i := range runs {
 		cfg := reuseRunConfig(seed+uint64(i), d)
 		if i%10 == 9 {
-			cfg.control, cfg.names = reuseControls[(i/10)%len(reuseControls)], []string{"a", "b", "c"}
+			cfg.control = reuseControls[(i/10)%len(reuseControls)]
+			cfg.names = controlNames(cfg.control)
 		}
 		r := runReuse(t, cfg)
 		fmt.Printf("run %d/%d %v\n", i+1, runs, r)
@@ -71,8 +72,26 @@ func TestReuseLong(t *testing.T) {
 	fmt.Print(tot.table(time.Since(start)))
 }
 
+// reuseRunConfig is a run's configuration. Names starting with "d" are
+// acquired with a lock-delay by every contender.
 func reuseRunConfig(seed uint64, d time.Duration) reuseConfig {
-	return reuseConfig{seed: seed, duration: d, workers: 4, electors: 3, names: []string{"a", "b", "c", "d", "e"}, ttl: 3 * time.Second}
+	return reuseConfig{seed: seed, duration: d, workers: 4, electors: 3, names: []string{"a", "b", "c", "d1", "d2"}, ttl: 3 * time.Second,
+		lockDelay: reuseLockDelay}
+}
+
+// reuseLockDelay is the lock-delay of the "d" names: etcd times it with a
+// lease of whole seconds, at least 2 s, so that a contender waits at least
+// 500 ms more than the checker requires — room for the observer's watch
+// to see a deletion late.
+const reuseLockDelay = 1500 * time.Millisecond
+
+// controlNames are the names of a control's run: few, so that its hazard
+// comes soon.
+func controlNames(control string) []string {
+	if control == reuseSkipDelay {
+		return []string{"d1", "d2"}
+	}
+	return []string{"a", "b", "c"}
 }
 
 // reuseFail fails t, or only logs when REUSE_REPORT_ONLY is set.
@@ -93,6 +112,8 @@ type reuseTotals struct {
 	sigRuns                           map[string]int    // runs in which each signature was found
 	stats                             map[string]int
 	maxNotice                         time.Duration
+	uncleanEnds, delayed              int
+	minDelay                          time.Duration
 }
 
 func (t *reuseTotals) add(r reuseResult) {
@@ -107,6 +128,11 @@ func (t *reuseTotals) add(r reuseResult) {
 	t.grants += r.grants
 	t.deletions += r.deletions
 	t.maxNotice = max(t.maxNotice, r.maxNotice)
+	t.uncleanEnds += r.uncleanEnds
+	if r.delayed > 0 && (t.delayed == 0 || r.minDelay < t.minDelay) {
+		t.minDelay = r.minDelay
+	}
+	t.delayed += r.delayed
 	for k, v := range r.counters {
 		t.counters[k] += v
 		if _, ok := t.first[k]; !ok && v > 0 {
@@ -131,6 +157,10 @@ func (t *reuseTotals) table(took time.Duration) string {
 	}
 	tab.counts("runs that found ", t.sigRuns)
 	row("slowest notice of a deleted held key", t.maxNotice.Round(time.Millisecond))
+	row("unclean ends of lock-delay names / next holders checked", fmt.Sprintf("%d / %d", t.uncleanEnds, t.delayed))
+	if t.delayed > 0 {
+		row("shortest wait after an unclean end (required)", fmt.Sprintf("%v (%v)", t.minDelay.Round(time.Millisecond), reuseLockDelay))
+	}
 	row("negative controls caught", fmt.Sprintf("%d/%d", t.controlsCaught, t.controlRuns))
 	return tab.String()
 }

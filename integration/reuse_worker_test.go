@@ -106,6 +106,13 @@ func (w *lockWorker) tend() {
 		switch {
 		case lost:
 			w.release(h, 2*time.Second)
+			if w.rng.IntN(2) == 0 {
+				// Straight back for the same name on the same session,
+				// with a short context: on a lock-delay name, inside
+				// the delay its own unclean end started.
+				w.r.count("re-acquisitions after a loss")
+				w.acquire(w.ctx, name, w.rng.IntN(100) < w.tryBias, time.Duration(20+w.rng.IntN(1500))*time.Millisecond, w.holdFor())
+			}
 		case now >= h.g.due && w.control != reuseIgnoreLost && w.rng.IntN(100) < 35:
 			w.badRelease(h)
 		case now >= h.g.due:
@@ -136,7 +143,7 @@ func (w *lockWorker) step(ctx context.Context) {
 	switch {
 	case k < 45:
 		if name, ok := w.freeName(); ok {
-			w.acquire(ctx, name, w.rng.IntN(100) < w.tryBias, time.Duration(20+w.rng.IntN(1500))*time.Millisecond, w.holdFor())
+			w.acquire(ctx, name, w.rng.IntN(100) < w.tryBias, w.timeout(name, time.Duration(20+w.rng.IntN(1500))*time.Millisecond), w.holdFor())
 		}
 	case k < 60: // acquire, release at once, acquire another
 		if name, ok := w.freeName(); ok {
@@ -147,15 +154,13 @@ func (w *lockWorker) step(ctx context.Context) {
 				w.acquire(ctx, next, w.rng.IntN(100) < w.tryBias, time.Duration(20+w.rng.IntN(500))*time.Millisecond, w.holdFor())
 			}
 		}
-	case k == 100:
-		abandon := w.rng.IntN(5) == 0
-		w.endAll(false)
-		w.closeSession(abandon)
-		if abandon {
-			w.r.count("session abandons")
-		} else {
-			w.r.count("session closes")
+	case k < 63:
+		if name, ok := w.freeName(); ok {
+			w.endWhileWaiting(ctx, name)
 		}
+	case k == 100:
+		w.endAll(false)
+		w.closeSession(w.rng.IntN(5) == 0)
 	default:
 		time.Sleep(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
 	}
@@ -173,9 +178,9 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 	)
 	if try {
 		kind = "try"
-		l, err = w.s.TryAcquire(actx, name)
+		l, err = w.s.TryAcquire(actx, name, w.opts(name)...)
 	} else {
-		l, err = w.s.Acquire(actx, name)
+		l, err = w.s.Acquire(actx, name, w.opts(name)...)
 	}
 	if err == nil || !try {
 		w.fresh = false // a failed TryAcquire left no key, and watched nothing
@@ -214,6 +219,63 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 	return h
 }
 
+// timeout is d, or for a lock-delay name half the time d plus twice the
+// delay: long enough to wait one out, so that holders follow unclean ends.
+func (w *lockWorker) timeout(name string, d time.Duration) time.Duration {
+	if w.r.cfg.delayed(name) && w.rng.IntN(2) == 0 {
+		return d + 2*w.r.cfg.lockDelay
+	}
+	return d
+}
+
+// opts are the options of an acquisition of name: the run's lock-delay
+// on the "d" names, except for the skip-delay control's worker.
+func (w *lockWorker) opts(name string) []lock.Option {
+	if !w.r.cfg.delayed(name) {
+		return nil
+	}
+	if w.control == reuseSkipDelay {
+		w.r.mu.Lock()
+		w.r.controlled = true
+		w.r.mu.Unlock()
+		return nil
+	}
+	return []lock.Option{lock.WithLockDelay(w.r.cfg.lockDelay)}
+}
+
+// endWhileWaiting starts an acquisition of name and, while it may still be
+// waiting, closes or abandons the session under it. An acquisition that
+// got the lock first holds it until the session's end.
+func (w *lockWorker) endWhileWaiting(ctx context.Context, name string) {
+	type outcome struct {
+		l   *lock.Lock
+		err error
+		at  time.Duration
+	}
+	res := make(chan outcome, 1)
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, rec := w.s, w.rec
+	go func() {
+		l, err := s.Acquire(actx, name, w.opts(name)...)
+		res <- outcome{l, err, w.r.now()}
+	}()
+	time.Sleep(time.Duration(1+w.rng.IntN(400)) * time.Millisecond)
+	abandon := w.rng.IntN(3) == 0
+	call := w.r.now()
+	w.endAll(false)
+	w.closeSession(abandon)
+	o := <-res
+	if o.err != nil {
+		w.r.count("acquisitions ended by their session's end")
+		return
+	}
+	w.r.count("acquisitions that won the race with their session's end")
+	// Active from its return until the session's end began.
+	g := w.r.granted("acquire", w.name, w.id, rec, name, o.l.Key(), o.l.Token(), o.at, o.at)
+	w.r.ended(g, max(o.at, call), nil, false)
+}
+
 // staleToken is the stale-token control's breakage: the client caches the
 // first token it got for a name and goes on using it.
 func (w *lockWorker) staleToken(g *grant) {
@@ -243,7 +305,12 @@ func (w *lockWorker) endAll(lost bool) {
 
 // closeSession closes (or abandons) the current session.
 func (w *lockWorker) closeSession(abandon bool) {
-	w.r.closeSession(w.rec, w.r.now())
+	w.r.closeSession(w.rec, w.r.now(), abandon)
+	if abandon {
+		w.r.count("session abandons")
+	} else {
+		w.r.count("session closes")
+	}
 	if abandon {
 		w.s.Abandon()
 		w.abandoned = append(w.abandoned, abandonedSession{w.s, w.rec})
