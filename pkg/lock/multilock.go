@@ -46,7 +46,11 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 // already holds another lock: order across calls is the caller's.)
 //
 // The Lock is held while every key exists: the deletion of any of them
-// (Break of one name, an operator's delete) loses the whole set, and
+// (Break of one name, an operator's delete) loses the whole set — a key
+// deleted right after the acquiring write, before its watch exists, as for
+// Acquire within about 200 ms of the deletion (see Lock), even if
+// AcquireAll has returned meanwhile: the last read checks only the key of
+// the name waited for last — and
 // Release deletes all the keys in one transaction, each by compare on the
 // token. Name and Key are the first name's; Names and Keys list all.
 // Contenders of the names that use Acquire see an AcquireAll holder as
