@@ -61,3 +61,22 @@ func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fe
 	}
 	return resp, nil
 }
+
+// Ceiling returns a fencing.Ceiling that reports cli's cluster's current
+// revision, read linearizably: every token an etcdlock lock on that
+// cluster has issued is at most that revision. A nil cli makes the
+// returned function fail with ErrInvalidArgument.
+func Ceiling(cli *clientv3.Client) fencing.Ceiling {
+	return func(ctx context.Context) (fencing.Token, error) {
+		if cli == nil {
+			return 0, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+		}
+		// Any read carries the revision in its header; a count of one key
+		// is the cheapest read.
+		resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+		if err != nil {
+			return 0, fmt.Errorf("etcdfence: ceiling: %w", err)
+		}
+		return fencing.Token(resp.Header.Revision), nil
+	}
+}
