@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,34 +36,56 @@ type backend struct {
 
 func backends() []backend {
 	return []backend{
-		{"sqlite", func(t testing.TB) *sql.DB {
-			dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(wal)&_txlock=immediate"
-			db, err := sql.Open("sqlite", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		}},
-		{"postgres", func(t testing.TB) *sql.DB {
-			dsn := os.Getenv(PostgresDSNEnv)
-			if dsn == "" {
-				if os.Getenv("CI") != "" {
-					t.Fatalf("%s is not set: CI must start PostgreSQL (hack/pg.sh)", PostgresDSNEnv)
-				}
-				t.Skipf("%s not set; run `make test` to start a throwaway PostgreSQL", PostgresDSNEnv)
-			}
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if err := db.Ping(); err != nil {
-				t.Fatalf("postgres at %s: %v", dsn, err)
-			}
-			return db
-		}},
+		sqlite("sqlite", "wal"),
+		sqlite("sqlite-rollback-journal", "delete"),
+		postgres("postgres", "read committed"),
+		postgres("postgres-repeatable-read", "repeatable read"),
+		postgres("postgres-serializable", "serializable"),
 	}
+}
+
+// sqlite opens a new database file with the given journal mode.
+func sqlite(name, journal string) backend {
+	return backend{name, func(t testing.TB) *sql.DB {
+		dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(" + journal + ")&_txlock=immediate"
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}}
+}
+
+// postgres opens the server named by PostgresDSNEnv with every transaction
+// at the given isolation level.
+func postgres(name, isolation string) backend {
+	return backend{name, func(t testing.TB) *sql.DB {
+		dsn := os.Getenv(PostgresDSNEnv)
+		if dsn == "" {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not set: CI must start PostgreSQL (hack/pg.sh)", PostgresDSNEnv)
+			}
+			t.Skipf("%s not set; run `make test` to start a throwaway PostgreSQL", PostgresDSNEnv)
+		}
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", PostgresDSNEnv, err)
+		}
+		q := u.Query()
+		q.Set("default_transaction_isolation", isolation)
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // the server reads no "+" as a space
+		db, err := sql.Open("pgx", u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		var got string
+		if err := db.QueryRow(`SHOW transaction_isolation`).Scan(&got); err != nil || got != isolation {
+			t.Fatalf("postgres at %s: isolation %q, %v; want %q", dsn, got, err, isolation)
+		}
+		return db
+	}}
 }
 
 // setup creates the fence table and a per-test data table.
@@ -119,11 +143,29 @@ func TestWithFenceSemantics(t *testing.T) {
 				t.Fatalf("stale write applied: value %d", v)
 			}
 			boom := errors.New("boom")
-			if err := sqlfence.WithFence(ctx, db, res, 20, func(tx *sql.Tx) error { set(4)(tx); return boom }); err != boom {
+			if err := sqlfence.WithFence(ctx, db, res, 20, func(tx *sql.Tx) error { set(4)(tx); return boom }); !errors.Is(err, boom) {
 				t.Fatalf("fn error = %v", err)
 			}
-			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 10 {
-				t.Fatalf("failed fn moved the fence to %v (%v)", cur, err)
+			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 20 {
+				t.Fatalf("an admitted token's failed fn left the fence at %v (%v), want 20", cur, err)
+			}
+			if v := value(); v != 2 {
+				t.Fatalf("rolled-back write applied: value %d", v)
+			}
+			if err := sqlfence.WithFence(ctx, db, res, 15, set(6)); !errors.Is(err, fencing.ErrStaleToken) {
+				t.Fatalf("token 15 after admitted 20: %v", err)
+			}
+			// A failing statement in fn (an aborted PostgreSQL transaction)
+			// still keeps the mark.
+			bad := func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO `+data+` (id, value) VALUES (1, 7)`)
+				return err
+			}
+			if err := sqlfence.WithFence(ctx, db, res, 21, bad); err == nil {
+				t.Fatal("duplicate key accepted")
+			}
+			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 21 {
+				t.Fatalf("fence after fn's failed statement = %v (%v), want 21", cur, err)
 			}
 			if v := value(); v != 2 {
 				t.Fatalf("rolled-back write applied: value %d", v)
