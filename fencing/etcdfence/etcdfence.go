@@ -9,6 +9,15 @@
 // can never commit: once its key is gone (released, expired, broken), no
 // later transaction with its token succeeds, and a newer owner's key always
 // has a different create revision.
+//
+// No mark is kept: a token is admitted by the transaction's comparison and
+// its ops are applied in the same transaction, all or nothing. A caller
+// that fails after Commit returned has nothing to undo in the fence. A
+// token that is not the create revision of a live key is never admitted,
+// so a forged huge token cannot poison anything.
+//
+// Ceiling reads the cluster's current revision, which no issued token
+// exceeds; httpfence.WithCeiling uses it to refuse forged tokens.
 package etcdfence
 
 import (
