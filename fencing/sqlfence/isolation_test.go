@@ -18,7 +18,7 @@ import (
 // ahead if it was older, at every PostgreSQL isolation level.
 func TestWithFenceWaiterAtEachIsolationLevel(t *testing.T) {
 	for _, b := range backends() {
-		if !strings.HasPrefix(b.name, "postgres") {
+		if !strings.HasPrefix(b.Name, "postgres") {
 			continue
 		}
 		for _, tc := range []struct {
@@ -29,10 +29,10 @@ func TestWithFenceWaiterAtEachIsolationLevel(t *testing.T) {
 			{"stale waiter", 7, 6, true},
 			{"newer waiter", 6, 7, false},
 		} {
-			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+			t.Run(b.Name+"/"+tc.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				db := b.open(t)
+				db := b.Open(t)
 				data, _ := setup(t, db)
 				res := "res-" + data
 				if err := sqlfence.WithFence(ctx, db, res, 1, func(*sql.Tx) error { return nil }); err != nil {

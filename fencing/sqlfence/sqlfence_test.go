@@ -6,17 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/goleak"
-	_ "modernc.org/sqlite"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
@@ -25,68 +19,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// PostgresDSNEnv names the environment variable holding a DSN of a
-// throwaway PostgreSQL server; hack/pg.sh starts one and `make test` sets it.
-const PostgresDSNEnv = "ETCDLOCK_TEST_POSTGRES_DSN"
-
-type backend struct {
-	name string
-	open func(t testing.TB) *sql.DB
-}
-
-func backends() []backend {
-	return []backend{
-		sqlite("sqlite", "wal"),
-		sqlite("sqlite-rollback-journal", "delete"),
-		postgres("postgres", "read committed"),
-		postgres("postgres-repeatable-read", "repeatable read"),
-		postgres("postgres-serializable", "serializable"),
-	}
-}
-
-// sqlite opens a new database file with the given journal mode.
-func sqlite(name, journal string) backend {
-	return backend{name, func(t testing.TB) *sql.DB {
-		dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(" + journal + ")&_txlock=immediate"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}}
-}
-
-// postgres opens the server named by PostgresDSNEnv with every transaction
-// at the given isolation level.
-func postgres(name, isolation string) backend {
-	return backend{name, func(t testing.TB) *sql.DB {
-		dsn := os.Getenv(PostgresDSNEnv)
-		if dsn == "" {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s is not set: CI must start PostgreSQL (hack/pg.sh)", PostgresDSNEnv)
-			}
-			t.Skipf("%s not set; run `make test` to start a throwaway PostgreSQL", PostgresDSNEnv)
-		}
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("%s: %v", PostgresDSNEnv, err)
-		}
-		q := u.Query()
-		q.Set("default_transaction_isolation", isolation)
-		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // the server reads no "+" as a space
-		db, err := sql.Open("pgx", u.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		var got string
-		if err := db.QueryRow(`SHOW transaction_isolation`).Scan(&got); err != nil || got != isolation {
-			t.Fatalf("postgres at %s: isolation %q, %v; want %q", dsn, got, err, isolation)
-		}
-		return db
-	}}
-}
+func backends() []fencetest.DB { return fencetest.DBs() }
 
 // setup creates the fence table and a per-test data table.
 func setup(t testing.TB, db *sql.DB) (data, log string) {
@@ -111,9 +44,9 @@ func setup(t testing.TB, db *sql.DB) (data, log string) {
 
 func TestWithFenceSemantics(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
+			db := b.Open(t)
 			data, _ := setup(t, db)
 			res := "res-" + data
 			set := func(v int) func(*sql.Tx) error {
@@ -185,10 +118,10 @@ func TestWithFenceSemantics(t *testing.T) {
 // order, never go back in token order (a stale write applied would).
 func TestWithFenceConcurrentWriters(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			db := b.open(t)
+			db := b.Open(t)
 			db.SetMaxOpenConns(8)
 			data, log := setup(t, db)
 			res := "res-" + data
@@ -248,7 +181,7 @@ func TestWithFenceConcurrentWriters(t *testing.T) {
 			if err := db.QueryRowContext(ctx, `SELECT value FROM `+data+` WHERE id = 1`).Scan(&final); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: writes attempted %d, applied %d, stale rejected %d, stale applied %d", b.name, attempts, applied, rejected, staleApplied)
+			t.Logf("%s: writes attempted %d, applied %d, stale rejected %d, stale applied %d", b.Name, attempts, applied, rejected, staleApplied)
 			if staleApplied != 0 {
 				t.Errorf("%d stale writes applied", staleApplied)
 			}
