@@ -75,33 +75,33 @@ func TestWithFenceSemantics(t *testing.T) {
 			if v := value(); v != 2 {
 				t.Fatalf("stale write applied: value %d", v)
 			}
+			// An admitted token whose fn fails keeps its mark; fn's writes
+			// roll back.
+			failing := func(tok fencing.Token, fn func(*sql.Tx) error) error {
+				t.Helper()
+				err := sqlfence.WithFence(ctx, db, res, tok, fn)
+				if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != tok {
+					t.Fatalf("an admitted token's failed fn left the fence at %v (%v), want %v", cur, err, tok)
+				}
+				if v := value(); v != 2 {
+					t.Fatalf("rolled-back write applied: value %d", v)
+				}
+				return err
+			}
 			boom := errors.New("boom")
-			if err := sqlfence.WithFence(ctx, db, res, 20, func(tx *sql.Tx) error { set(4)(tx); return boom }); !errors.Is(err, boom) {
+			if err := failing(20, func(tx *sql.Tx) error { set(4)(tx); return boom }); !errors.Is(err, boom) {
 				t.Fatalf("fn error = %v", err)
-			}
-			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 20 {
-				t.Fatalf("an admitted token's failed fn left the fence at %v (%v), want 20", cur, err)
-			}
-			if v := value(); v != 2 {
-				t.Fatalf("rolled-back write applied: value %d", v)
 			}
 			if err := sqlfence.WithFence(ctx, db, res, 15, set(6)); !errors.Is(err, fencing.ErrStaleToken) {
 				t.Fatalf("token 15 after admitted 20: %v", err)
 			}
-			// A failing statement in fn (an aborted PostgreSQL transaction)
-			// still keeps the mark.
-			bad := func(tx *sql.Tx) error {
+			// A failing statement (it aborts a PostgreSQL transaction).
+			duplicate := func(tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO `+data+` (id, value) VALUES (1, 7)`)
 				return err
 			}
-			if err := sqlfence.WithFence(ctx, db, res, 21, bad); err == nil {
+			if err := failing(21, duplicate); err == nil {
 				t.Fatal("duplicate key accepted")
-			}
-			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 21 {
-				t.Fatalf("fence after fn's failed statement = %v (%v), want 21", cur, err)
-			}
-			if v := value(); v != 2 {
-				t.Fatalf("rolled-back write applied: value %d", v)
 			}
 			if err := sqlfence.WithFence(ctx, db, res, 0, set(5)); !errors.Is(err, fencing.ErrInvalidToken) {
 				t.Fatalf("zero token: %v", err)
