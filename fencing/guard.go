@@ -33,7 +33,8 @@ type fence struct {
 // The mark is raised when t is admitted, before write runs, and stays
 // raised whatever write returns: a write that fails may already have
 // changed the resource, and an older token must never write after it. If
-// write returns an error, Do returns that error.
+// write returns an error, Do returns that error; if it panics, the panic
+// goes on after the critical section is released, with the mark raised.
 //
 // write runs with the resource's critical section held: it may call
 // Current, but must not call Do or Reset for the same resource (that call

@@ -188,3 +188,22 @@ func TestGuardResetRecoversFromPoisonedMark(t *testing.T) {
 		t.Errorf("Current of an unknown resource = %v", got)
 	}
 }
+
+// A write that panics releases the resource with the mark raised.
+func TestGuardWritePanics(t *testing.T) {
+	var g fencing.Guard
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the write's panic did not reach the caller")
+			}
+		}()
+		_ = g.Do("r", 4, func() error { panic("write panicked") })
+	}()
+	if got := g.Current("r"); got != 4 {
+		t.Errorf("mark after a panicking write = %v, want 4", got)
+	}
+	if err := g.Do("r", 4, func() error { return nil }); err != nil {
+		t.Errorf("the resource after a panicking write: %v", err)
+	}
+}
