@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
 	"github.com/etcdlock/etcdlock/fencing/sqlfence"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
@@ -87,5 +89,60 @@ func TestWithFenceWaiterAtEachIsolationLevel(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// At SERIALIZABLE, two writers of different resources whose statements
+// form a write skew cannot both commit: the one refused gets an error
+// wrapping ErrSerializationFailure (not a stale token), and its retry with
+// the same token succeeds.
+func TestWithFenceSerializationFailureIsRetryable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := fencetest.Postgres("postgres-serializable", "serializable").Open(t)
+	data, _ := setup(t, db)
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+data+` (id, value) VALUES (2, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	var read sync.WaitGroup
+	read.Add(2)
+	// skew reads the other row and writes its own: each writer's read is
+	// the other's write.
+	skew := func(own, other int, once *sync.Once) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			defer once.Do(read.Done) // never leave the partner waiting
+			var v int64
+			if err := tx.QueryRowContext(ctx, `SELECT value FROM `+data+` WHERE id = $1`, other).Scan(&v); err != nil {
+				return err
+			}
+			once.Do(read.Done)
+			read.Wait()
+			_, err := tx.ExecContext(ctx, `UPDATE `+data+` SET value = $1 WHERE id = $2`, v+1, own)
+			return err
+		}
+	}
+	var onceA, onceB sync.Once
+	errs := make(chan error, 2)
+	go func() { errs <- sqlfence.WithFence(ctx, db, "skew-a-"+data, 3, skew(1, 2, &onceA)) }()
+	go func() { errs <- sqlfence.WithFence(ctx, db, "skew-b-"+data, 3, skew(2, 1, &onceB)) }()
+	var failures int
+	for range 2 {
+		err := <-errs
+		switch {
+		case err == nil:
+		case errors.Is(err, sqlfence.ErrSerializationFailure) && !errors.Is(err, fencing.ErrStaleToken):
+			failures++
+		default:
+			t.Fatalf("write skew: %v", err)
+		}
+	}
+	if failures != 1 {
+		t.Fatalf("%d of the two skewed writers failed, want 1", failures)
+	}
+	// The retry runs alone (its partner has committed) and succeeds.
+	var once sync.Once
+	read.Add(1)
+	if err := sqlfence.WithFence(ctx, db, "skew-retry-"+data, 3, skew(1, 2, &once)); err != nil {
+		t.Fatalf("retry: %v", err)
 	}
 }
