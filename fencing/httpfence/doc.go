@@ -53,7 +53,8 @@
 // A token far above any real one (a forged or mistyped header) would be
 // admitted and then refuse every real token. WithCeiling(etcdfence.Ceiling(cli))
 // refuses a token above the lock's etcd revision, which no lock can have
-// issued, with 400 before it is admitted. Without a ceiling, an operator
-// recovers with Guard.Reset; the marks also live only as long as the
-// process.
+// issued, with 400 before it is admitted; a forged token below the ceiling
+// holds only until the next lock owner writes. Without a ceiling, an
+// operator recovers with Guard.Reset; the marks also live only as long as
+// the process.
 package httpfence

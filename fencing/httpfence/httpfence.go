@@ -43,6 +43,11 @@ func WithResource(resource func(*http.Request) string) Option {
 // admitted. ceiling is called only for a token above the highest value it
 // has returned so far, so once per new lock owner; if it fails, the request
 // is refused with 503 Service Unavailable and nothing is admitted.
+//
+// The ceiling bounds the harm of a forged token, it does not remove it: a
+// forged token at or below the ceiling is admitted and refuses the present
+// owner's older token, until the next owner (whose token is newer than the
+// ceiling was) writes.
 func WithCeiling(ceiling fencing.Ceiling) Option {
 	return optionFunc(func(m *middleware) error {
 		if ceiling == nil {
