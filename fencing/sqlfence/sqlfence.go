@@ -27,9 +27,13 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // ErrSerializationFailure is wrapped by the error WithFence returns when
 // the database refused the transaction with a serialization failure
 // (SQLSTATE 40001, at REPEATABLE READ or SERIALIZABLE) and the token was
-// not stale: nothing was committed, and the caller should retry WithFence
-// with the same token.
+// not stale: none of fn's statements were committed (the raised mark may
+// have been), and the caller should retry WithFence with the same token.
 var ErrSerializationFailure = errors.New("sqlfence: serialization failure; retry with the same token")
+
+// ErrInvalidArgument is returned, wrapped, by WithFence for an empty
+// resource name, a nil database or a nil fn, before anything is sent.
+var ErrInvalidArgument = errors.New("sqlfence: invalid argument")
 
 // raiseAttempts bounds how often WithFence retries, by itself, a
 // transaction whose fence upsert failed with a serialization failure:
@@ -58,11 +62,13 @@ func WithFence(ctx context.Context, db *sql.DB, resource string, token fencing.T
 	if !token.IsValid() {
 		return fmt.Errorf("sqlfence: %w: %d", fencing.ErrInvalidToken, token)
 	}
-	if resource == "" {
-		return errors.New("sqlfence: empty resource name")
-	}
-	if db == nil || fn == nil {
-		return errors.New("sqlfence: nil database or function")
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty resource name", ErrInvalidArgument)
+	case db == nil:
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	case fn == nil:
+		return fmt.Errorf("%w: nil function", ErrInvalidArgument)
 	}
 	for attempt := 1; ; attempt++ {
 		tx, err := admit(ctx, db, resource, token)

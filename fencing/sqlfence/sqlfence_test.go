@@ -106,6 +106,15 @@ func TestWithFenceSemantics(t *testing.T) {
 			if err := sqlfence.WithFence(ctx, db, res, 0, set(5)); !errors.Is(err, fencing.ErrInvalidToken) {
 				t.Fatalf("zero token: %v", err)
 			}
+			for _, bad := range []error{
+				sqlfence.WithFence(ctx, db, "", 30, set(5)),
+				sqlfence.WithFence(ctx, nil, res, 30, set(5)),
+				sqlfence.WithFence(ctx, db, res, 30, nil),
+			} {
+				if !errors.Is(bad, sqlfence.ErrInvalidArgument) {
+					t.Errorf("bad argument: %v", bad)
+				}
+			}
 			if cur, err := sqlfence.Current(ctx, db, "never-written"); err != nil || cur != 0 {
 				t.Fatalf("Current of a new resource = %v, %v", cur, err)
 			}
