@@ -245,3 +245,37 @@ func TestTimeoutHandlerOutsideMiddleware(t *testing.T) {
 		t.Errorf("writes applied %v, want %v", got, want)
 	}
 }
+
+// The composition the package doc forbids, shown unsafe: with
+// http.TimeoutHandler inside the middleware, the fence is released when
+// time is up while the handler goes on, and its late write lands after a
+// newer token's.
+func TestTimeoutHandlerInsideMiddlewareIsUnsafe(t *testing.T) {
+	var g fencing.Guard
+	j := &journal{}
+	entered, release, applied5 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := fencing.FromContext(r.Context())
+		if tok == 5 {
+			close(entered)
+			<-release
+			defer close(applied5)
+		}
+		j.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(httpfence.Middleware(&g, nil, http.TimeoutHandler(slow, time.Millisecond, "timed out")))
+	t.Cleanup(srv.Close)
+	c := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
+	if code, _ := put(t, c, srv.URL+"/r", 5); code != http.StatusServiceUnavailable {
+		t.Fatalf("token 5, blocked past the time limit: %d", code)
+	}
+	<-entered
+	if code, _ := put(t, c, srv.URL+"/r", 7); code != http.StatusNoContent {
+		t.Fatalf("token 7: %d", code)
+	}
+	close(release)
+	<-applied5
+	if got, want := j.tokens(), []fencing.Token{7, 5}; !slices.Equal(got, want) {
+		t.Errorf("writes applied %v, want the unsafe order %v", got, want)
+	}
+}
