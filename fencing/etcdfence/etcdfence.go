@@ -9,6 +9,15 @@
 // can never commit: once its key is gone (released, expired, broken), no
 // later transaction with its token succeeds, and a newer owner's key always
 // has a different create revision.
+//
+// No mark is kept: a token is admitted by the transaction's comparison and
+// its ops are applied in the same transaction, all or nothing. A caller
+// that fails after Commit returned has nothing to undo in the fence. A
+// token that is not the create revision of a live key is never admitted,
+// so a forged huge token cannot poison anything.
+//
+// Ceiling reads the cluster's current revision, which no issued token
+// exceeds; httpfence.WithCeiling uses it to refuse forged tokens.
 package etcdfence
 
 import (
@@ -60,4 +69,23 @@ func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fe
 		return nil, stale
 	}
 	return resp, nil
+}
+
+// Ceiling returns a fencing.Ceiling that reports cli's cluster's current
+// revision, read linearizably: every token an etcdlock lock on that
+// cluster has issued is at most that revision. A nil cli makes the
+// returned function fail with ErrInvalidArgument.
+func Ceiling(cli *clientv3.Client) fencing.Ceiling {
+	return func(ctx context.Context) (fencing.Token, error) {
+		if cli == nil {
+			return 0, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+		}
+		// Any read carries the revision in its header; a count of one key
+		// is the cheapest read.
+		resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+		if err != nil {
+			return 0, fmt.Errorf("etcdfence: ceiling: %w", err)
+		}
+		return fencing.Token(resp.Header.Revision), nil
+	}
 }

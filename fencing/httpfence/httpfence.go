@@ -1,10 +1,3 @@
-// Package httpfence fences HTTP resources with etcdlock tokens.
-//
-// Middleware wraps a handler: each request must carry a Fencing-Token
-// header; requests for one resource are checked and handled one at a time,
-// and a token older than the newest that has succeeded is refused with 409
-// Conflict before the handler runs. Transport is the client side: it copies
-// the token from the request's context into the header.
 package httpfence
 
 import (
@@ -12,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
+	"sync/atomic"
 
 	"github.com/etcdlock/etcdlock/fencing"
 )
@@ -20,55 +15,173 @@ import (
 // no token (see fencing.NewContext).
 var ErrNoToken = errors.New("httpfence: request context carries no fencing token")
 
-// Middleware fences next. resource maps a request to the resource it writes
-// (nil means r.URL.Path). For each request:
+// ErrInvalidArgument is returned, wrapped, by New for a nil guard, handler
+// or option value.
+var ErrInvalidArgument = errors.New("httpfence: invalid argument")
+
+// An Option configures New.
+type Option interface{ apply(*middleware) error }
+
+type optionFunc func(*middleware) error
+
+func (f optionFunc) apply(m *middleware) error { return f(m) }
+
+// WithResource maps a request to the resource it writes. The default is
+// PathResource.
+func WithResource(resource func(*http.Request) string) Option {
+	return optionFunc(func(m *middleware) error {
+		if resource == nil {
+			return fmt.Errorf("%w: nil resource function", ErrInvalidArgument)
+		}
+		m.resource = resource
+		return nil
+	})
+}
+
+// WithCeiling refuses, with 400 Bad Request, a token above what ceiling
+// reports (see fencing.Ceiling and etcdfence.Ceiling), before it is
+// admitted. ceiling is called only for a token above the highest value it
+// has returned so far, so once per new lock owner; if it fails, the request
+// is refused with 503 Service Unavailable and nothing is admitted.
+//
+// The ceiling bounds the harm of a forged token, it does not remove it: a
+// forged token at or below the ceiling is admitted and refuses the present
+// owner's older token, until the next owner (whose token is newer than the
+// ceiling was) writes.
+func WithCeiling(ceiling fencing.Ceiling) Option {
+	return optionFunc(func(m *middleware) error {
+		if ceiling == nil {
+			return fmt.Errorf("%w: nil ceiling", ErrInvalidArgument)
+		}
+		m.ceiling = ceiling
+		return nil
+	})
+}
+
+// PathResource is the default resource of a request: its URL path, cleaned
+// as path.Clean does (duplicate and trailing slashes, "." and ".."
+// elements removed), so that every spelling of one path shares one mark.
+// The path is the decoded one ("/%63" is "/c") and case-sensitive.
+func PathResource(r *http.Request) string {
+	return path.Clean("/" + r.URL.Path)
+}
+
+// Middleware is New with WithResource(resource) (nil resource means
+// PathResource). A nil guard or next makes every request fail with 500.
+func Middleware(guard *fencing.Guard, resource func(*http.Request) string, next http.Handler) http.Handler {
+	var opts []Option
+	if resource != nil {
+		opts = append(opts, WithResource(resource))
+	}
+	h, err := New(guard, next, opts...)
+	if err != nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusInternalServerError, problem{Error: err.Error()})
+		})
+	}
+	return h
+}
+
+// New fences next with guard. For each request:
 //
 //   - a missing or invalid Fencing-Token header: 400 Bad Request;
-//   - a token older than the newest token that has succeeded on the same
-//     resource: 409 Conflict, with a JSON body
+//   - with WithCeiling, a token above the ceiling: 400 Bad Request;
+//   - a token older than the newest token admitted for the same resource:
+//     409 Conflict, with a JSON body
 //     {"error": "...", "resource": "...", "presented": "7", "current": "9"};
-//   - otherwise next runs, with the token in the request context
-//     (fencing.FromContext), while no other request for that resource is
-//     checked or handled. If next answers with a status below 400, the token
-//     becomes the resource's newest.
+//   - otherwise the token is admitted: it becomes the resource's newest
+//     (guard.Current returns it) and then next runs, with the token in the
+//     request context (fencing.FromContext), while no other request for that
+//     resource is checked or handled.
 //
-// guard holds the high-water marks; share one Guard between all middleware
-// instances that protect the same resources. It lives in memory: a process
-// restart forgets the marks, so a resource that must survive restarts
-// should keep its mark durably (sqlfence, etcdfence).
-func Middleware(guard *fencing.Guard, resource func(*http.Request) string, next http.Handler) http.Handler {
-	if resource == nil {
-		resource = func(r *http.Request) string { return r.URL.Path }
+// The mark is raised on admission, before next runs, and stays raised
+// whatever next answers (an error status included): next may have changed
+// the resource before it failed. next must finish every change it makes to
+// the resource before it returns (no goroutine that writes later; see
+// http.TimeoutHandler in the package doc), and must not call guard.Do or
+// guard.Reset for its own resource (that would wait for itself forever);
+// guard.Current is safe.
+//
+// guard holds the marks; share one Guard between all handlers that protect
+// the same resources. It lives in memory: a process restart forgets the
+// marks, so a resource that must survive restarts should keep its mark
+// durably (sqlfence, etcdfence).
+func New(guard *fencing.Guard, next http.Handler, opts ...Option) (http.Handler, error) {
+	if guard == nil {
+		return nil, fmt.Errorf("%w: nil guard", ErrInvalidArgument)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw := r.Header.Get(fencing.Header)
-		if raw == "" {
-			writeJSON(w, http.StatusBadRequest, problem{Error: "missing " + fencing.Header + " header"})
-			return
+	if next == nil {
+		return nil, fmt.Errorf("%w: nil handler", ErrInvalidArgument)
+	}
+	m := &middleware{guard: guard, next: next, resource: PathResource}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
 		}
-		tok, err := fencing.ParseToken(raw)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, problem{Error: err.Error()})
-			return
+		if err := o.apply(m); err != nil {
+			return nil, err
 		}
-		res := resource(r)
-		errHandlerFailed := errors.New("handler failed")
-		err = guard.Do(res, tok, func() error {
-			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(rec, r.WithContext(fencing.NewContext(r.Context(), tok)))
-			if rec.status >= 400 {
-				return errHandlerFailed
-			}
-			return nil
-		})
-		var stale *fencing.StaleTokenError
-		if errors.As(err, &stale) {
-			writeJSON(w, http.StatusConflict, problem{
-				Error: "stale fencing token", Resource: res,
-				Presented: stale.Presented.String(), Current: stale.Current.String(),
-			})
-		}
+	}
+	return m, nil
+}
+
+type middleware struct {
+	guard    *fencing.Guard
+	next     http.Handler
+	resource func(*http.Request) string
+	ceiling  fencing.Ceiling
+	known    atomic.Int64 // highest value ceiling has returned
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw := r.Header.Get(fencing.Header)
+	if raw == "" {
+		writeJSON(w, http.StatusBadRequest, problem{Error: "missing " + fencing.Header + " header"})
+		return
+	}
+	tok, err := fencing.ParseToken(raw)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, problem{Error: err.Error()})
+		return
+	}
+	if code, err := m.checkCeiling(r, tok); err != nil {
+		writeJSON(w, code, problem{Error: err.Error(), Presented: tok.String()})
+		return
+	}
+	res := m.resource(r)
+	err = m.guard.Do(res, tok, func() error {
+		m.next.ServeHTTP(w, r.WithContext(fencing.NewContext(r.Context(), tok)))
+		return nil
 	})
+	var stale *fencing.StaleTokenError
+	if errors.As(err, &stale) {
+		writeJSON(w, http.StatusConflict, problem{
+			Error: "stale fencing token", Resource: res,
+			Presented: stale.Presented.String(), Current: stale.Current.String(),
+		})
+	}
+}
+
+// checkCeiling refuses a token above the ceiling, asking the ceiling only
+// when tok is above every value it has returned before.
+func (m *middleware) checkCeiling(r *http.Request, tok fencing.Token) (int, error) {
+	if m.ceiling == nil || int64(tok) <= m.known.Load() {
+		return 0, nil
+	}
+	c, err := m.ceiling(r.Context())
+	if err != nil {
+		return http.StatusServiceUnavailable, fmt.Errorf("httpfence: cannot check token %s against the ceiling: %w", tok, err)
+	}
+	for {
+		known := m.known.Load()
+		if int64(c) <= known || m.known.CompareAndSwap(known, int64(c)) {
+			break
+		}
+	}
+	if tok > c {
+		return http.StatusBadRequest, fmt.Errorf("%w: %s is above the ceiling %s", fencing.ErrNotIssued, tok, c)
+	}
+	return 0, nil
 }
 
 type problem struct {
@@ -83,27 +196,6 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
 }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status      int
-	wroteHeader bool
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if !s.wroteHeader {
-		s.status, s.wroteHeader = code, true
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	s.wroteHeader = true
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Transport sets the Fencing-Token header of every request from the token
 // in the request's context, and refuses (ErrNoToken) requests without one.

@@ -91,12 +91,15 @@ func TestMiddlewareStatusCodes(t *testing.T) {
 	if code, _ := put(t, c, srv.URL+"/b", 1); code != http.StatusNoContent {
 		t.Fatalf("other resource: %d", code)
 	}
-	// A failed write does not raise the mark.
-	if code, _ := put(t, c, srv.URL+"/a?fail=1", 9); code != http.StatusInternalServerError {
+	// A failing handler's token was admitted: it raised the mark.
+	if code, _ := put(t, c, srv.URL+"/a?fail=1", 6); code != http.StatusInternalServerError {
 		t.Fatalf("failing handler: %d", code)
 	}
+	if code, _ := put(t, c, srv.URL+"/a", 5); code != http.StatusConflict {
+		t.Fatalf("older token after a failed newer one: %d", code)
+	}
 	if code, _ := put(t, c, srv.URL+"/a", 6); code != http.StatusNoContent {
-		t.Fatalf("after a failed newer write: %d", code)
+		t.Fatalf("equal token after its failed write: %d", code)
 	}
 	for _, h := range []string{"", "abc", "-1", "0"} {
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/a", nil)

@@ -13,8 +13,8 @@ import (
 // in a plain transaction, on each backend, side by side in one run.
 func BenchmarkWithFence(b *testing.B) {
 	for _, be := range backends() {
-		b.Run("db="+be.name, func(b *testing.B) {
-			db := be.open(b)
+		b.Run("db="+be.Name, func(b *testing.B) {
+			db := be.Open(b)
 			data, _ := setup(b, db)
 			ctx := context.Background()
 			update := func(tx *sql.Tx) error {

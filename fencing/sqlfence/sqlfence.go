@@ -1,29 +1,3 @@
-// Package sqlfence fences SQL writes with an etcdlock token, on
-// database/sql, for PostgreSQL and SQLite.
-//
-// A fence table keeps, per protected resource, the highest token that has
-// written. WithFence runs the caller's statements in one transaction that
-// first raises the resource's token, creating its row on first use:
-//
-//	INSERT INTO etcdlock_fence(resource, token) VALUES ($1, $2)
-//	  ON CONFLICT (resource) DO UPDATE SET token = excluded.token
-//	  WHERE etcdlock_fence.token <= excluded.token
-//	-- 0 rows: a newer token has written; roll back
-//	<the caller's statements>
-//	COMMIT
-//
-// The upsert takes the fence row's write lock before the caller's writes and
-// holds it until commit, so no newer writer can slip between the check and
-// the write, and a stale writer that waited on the lock re-checks against
-// the committed newer token (PostgreSQL re-evaluates the WHERE clause on the
-// latest row version in READ COMMITTED; SQLite serializes write
-// transactions). Equal tokens pass: one holder may write many times.
-//
-// SQLite: open the database with a busy timeout and immediate transactions,
-// e.g. with modernc.org/sqlite
-// "file:app.db?_pragma=busy_timeout(10000)&_txlock=immediate", so that
-// concurrent writers wait for each other instead of failing with
-// SQLITE_BUSY.
 package sqlfence
 
 import (
@@ -50,42 +24,101 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// ErrSerializationFailure is wrapped by the error WithFence returns when
+// the database refused the transaction with a serialization failure
+// (SQLSTATE 40001, at REPEATABLE READ or SERIALIZABLE) and the token was
+// not stale: none of fn's statements were committed (the raised mark may
+// have been), and the caller should retry WithFence with the same token.
+var ErrSerializationFailure = errors.New("sqlfence: serialization failure; retry with the same token")
+
+// ErrInvalidArgument is returned, wrapped, by WithFence for an empty
+// resource name, a nil database or a nil fn, before anything is sent.
+var ErrInvalidArgument = errors.New("sqlfence: invalid argument")
+
+// raiseAttempts bounds how often WithFence retries, by itself, a
+// transaction whose fence upsert failed with a serialization failure:
+// before fn has run, a retry is always safe.
+const raiseAttempts = 8
+
 // WithFence runs fn in a transaction that commits only if token is at least
-// the newest token that has written resource, and records token as the
-// newest. If a newer token has written, fn does not run, nothing is written,
-// and WithFence returns a *fencing.StaleTokenError. If fn returns an error,
-// the transaction (fence update included) is rolled back and that error is
-// returned. fn must not commit or roll back tx.
+// the newest token that has been admitted for resource, and records token
+// as the newest. The transaction runs at the database's default isolation
+// level (see the package doc for each level).
+//
+//   - A stale token (a newer one has been admitted): fn does not run,
+//     nothing is written, and WithFence returns a *fencing.StaleTokenError.
+//   - fn returns nil: fn's statements and the raised mark commit together.
+//   - fn returns an error: fn's statements are rolled back (to a savepoint
+//     taken after the fence upsert), the raised mark still commits, and
+//     WithFence returns fn's error (joined with the commit's error if the
+//     mark could not be committed).
+//
+// fn must make its changes through tx and must not commit or roll back tx.
 //
 // An error from the commit itself leaves the outcome unknown, as with any
-// database write; retrying with the same token is safe.
-func WithFence(ctx context.Context, db *sql.DB, resource string, token fencing.Token, fn func(tx *sql.Tx) error) (err error) {
+// database write; retrying with the same token is safe. A serialization
+// failure returns an error wrapping ErrSerializationFailure: retry.
+func WithFence(ctx context.Context, db *sql.DB, resource string, token fencing.Token, fn func(tx *sql.Tx) error) error {
 	if !token.IsValid() {
 		return fmt.Errorf("sqlfence: %w: %d", fencing.ErrInvalidToken, token)
 	}
-	if resource == "" {
-		return errors.New("sqlfence: empty resource name")
+	switch {
+	case resource == "":
+		return fmt.Errorf("%w: empty resource name", ErrInvalidArgument)
+	case db == nil:
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	case fn == nil:
+		return fmt.Errorf("%w: nil function", ErrInvalidArgument)
 	}
+	for attempt := 1; ; attempt++ {
+		tx, err := admit(ctx, db, resource, token)
+		if err != nil {
+			if !isSerializationFailure(err) {
+				return err
+			}
+			// A writer that waited on the fence row for a concurrent
+			// writer gets a serialization failure at REPEATABLE READ or
+			// SERIALIZABLE whichever token is newer.
+			if stale := staleAfter(ctx, db, resource, token); stale != nil {
+				return stale
+			}
+			if attempt < raiseAttempts {
+				continue
+			}
+			return fmt.Errorf("%w: %w", ErrSerializationFailure, err)
+		}
+		if err := run(ctx, tx, fn); err != nil {
+			if isSerializationFailure(err) {
+				if stale := staleAfter(ctx, db, resource, token); stale != nil {
+					return stale
+				}
+				return fmt.Errorf("%w: %w", ErrSerializationFailure, err)
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+// admit begins a transaction and raises the fence in it; it returns the
+// open transaction only if token was admitted.
+func admit(ctx context.Context, db *sql.DB, resource string, token fencing.Token) (*sql.Tx, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlfence: begin: %w", err)
+		return nil, fmt.Errorf("sqlfence: begin: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
 	// One statement creates the row on first use or raises it, and takes
 	// the row's write lock either way.
 	res, err := tx.ExecContext(ctx, `INSERT INTO etcdlock_fence(resource, token) VALUES ($1, $2)
 		ON CONFLICT (resource) DO UPDATE SET token = excluded.token
 		WHERE etcdlock_fence.token <= excluded.token`, resource, int64(token))
-	if err != nil {
-		return fmt.Errorf("sqlfence: raise fence: %w", err)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("sqlfence: raise fence: %w", err)
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("sqlfence: raise fence: %w", err)
 	}
 	if n == 0 {
 		stale := &fencing.StaleTokenError{Resource: resource, Presented: token}
@@ -93,15 +126,52 @@ func WithFence(ctx context.Context, db *sql.DB, resource string, token fencing.T
 		if tx.QueryRowContext(ctx, `SELECT token FROM etcdlock_fence WHERE resource = $1`, resource).Scan(&current) == nil {
 			stale.Current = fencing.Token(current)
 		}
-		return stale
+		_ = tx.Rollback()
+		return nil, stale
 	}
-	if err := fn(tx); err != nil {
-		return err
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT etcdlock_fence_admitted`); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("sqlfence: savepoint: %w", err)
+	}
+	return tx, nil
+}
+
+// run runs fn in tx, in which the token has been admitted, and commits:
+// all of it if fn succeeds, only the raised mark if fn fails.
+func run(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) error {
+	fnErr := fn(tx)
+	if fnErr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT etcdlock_fence_admitted`); err != nil {
+			_ = tx.Rollback()
+			return errors.Join(fnErr, fmt.Errorf("sqlfence: keep the raised mark: %w", err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlfence: commit: %w", err)
+		err = fmt.Errorf("sqlfence: commit: %w", err)
+		if fnErr != nil {
+			return errors.Join(fnErr, err)
+		}
+		return err
 	}
-	return nil
+	return fnErr
+}
+
+// staleAfter reads the committed mark after a serialization failure and
+// returns the *fencing.StaleTokenError if it is newer than token, or nil.
+func staleAfter(ctx context.Context, db *sql.DB, resource string, token fencing.Token) error {
+	current, err := Current(ctx, db, resource)
+	if err != nil || current <= token {
+		return nil
+	}
+	return &fencing.StaleTokenError{Resource: resource, Presented: token, Current: current}
+}
+
+// isSerializationFailure reports whether err carries SQLSTATE 40001, as the
+// errors of the PostgreSQL drivers do (pgx's *pgconn.PgError, lib/pq's
+// *pq.Error).
+func isSerializationFailure(err error) bool {
+	var se interface{ SQLState() string }
+	return errors.As(err, &se) && se.SQLState() == "40001"
 }
 
 // Current returns the newest token that has written resource, or 0.

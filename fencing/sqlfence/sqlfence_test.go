@@ -6,15 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/goleak"
-	_ "modernc.org/sqlite"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/internal/fencetest"
@@ -23,46 +19,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// PostgresDSNEnv names the environment variable holding a DSN of a
-// throwaway PostgreSQL server; hack/pg.sh starts one and `make test` sets it.
-const PostgresDSNEnv = "ETCDLOCK_TEST_POSTGRES_DSN"
-
-type backend struct {
-	name string
-	open func(t testing.TB) *sql.DB
-}
-
-func backends() []backend {
-	return []backend{
-		{"sqlite", func(t testing.TB) *sql.DB {
-			dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(wal)&_txlock=immediate"
-			db, err := sql.Open("sqlite", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return db
-		}},
-		{"postgres", func(t testing.TB) *sql.DB {
-			dsn := os.Getenv(PostgresDSNEnv)
-			if dsn == "" {
-				if os.Getenv("CI") != "" {
-					t.Fatalf("%s is not set: CI must start PostgreSQL (hack/pg.sh)", PostgresDSNEnv)
-				}
-				t.Skipf("%s not set; run `make test` to start a throwaway PostgreSQL", PostgresDSNEnv)
-			}
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			if err := db.Ping(); err != nil {
-				t.Fatalf("postgres at %s: %v", dsn, err)
-			}
-			return db
-		}},
-	}
-}
+func backends() []fencetest.DB { return fencetest.DBs() }
 
 // setup creates the fence table and a per-test data table.
 func setup(t testing.TB, db *sql.DB) (data, log string) {
@@ -87,9 +44,9 @@ func setup(t testing.TB, db *sql.DB) (data, log string) {
 
 func TestWithFenceSemantics(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
+			db := b.Open(t)
 			data, _ := setup(t, db)
 			res := "res-" + data
 			set := func(v int) func(*sql.Tx) error {
@@ -118,18 +75,45 @@ func TestWithFenceSemantics(t *testing.T) {
 			if v := value(); v != 2 {
 				t.Fatalf("stale write applied: value %d", v)
 			}
+			// An admitted token whose fn fails keeps its mark; fn's writes
+			// roll back.
+			failing := func(tok fencing.Token, fn func(*sql.Tx) error) error {
+				t.Helper()
+				err := sqlfence.WithFence(ctx, db, res, tok, fn)
+				if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != tok {
+					t.Fatalf("an admitted token's failed fn left the fence at %v (%v), want %v", cur, err, tok)
+				}
+				if v := value(); v != 2 {
+					t.Fatalf("rolled-back write applied: value %d", v)
+				}
+				return err
+			}
 			boom := errors.New("boom")
-			if err := sqlfence.WithFence(ctx, db, res, 20, func(tx *sql.Tx) error { set(4)(tx); return boom }); err != boom {
+			if err := failing(20, func(tx *sql.Tx) error { set(4)(tx); return boom }); !errors.Is(err, boom) {
 				t.Fatalf("fn error = %v", err)
 			}
-			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 10 {
-				t.Fatalf("failed fn moved the fence to %v (%v)", cur, err)
+			if err := sqlfence.WithFence(ctx, db, res, 15, set(6)); !errors.Is(err, fencing.ErrStaleToken) {
+				t.Fatalf("token 15 after admitted 20: %v", err)
 			}
-			if v := value(); v != 2 {
-				t.Fatalf("rolled-back write applied: value %d", v)
+			// A failing statement (it aborts a PostgreSQL transaction).
+			duplicate := func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO `+data+` (id, value) VALUES (1, 7)`)
+				return err
+			}
+			if err := failing(21, duplicate); err == nil {
+				t.Fatal("duplicate key accepted")
 			}
 			if err := sqlfence.WithFence(ctx, db, res, 0, set(5)); !errors.Is(err, fencing.ErrInvalidToken) {
 				t.Fatalf("zero token: %v", err)
+			}
+			for _, bad := range []error{
+				sqlfence.WithFence(ctx, db, "", 30, set(5)),
+				sqlfence.WithFence(ctx, nil, res, 30, set(5)),
+				sqlfence.WithFence(ctx, db, res, 30, nil),
+			} {
+				if !errors.Is(bad, sqlfence.ErrInvalidArgument) {
+					t.Errorf("bad argument: %v", bad)
+				}
 			}
 			if cur, err := sqlfence.Current(ctx, db, "never-written"); err != nil || cur != 0 {
 				t.Fatalf("Current of a new resource = %v, %v", cur, err)
@@ -143,10 +127,10 @@ func TestWithFenceSemantics(t *testing.T) {
 // order, never go back in token order (a stale write applied would).
 func TestWithFenceConcurrentWriters(t *testing.T) {
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			db := b.open(t)
+			db := b.Open(t)
 			db.SetMaxOpenConns(8)
 			data, log := setup(t, db)
 			res := "res-" + data
@@ -206,7 +190,7 @@ func TestWithFenceConcurrentWriters(t *testing.T) {
 			if err := db.QueryRowContext(ctx, `SELECT value FROM `+data+` WHERE id = 1`).Scan(&final); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: writes attempted %d, applied %d, stale rejected %d, stale applied %d", b.name, attempts, applied, rejected, staleApplied)
+			t.Logf("%s: writes attempted %d, applied %d, stale rejected %d, stale applied %d", b.Name, attempts, applied, rejected, staleApplied)
 			if staleApplied != 0 {
 				t.Errorf("%d stale writes applied", staleApplied)
 			}
