@@ -97,7 +97,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 		if resp.Succeeded {
 			break
 		}
-		if err := s.removeLeftover(ctx, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
+		if err := s.removeLeftoverOf(ctx, name, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
 			return nil, s.failAcquire(ctx, l, err)
 		}
 	}
@@ -187,7 +187,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 		if len(mine) > 0 {
 			// Left by an earlier acquisition: never adopted. Removed, then
 			// the name is tried again if that leftover was its holder.
-			if err := s.removeLeftover(ctx, mine[0]); err != nil {
+			if err := s.removeLeftoverOf(ctx, name, mine[0]); err != nil {
 				return nil, s.failAcquire(ctx, l, err)
 			}
 			if string(holder.Key) == l.key {
@@ -555,8 +555,21 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 // left behind. The compare on kv's create revision makes the delete exact:
 // it can remove only that earlier key, never one written after it.
 func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error {
+	return s.removeLeftoverOf(ctx, "", kv)
+}
+
+// removeLeftoverOf is removeLeftover for a plain lock of name: the earlier
+// acquisition's lock-delay marker, if any, goes in the same transaction.
+// Its key still being there, nobody else held the name since: the
+// earlier lock ended cleanly (its Release failed, or is still in flight).
+func (s *Session) removeLeftoverOf(ctx context.Context, name string, kv *mvccpb.KeyValue) error {
 	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
-	if _, err := compareAndDelete(ctx, s.client, string(kv.Key), kv.CreateRevision); err != nil {
+	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
+	if name != "" {
+		del = append(del, clientv3.OpDelete(markerKey(s.cfg.prefix, name, s.lease, kv.CreateRevision)))
+	}
+	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
+	if err != nil {
 		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
 	}
 	return nil

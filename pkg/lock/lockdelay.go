@@ -70,6 +70,12 @@ func markersPrefix(prefix, name string) string {
 
 const markerSegment = "%held"
 
+// markerKey is the lock-delay marker of the acquisition of name whose
+// contender key, under lease, has create revision token.
+func markerKey(prefix, name string, lease clientv3.LeaseID, token int64) string {
+	return fmt.Sprintf("%s%x-%x", markersPrefix(prefix, name), int64(lease), token)
+}
+
 // holdMarker is the lock-delay step of an acquisition whose contender key
 // l wrote and that is now eligible: it writes l's marker, reads the
 // others, waits the delay if there are any, and deletes them.
@@ -78,7 +84,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := fmt.Sprintf("%s%x-%x", mpfx, int64(s.lease), int64(l.token))
+	marker := markerKey(s.cfg.prefix, l.name, s.lease, int64(l.token))
 	l.mu.Lock()
 	l.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()

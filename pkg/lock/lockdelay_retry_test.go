@@ -204,3 +204,32 @@ func TestLockDelayManyFailedReleasesThenClose(t *testing.T) {
 		t.Errorf("after a clean Close the next holder waited %v", took)
 	}
 }
+
+// TestLockDelayCleanEndReplacedByTheNextAcquisition: a Release that fails
+// and is followed at once by the session's next acquisition of the name
+// (which replaces the key left behind) is a clean end: that acquisition
+// does not wait out a delay, and no marker of the earlier one stays.
+func TestLockDelayCleanEndReplacedByTheNextAcquisition(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli, lock.WithLockDelay(retryDelay))
+	l1, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l1.Release(dead); err == nil {
+		t.Fatal("Release on a canceled ctx succeeded")
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second) // far below the delay
+	defer cancel()
+	l2, err := s.Acquire(actx, "job")
+	if err != nil {
+		t.Fatalf("the next acquisition after a failed (clean) Release: %v", err)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitMarkers(t, s, "job", 0)
+}
