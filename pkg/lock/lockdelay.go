@@ -15,9 +15,12 @@ const MaxLockDelay = time.Hour
 // WithLockDelay makes a name that ended uncleanly unavailable for d:
 // after its holder's lease expired or was revoked (Break), its key was
 // deleted by someone else, its session was abandoned (Session.Abandon) or
-// lost, no contender of the name becomes ACTIVE less than d after that end —
-// whatever the ending session does afterwards: retries the name, fails,
-// closes, is abandoned. It is Chubby's and Consul's answer to a stale
+// lost, no contender of the name that uses WithLockDelay becomes ACTIVE
+// less than d after that end — whatever the ending session does
+// afterwards: retries the name, fails, closes, is abandoned. A contender
+// without it (no delay of its own, a reader, an AcquireAll) does not look
+// for the end at all and is not delayed: every contender of a name must
+// use it. It is Chubby's and Consul's answer to a stale
 // holder's writes still in flight to a resource that no token fences.
 // After a clean end — Release, or Session.Close, which is how etcdlock run
 // ends — there is no delay. Off (0) by default.
@@ -39,9 +42,12 @@ const MaxLockDelay = time.Hour
 // delay (whole seconds, at least etcd's minimum TTL: about 2 s by default)
 // named after the newest marker found and the delay's length: a contender
 // that gives up meanwhile and the next to find the same markers wait for
-// that same key, so the delay starts once per end; a delay key started
-// for an earlier end never counts for a later one. TryAcquire waits the
-// delay out too, within its ctx. A marker whose Release or Close failed to
+// that same key, so the delay starts once per end, and one that comes
+// after it expired does not wait again (a record beside it, without a
+// lease, says it was started); a delay key started for an earlier end
+// never counts for a later one. TryAcquire waits the delay out too,
+// within its ctx: tries with a ctx shorter than the delay succeed once it
+// has passed. A marker whose Release or Close failed to
 // delete it counts as unclean: the only cost of a doubt is a delay.
 //
 // Every contender of a name must use it: a holder without it writes no
@@ -118,70 +124,93 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
 		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(deletes)))
-	if err := s.waitDelay(ctx, l, delayKey(s.cfg.prefix, l.name, newest, delay), delay); err != nil {
-		return err
-	}
-	return commitInChunks(ctx, s.client, deletes)
-}
-
-// delayKey is the key whose lease times the delay d after the unclean end
-// whose newest marker has revision rev: contenders that find the same end
-// and need the same delay share it, and it never counts for a later end.
-func delayKey(prefix, name string, rev int64, d time.Duration) string {
-	return fmt.Sprintf("%s%s%s/%x-%d", prefix, escapeName(name), delaySegment, rev, ttlSeconds(d))
-}
-
-// waitDelay waits out the lock-delay d of l's name: until key, written
-// with a lease of d by the first contender that found the unclean end,
-// expires. The clock is etcd's, and it starts once: a contender that gives
-// up during the wait (its ctx ended) and the next one to try wait for the
-// same key, not for a new delay each.
-func (s *Session) waitDelay(ctx context.Context, l *Lock, key string, d time.Duration) error {
-	get, err := s.client.Get(ctx, key)
+	started, err := s.waitDelay(ctx, l, newest, delay)
 	if err != nil {
 		return err
 	}
-	if len(get.Kvs) == 0 {
-		// etcd counts in whole seconds and raises a TTL below its minimum:
-		// the delay is never shorter than asked.
-		g, err := s.client.Grant(ctx, ttlSeconds(d))
-		if err != nil {
-			return err
-		}
-		put, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, l.value, clientv3.WithLease(g.ID))).
-			Commit()
-		if err != nil {
-			return err
-		}
-		if !put.Succeeded { // another contender started the delay meanwhile
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.cleanupTimeout)
-			_, _ = s.client.Revoke(rctx, g.ID)
-			cancel()
-		}
-	}
+	// The started record goes last: while any marker of the end is left,
+	// it says that the delay has passed.
+	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(started)))
+}
+
+// delayKeys are the keys that time the delay d after the unclean end
+// whose newest marker has revision rev: the timer, with a lease of d, and
+// the record that the timer was started, without a lease, written in the
+// same transaction. Contenders that find the same end and need the same
+// delay share them, and they never count for a later end. A record
+// without its timer says that the delay has passed.
+func delayKeys(prefix, name string, rev int64, d time.Duration) (timer, started string) {
+	id := fmt.Sprintf("%x-%d", rev, ttlSeconds(d))
+	base := prefix + escapeName(name)
+	return base + delaySegment + "/" + id, base + startedSegment + "/" + id
+}
+
+// waitDelay waits out the lock-delay d of l's name after the unclean end
+// whose newest marker has revision rev: until the timer, written by the
+// first contender that found the end, expires. The clock is etcd's, and it
+// starts once: a contender that gives up during the wait (its ctx ended)
+// and the next one to try wait for the same timer, not for a new delay
+// each, and one that comes after the timer expired does not wait again.
+// It returns the started record, for the caller to delete with the
+// markers.
+func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Duration) (string, error) {
+	timer, started := delayKeys(s.cfg.prefix, l.name, rev, d)
 	for {
-		// The key may be gone already: read, then watch from the read.
-		get, err := s.client.Get(ctx, key)
+		// The timer may be gone already: read, then watch from the read.
+		get, err := s.client.Txn(ctx).Then(clientv3.OpGet(timer), clientv3.OpGet(started, clientv3.WithCountOnly())).Commit()
 		if err != nil {
-			return err
+			return "", err
 		}
-		if len(get.Kvs) == 0 {
-			return nil
-		}
-		if err := s.waitDelete(ctx, l, key, get.Header.Revision); err != nil {
-			return err
-		}
-		select {
-		case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending
-		case <-ctx.Done():
-			return ctx.Err()
+		switch {
+		case len(get.Responses[0].GetResponseRange().Kvs) > 0:
+			if err := s.waitDelete(ctx, l, timer, get.Header.Revision); err != nil {
+				return "", err
+			}
+			select {
+			case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		case get.Responses[1].GetResponseRange().Count > 0:
+			return started, nil // started, and expired since
+		default:
+			if err := s.startDelay(ctx, l, timer, started, d); err != nil {
+				return "", err
+			}
 		}
 	}
 }
 
-const delaySegment = "%delay"
+// startDelay writes the timer, with a lease of d, and its started record,
+// unless another contender started them first.
+func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string, d time.Duration) error {
+	// etcd counts in whole seconds and raises a TTL below its minimum: the
+	// delay is never shorter than asked.
+	g, err := s.client.Grant(ctx, ttlSeconds(d))
+	if err != nil {
+		return err
+	}
+	put, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(started), "=", 0)).
+		Then(clientv3.OpPut(timer, l.value, clientv3.WithLease(g.ID)), clientv3.OpPut(started, l.value)).
+		Commit()
+	if err != nil {
+		// The put may have landed: the lease must run its course, or the
+		// timer would end early.
+		return err
+	}
+	if !put.Succeeded { // another contender started the delay meanwhile
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.cleanupTimeout)
+		_, _ = s.client.Revoke(rctx, g.ID)
+		cancel()
+	}
+	return nil
+}
+
+const (
+	delaySegment   = "%delay"
+	startedSegment = "%delayed"
+)
 
 // markerDeletes are the operations that delete the markers of the locks
 // in ls that ended cleanly (see Lock.clean), each only if it still holds

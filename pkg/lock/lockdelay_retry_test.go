@@ -233,3 +233,29 @@ func TestLockDelayCleanEndReplacedByTheNextAcquisition(t *testing.T) {
 	}
 	waitMarkers(t, s, "job", 0)
 }
+
+// TestLockDelayPassedWhileNobodyWaited: every contender gave up inside the
+// delay; one that comes after it passed does not wait it out again.
+func TestLockDelayPassedWhileNobodyWaited(t *testing.T) {
+	t.Parallel()
+	cli := client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(retryDelay))
+	loseByDelete(t, s1, "job")
+	s2 := newSession(t, cli, lock.WithLockDelay(retryDelay))
+	try := func() error {
+		ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
+		defer cancel()
+		l, err := s2.TryAcquire(ctx, "job")
+		if err == nil {
+			return l.Release(testCtx(t))
+		}
+		return err
+	}
+	if err := try(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a try inside the delay = %v, want the ctx's deadline", err)
+	}
+	time.Sleep(retryDelay + 2*time.Second) // the delay (whole seconds, and etcd's lease expiry) passes
+	if err := try(); err != nil {
+		t.Fatalf("a try after the delay passed: %v", err)
+	}
+}

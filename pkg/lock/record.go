@@ -26,8 +26,9 @@ type Record struct {
 	// for a lock of one name.
 	Names []string `json:"names,omitempty"`
 	// LockDelay is the holder's lock-delay (see WithLockDelay), 0 if none.
-	// A contender that finds this holder ended uncleanly waits at least
-	// this long, even if its own delay is shorter.
+	// A contender with a lock-delay of its own that finds this holder
+	// ended uncleanly waits at least this long, even if its own delay is
+	// shorter.
 	LockDelay time.Duration `json:"lockDelay,omitempty"`
 }
 
