@@ -120,8 +120,9 @@ type member struct {
 // those given to AcquireAll, in that order.
 func (l *Lock) Names() []string {
 	names := []string{l.name}
-	for _, m := range l.more {
-		names = append(names, m.name)
+	for i := range l.more {
+		// Not a range copy of the member: its watch field is Lock.mu's.
+		names = append(names, l.more[i].name)
 	}
 	return names
 }
@@ -131,8 +132,8 @@ func (l *Lock) Names() []string {
 // slot key instead; see WithLimit).
 func (l *Lock) Keys() []string {
 	keys := []string{l.key}
-	for _, m := range l.more {
-		keys = append(keys, m.key)
+	for i := range l.more {
+		keys = append(keys, l.more[i].key) // as in Names
 	}
 	return keys
 }

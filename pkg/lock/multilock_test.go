@@ -189,3 +189,27 @@ func TestAcquireAllRequestSizeIsCheckedBeforeSending(t *testing.T) {
 		}
 	}
 }
+
+// TestAcquireAllRacesItsSessionsEnd: a session that ends (Close) while
+// its AcquireAll runs ends the set: after Close, the AcquireAll has
+// failed or its set is released. Under the race detector, the set's names
+// and keys are read without racing the end.
+func TestAcquireAllRacesItsSessionsEnd(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	for i := range 30 {
+		s := newSession(t, cli)
+		done := make(chan *lock.Lock, 1)
+		go func() {
+			l, _ := s.AcquireAll(ctx, []string{"a", "b", "c", "d"})
+			done <- l
+		}()
+		time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := <-done; l != nil && l.State() == lock.StateActive {
+			t.Fatalf("round %d: the set is still active after its session closed", i)
+		}
+	}
+}
