@@ -122,6 +122,8 @@ func (r reuseResult) caught() bool {
 		return r.counters[invLeftover] > 0 && r.counters[invLeak] > 0
 	case reuseSkipDelay:
 		return r.counters[invLockDelay] > 0
+	case reuseOverLimit, reuseReaderAsWriter, reusePartialSet:
+		return r.counters[invOverlap] > 0
 	}
 	return false
 }
@@ -254,7 +256,7 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 
 // lockDelayKey reports whether key is a lock-delay marker or delay key.
 func lockDelayKey(key string) bool {
-	return strings.Contains(key, "%held/") || strings.Contains(key, "%delay/")
+	return strings.Contains(key, "%held/") || strings.Contains(key, "%delay/") || strings.Contains(key, "%delayed/")
 }
 
 // markerToken is the token of the acquisition that wrote the marker key
@@ -297,21 +299,23 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 			}
 		}
 		// Deleted after its holder stopped believing in it: a release, a
-		// close, or the expiry of a lost session's lease.
-		if g.end < d.at && g.start <= d.at && !errors.Is(g.lostBy, lock.ErrKeyDeleted) {
+		// close, the expiry of a lost session's lease, or — for one name
+		// of a set lost by the deletion of another's key — the library's
+		// clean-up of the set's other keys.
+		if g.end < d.at && g.start <= d.at && (!errors.Is(g.lostBy, lock.ErrKeyDeleted) || g.set != 0) {
 			continue
 		}
 		if g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at {
 			continue
 		}
-		at, by := d.at, "foreign"
+		at, by, call := d.at, "foreign", d.at
 		for _, a := range c.actions {
-			if a.call <= d.at && (a.key == d.key && a.createRev == d.createRev || a.kind == "break" && a.lease == leaseOfKey(d.key)) {
-				at, by = min(at, a.ret), "operator"
+			if a.call <= d.at && (a.key == d.key && a.createRev == d.createRev || a.kind == "break" && a.lease == g.lease) {
+				at, by, call = min(at, a.ret), "operator", a.call
 				break
 			}
 		}
-		g.deletedAt, g.deletedBy = at, by
+		g.deletedAt, g.deletedBy, g.deleteCall = at, by, call
 		if by == "foreign" {
 			sig := "by someone else"
 			if gs[0] != g {
@@ -333,20 +337,25 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 	}
 }
 
-// checkOverlaps checks invariant 1 on every pair of grants of a name.
+// checkOverlaps checks invariant 1 on every pair of grants of a name: of
+// a read-write lock, two readers may overlap; of a semaphore, at most
+// reuseLimit grants may be active at once (checkLimit).
 func (c *reuseRun) checkOverlaps(res *reuseResult) {
-	for _, gs := range c.byName() {
+	for name, gs := range c.byName() {
+		if kindOf(name) == kindSemaphoreName {
+			c.checkLimit(res, gs)
+			continue
+		}
 		for i, a := range gs {
 			for _, b := range gs[i+1:] {
-				if b.start >= a.end {
+				if b.start >= a.end || a.shared && b.shared {
 					continue
 				}
 				// Excused: the time both believed, if it ended within the
 				// notice bound after the operator deleted the key of the
 				// one that believed too long.
 				both := min(a.end, b.end)
-				excused := a.deletedBy == "operator" && both <= a.deletedAt+noticeBound ||
-					b.stale() && both <= b.deletedAt+noticeBound
+				excused := excused(a, b) || b.stale() && both <= b.deletedAt+noticeBound
 				if overlap := both - b.start; overlap > 0 && !excused {
 					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
 					// Exact times: an overlap under a millisecond must be
@@ -359,11 +368,39 @@ func (c *reuseRun) checkOverlaps(res *reuseResult) {
 	}
 }
 
+// excused reports whether a, active until after b started, may have
+// overlapped b: the operator deleted a's key before b started (the call
+// came first: b can own the name only once the key is gone) and the
+// overlap ended within the notice bound.
+func excused(a, b *grant) bool {
+	both := min(a.end, b.end)
+	return a.deletedBy == "operator" && a.deleteCall <= b.start && both <= a.deletedAt+noticeBound
+}
+
+// checkLimit checks invariant 1 on a semaphore's grants, in the order
+// they started: when one starts, fewer than reuseLimit others are active.
+func (c *reuseRun) checkLimit(res *reuseResult, gs []*grant) {
+	for i, b := range gs {
+		if b.stale() {
+			continue
+		}
+		var active []*grant
+		for _, a := range gs[:i] {
+			if a.end > b.start && !excused(a, b) {
+				active = append(active, a)
+			}
+		}
+		if len(active) >= reuseLimit {
+			c.violation(res, invOverlap, "more holders than the semaphore's limit", b.start, "%v started while %d others were active: %v", b, len(active), active)
+		}
+	}
+}
+
 // checkTokens checks invariant 2.
 func (c *reuseRun) checkTokens(res *reuseResult) {
 	seen := map[fencing.Token]*grant{}
 	for _, g := range c.grants {
-		if o, ok := seen[g.token]; ok {
+		if o, ok := seen[g.token]; ok && (g.set == 0 || o.set != g.set) {
 			sig := "across sessions"
 			switch {
 			case o.kind == "term" && g.kind == "term" && o.worker == g.worker:
@@ -376,20 +413,47 @@ func (c *reuseRun) checkTokens(res *reuseResult) {
 		}
 		seen[g.token] = g
 	}
-	for _, gs := range c.byName() {
-		var high *grant
+	for _, gs := range c.bySequence() {
+		// A reader's token rises above every writer's before it, a
+		// writer's above every grant's before it; concurrent readers'
+		// tokens are in no order.
+		var high, highWriter *grant
 		for _, g := range gs {
 			if g.stale() {
 				continue
 			}
-			if high != nil && g.token < high.token {
-				c.violation(res, invRegression, "", g.start, "%v after %v", g, high)
+			bound := high
+			if g.shared {
+				bound = highWriter
+			}
+			if bound != nil && g.token < bound.token {
+				c.violation(res, invRegression, "", g.start, "%v after %v", g, bound)
 			}
 			if high == nil || g.token > high.token {
 				high = g
 			}
+			if !g.shared && (highWriter == nil || g.token > highWriter.token) {
+				highWriter = g
+			}
 		}
 	}
+}
+
+// bySequence returns the grants whose tokens must rise, each sequence in
+// the order its grants started: those of a name, or of a semaphore's slot
+// (its grants' keys are slot keys).
+func (c *reuseRun) bySequence() map[string][]*grant {
+	out := map[string][]*grant{}
+	for name, gs := range c.byName() {
+		for _, g := range gs {
+			seq := name
+			if kindOf(name) == kindSemaphoreName {
+				seq = g.key
+			}
+			out[seq] = append(out[seq], g)
+		}
+	}
+	return out
 }
 
 // byName returns the grants of each name in the order they started.

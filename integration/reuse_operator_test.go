@@ -143,7 +143,7 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 		default:
 			// Its reply was lost or its context ended (the run's end):
 			// etcd may still have applied the delete.
-			act.createRev, act.lease = int64(g.real), leaseOfKey(g.key)
+			act.createRev, act.lease = int64(g.real), g.lease
 		}
 	} else {
 		resp, err := r.obs.Delete(octx, g.key, clientv3.WithPrevKV())

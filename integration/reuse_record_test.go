@@ -32,6 +32,11 @@ type grant struct {
 	lostBy    error         // why the library ended it, if it was lost
 	deletedAt time.Duration // the deletion of its key while active, -1 if none
 	deletedBy string        // "operator", "foreign"
+	// deleteCall is when the operator's call that deleted the key began
+	// (the deletion's time for a foreign one).
+	deleteCall time.Duration
+	shared     bool // a reader of a read-write lock
+	set        int  // the AcquireAll it is one name of, 0 if none
 }
 
 // sessionRec is one lock.Session of a worker, or one elector's life.
@@ -95,6 +100,32 @@ func (r *reuseRun) closeSession(rec *sessionRec, at time.Duration, abandon bool)
 	}
 }
 
+// holders returns how many grants of name are believed active.
+func (r *reuseRun) holders(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, g := range r.grants {
+		if g.end < 0 && g.name == name {
+			n++
+		}
+	}
+	return n
+}
+
+// heldByOthers returns a plain name that a worker other than worker
+// believes it holds, "" if none.
+func (r *reuseRun) heldByOthers(worker string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.grants {
+		if g.end < 0 && g.worker != worker && g.kind != "term" && g.set == 0 && kindOf(g.name) == kindPlainName {
+			return g.name
+		}
+	}
+	return ""
+}
+
 // closed records the outcome of a session's Close.
 func (r *reuseRun) closed(rec *sessionRec, err error) {
 	r.mu.Lock()
@@ -108,10 +139,19 @@ func (r *reuseRun) closed(rec *sessionRec, err error) {
 
 // granted records a new grant, active from start.
 func (r *reuseRun) granted(kind, worker string, client int, rec *sessionRec, name, key string, token fencing.Token, start, due time.Duration) *grant {
+	return r.grantedAs(kind, worker, client, rec, name, key, token, start, due, false, 0)
+}
+
+// grantedAs is granted for a reader (shared) or one name of a set.
+func (r *reuseRun) grantedAs(kind, worker string, client int, rec *sessionRec, name, key string, token fencing.Token, start, due time.Duration, shared bool, set int) *grant {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	lease := leaseOfKey(key)
+	if rec != nil {
+		lease = rec.lease // a semaphore's slot key does not name it
+	}
 	g := &grant{id: len(r.grants), kind: kind, worker: worker, client: client, session: rec, name: name, key: key,
-		lease: leaseOfKey(key), token: token, real: token, start: start, end: -1, due: due, release: -1, deletedAt: -1}
+		lease: lease, token: token, real: token, start: start, end: -1, due: due, release: -1, deletedAt: -1, shared: shared, set: set}
 	r.grants = append(r.grants, g)
 	r.stats["grants: "+kind]++
 	return g
@@ -154,7 +194,14 @@ func (g *grant) String() string {
 	if g.release >= 0 {
 		release = g.release.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%s %s %s(%s) token %v [%v, %v] release %s lost %v", g.worker, g.kind, g.name, g.key, g.token,
+	kind := g.kind
+	switch {
+	case g.shared:
+		kind += " (reader)"
+	case g.set > 0:
+		kind += fmt.Sprintf(" (set %d)", g.set)
+	}
+	return fmt.Sprintf("%s %s %s(%s) token %v [%v, %v] release %s lost %v", g.worker, kind, g.name, g.key, g.token,
 		g.start.Round(time.Millisecond), g.end.Round(time.Millisecond), release, g.lostBy)
 }
 

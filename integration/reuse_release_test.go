@@ -9,11 +9,16 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// held is a lock a worker holds, with its grant.
+// held is a lock a worker holds, with its grant (for a set, its first
+// name's; more are the others').
 type held struct {
-	l *lock.Lock
-	g *grant
+	l    *lock.Lock
+	g    *grant
+	more []*grant
 }
+
+// grants are all of h's grants.
+func (h *held) grants() []*grant { return append([]*grant{h.g}, h.more...) }
 
 // pendingRelease is a Release that failed, to be tried again at due.
 type pendingRelease struct {
@@ -34,13 +39,16 @@ func (w *lockWorker) release(h *held, d time.Duration) {
 // releaseWith records the release of h and calls Release on ctx (the
 // release-by-name control then deletes the name's holder key).
 func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
-	w.r.ended(h.g, w.r.now(), h.l.Err(), w.control != reuseIgnoreLost)
-	w.r.releasing(h.g, w.r.now())
-	delete(w.held, h.g.name)
+	for _, g := range h.grants() {
+		w.r.ended(g, w.r.now(), h.l.Err(), w.control != reuseIgnoreLost)
+		w.r.releasing(g, w.r.now())
+		delete(w.held, g.name)
+	}
 	err := h.l.Release(ctx)
 	if w.control == reuseReleaseByName && err == nil {
 		// The broken release: delete whatever key holds the name. An
 		// error leaves the control uncontrolled, which the run reports.
+		time.Sleep(50 * time.Millisecond) // the next holder, if any, is active by then
 		pfx, perr := lock.NamePrefix(w.r.prefix, h.g.name)
 		if perr != nil {
 			return nil

@@ -37,14 +37,41 @@ const noticeBound = time.Second
 // Negative controls of the checker: deliberately broken clients whose
 // breakage one named invariant must catch.
 const (
-	reuseIgnoreLost    = "ignore-lost"     // a worker keeps believing it holds a lost lock
-	reuseReleaseByName = "release-by-name" // release deletes the name's holder key, no compare
-	reuseStaleToken    = "stale-token"     // a worker reports an earlier grant's token again
-	reuseForgetClose   = "forget-close"    // a worker never closes one of its sessions
-	reuseSkipDelay     = "skip-delay"      // a worker acquires lock-delay names without the delay
+	reuseIgnoreLost     = "ignore-lost"      // a worker keeps believing it holds a lost lock
+	reuseReleaseByName  = "release-by-name"  // release deletes the name's holder key, no compare
+	reuseStaleToken     = "stale-token"      // a worker reports an earlier grant's token again
+	reuseForgetClose    = "forget-close"     // a worker never closes one of its sessions
+	reuseSkipDelay      = "skip-delay"       // a worker acquires lock-delay names without the delay
+	reuseOverLimit      = "over-limit"       // a worker reports another semaphore's grants as the run's
+	reuseReaderAsWriter = "reader-as-writer" // a worker reports its readers as writers
+	reusePartialSet     = "partial-set"      // a worker reports a name its set does not hold
 )
 
-var reuseControls = []string{reuseIgnoreLost, reuseReleaseByName, reuseStaleToken, reuseForgetClose, reuseSkipDelay}
+var reuseControls = []string{reuseIgnoreLost, reuseReleaseByName, reuseStaleToken, reuseForgetClose, reuseSkipDelay,
+	reuseOverLimit, reuseReaderAsWriter, reusePartialSet}
+
+// The kinds of lock a run's names stand for, by their first letter.
+const (
+	kindPlainName     = iota // a mutex, also taken in sets (AcquireAll)
+	kindDelayName            // "d…": a mutex with the run's lock-delay
+	kindSemaphoreName        // "s…": a semaphore of reuseLimit holders
+	kindRWName               // "r…": a read-write lock
+)
+
+func kindOf(name string) int {
+	switch name[0] {
+	case 'd':
+		return kindDelayName
+	case 's':
+		return kindSemaphoreName
+	case 'r':
+		return kindRWName
+	}
+	return kindPlainName
+}
+
+// reuseLimit is the limit of the semaphore names.
+const reuseLimit = 2
 
 type reuseConfig struct {
 	cluster  *embedded.Cluster
@@ -61,7 +88,7 @@ type reuseConfig struct {
 
 // delayed reports whether name is acquired with a lock-delay.
 func (c reuseConfig) delayed(name string) bool {
-	return c.lockDelay > 0 && strings.HasPrefix(name, "d")
+	return c.lockDelay > 0 && kindOf(name) == kindDelayName
 }
 
 // reuseClient is one etcd client of the run, direct or through a proxy.
@@ -88,6 +115,7 @@ type reuseRun struct {
 	lastRev    int64
 	stats      map[string]int
 	controlled bool // the control's hazard was set up at least once
+	sets       int  // AcquireAll grants so far
 }
 
 func (r *reuseRun) now() time.Duration { return time.Since(r.t0) }

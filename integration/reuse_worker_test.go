@@ -69,7 +69,7 @@ func (w *lockWorker) ensureSession(ctx context.Context) bool {
 		return true
 	}
 	if w.s != nil {
-		w.endAll(true)
+		w.endAll()
 		w.closeSession(false)
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -139,6 +139,10 @@ func (w *lockWorker) step(ctx context.Context) {
 		k = 100 // the session has served its time
 	case w.fresh && w.rng.IntN(100) < 85:
 		k = 50 // a fresh session often starts with a quick cycle
+	case w.control == reusePartialSet && k < 60:
+		k = 65 // the control's hazard is a set
+	case w.control != "" && w.control != reusePartialSet && k >= 60 && k < 69:
+		k = 69 // the other controls' hazards need locks held as usual
 	}
 	switch {
 	case k < 45:
@@ -158,8 +162,10 @@ func (w *lockWorker) step(ctx context.Context) {
 		if name, ok := w.freeName(); ok {
 			w.endWhileWaiting(ctx, name)
 		}
+	case k < 69:
+		w.acquireSet(ctx, time.Duration(20+w.rng.IntN(2000))*time.Millisecond, w.holdFor())
 	case k == 100:
-		w.endAll(false)
+		w.endAll()
 		w.closeSession(w.rng.IntN(5) == 0)
 	default:
 		time.Sleep(time.Duration(1+w.rng.IntN(30)) * time.Millisecond)
@@ -176,11 +182,12 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 		err  error
 		kind = "acquire"
 	)
+	opts, shared := w.opts(name)
 	if try {
 		kind = "try"
-		l, err = w.s.TryAcquire(actx, name, w.opts(name)...)
+		l, err = w.s.TryAcquire(actx, name, opts...)
 	} else {
-		l, err = w.s.Acquire(actx, name, w.opts(name)...)
+		l, err = w.s.Acquire(actx, name, opts...)
 	}
 	if err == nil || !try {
 		w.fresh = false // a failed TryAcquire left no key, and watched nothing
@@ -203,7 +210,7 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		rerr := l.Release(rctx)
 		cancel()
-		g := w.r.granted(kind, w.name, w.id, w.rec, name, l.Key(), l.Token(), start, call)
+		g := w.r.grantedAs(kind, w.name, w.id, w.rec, w.reported(name), l.Key(), l.Token(), start, call, w.reportedShared(name, shared), 0)
 		w.staleToken(g)
 		w.r.releasing(g, call)
 		h := &held{l: l, g: g}
@@ -212,7 +219,7 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 		}
 		return h
 	}
-	g := w.r.granted(kind, w.name, w.id, w.rec, name, l.Key(), l.Token(), start, start+hold)
+	g := w.r.grantedAs(kind, w.name, w.id, w.rec, w.reported(name), l.Key(), l.Token(), start, start+hold, w.reportedShared(name, shared), 0)
 	w.staleToken(g)
 	h := &held{l: l, g: g}
 	w.held[name] = h
@@ -228,19 +235,103 @@ func (w *lockWorker) timeout(name string, d time.Duration) time.Duration {
 	return d
 }
 
-// opts are the options of an acquisition of name: the run's lock-delay
-// on the "d" names, except for the skip-delay control's worker.
-func (w *lockWorker) opts(name string) []lock.Option {
-	if !w.r.cfg.delayed(name) {
-		return nil
+// opts are the options of an acquisition of name, and whether it is a
+// reader: the run's lock-delay on the "d" names (except for the
+// skip-delay control's worker), a semaphore's limit on "s" (the
+// over-limit control's worker takes another semaphore, see reported), a
+// reader or a writer on "r".
+func (w *lockWorker) opts(name string) ([]lock.Option, bool) {
+	switch kindOf(name) {
+	case kindDelayName:
+		if w.control == reuseSkipDelay {
+			w.controlled()
+			return nil, false
+		}
+		return []lock.Option{lock.WithLockDelay(w.r.cfg.lockDelay)}, false
+	case kindSemaphoreName:
+		return []lock.Option{lock.WithLimit(reuseLimit)}, false
+	case kindRWName:
+		if w.rng.IntN(100) < 60 {
+			return []lock.Option{lock.WithShared()}, true
+		}
 	}
-	if w.control == reuseSkipDelay {
-		w.r.mu.Lock()
-		w.r.controlled = true
-		w.r.mu.Unlock()
-		return nil
+	return nil, false
+}
+
+// reported is the name a grant of name is reported under: the over-limit
+// control's worker reports a grant of its own semaphore "s-shadow" as one
+// of "s" while "s" has as many holders as its limit.
+func (w *lockWorker) reported(name string) string {
+	if w.control == reuseOverLimit && name == "s-shadow" && w.r.holders("s") >= reuseLimit {
+		w.controlled()
+		return "s"
 	}
-	return []lock.Option{lock.WithLockDelay(w.r.cfg.lockDelay)}
+	return name
+}
+
+// reportedShared is whether a grant of name is reported as a reader: the
+// reader-as-writer control's worker reports its readers as writers, which
+// other readers overlap.
+func (w *lockWorker) reportedShared(name string, shared bool) bool {
+	if w.control == reuseReaderAsWriter && shared {
+		w.controlled()
+		return false
+	}
+	return shared
+}
+
+func (w *lockWorker) controlled() {
+	w.r.mu.Lock()
+	w.r.controlled = true
+	w.r.mu.Unlock()
+}
+
+// acquireSet takes two or three of the plain names at once (AcquireAll),
+// to hold for hold.
+func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration) {
+	var free []string
+	for _, n := range w.r.cfg.names {
+		if kindOf(n) == kindPlainName && w.held[n] == nil {
+			free = append(free, n)
+		}
+	}
+	if len(free) < 2 || len(w.held) > 1 {
+		return
+	}
+	w.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
+	names := free[:2+w.rng.IntN(len(free)-1)]
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l, err := w.s.AcquireAll(actx, names)
+	w.fresh = false
+	if err != nil {
+		w.r.count("set errors")
+		return
+	}
+	start := w.r.now()
+	w.r.mu.Lock()
+	w.r.sets++
+	set := w.r.sets
+	w.r.mu.Unlock()
+	h := &held{l: l}
+	for i, name := range l.Names() {
+		g := w.r.grantedAs("set", w.name, w.id, w.rec, name, l.Keys()[i], l.Token(), start, start+hold, false, set)
+		if i == 0 {
+			h.g = g
+		} else {
+			h.more = append(h.more, g)
+		}
+		w.held[name] = h
+	}
+	if w.control == reusePartialSet {
+		// The broken set: it reports as held a name it does not hold,
+		// which another worker holds.
+		if n := w.r.heldByOthers(w.name); n != "" && w.held[n] == nil {
+			// A key of its own, so that no deletion is attributed to it.
+			h.more = append(h.more, w.r.grantedAs("set", w.name, w.id, w.rec, n, l.Keys()[0]+"-phantom", l.Token(), start, start+hold, false, set))
+			w.controlled()
+		}
+	}
 }
 
 // endWhileWaiting starts an acquisition of name and, while it may still be
@@ -256,14 +347,15 @@ func (w *lockWorker) endWhileWaiting(ctx context.Context, name string) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, rec := w.s, w.rec
+	opts, shared := w.opts(name)
 	go func() {
-		l, err := s.Acquire(actx, name, w.opts(name)...)
+		l, err := s.Acquire(actx, name, opts...)
 		res <- outcome{l, err, w.r.now()}
 	}()
 	time.Sleep(time.Duration(1+w.rng.IntN(400)) * time.Millisecond)
 	abandon := w.rng.IntN(3) == 0
 	call := w.r.now()
-	w.endAll(false)
+	w.endAll()
 	w.closeSession(abandon)
 	o := <-res
 	if o.err != nil {
@@ -272,7 +364,7 @@ func (w *lockWorker) endWhileWaiting(ctx context.Context, name string) {
 	}
 	w.r.count("acquisitions that won the race with their session's end")
 	// Active from its return until the session's end began.
-	g := w.r.granted("acquire", w.name, w.id, rec, name, o.l.Key(), o.l.Token(), o.at, o.at)
+	g := w.r.grantedAs("acquire", w.name, w.id, rec, name, o.l.Key(), o.l.Token(), o.at, o.at, shared, 0)
 	w.r.ended(g, max(o.at, call), nil, false)
 }
 
@@ -293,12 +385,15 @@ func (w *lockWorker) staleToken(g *grant) {
 	w.r.mu.Unlock()
 }
 
-// endAll ends the believed-ACTIVE interval of every held lock, heeding a
-// loss the library reported if lost is set (the session died under them).
-func (w *lockWorker) endAll(lost bool) {
+// endAll ends the believed-ACTIVE interval of every held lock, at the
+// loss the library reported for it if there was one (a program watches
+// Lock.Lost; the ignore-lost control does not).
+func (w *lockWorker) endAll() {
 	for _, name := range w.heldNames() {
 		h := w.held[name]
-		w.r.ended(h.g, w.r.now(), h.l.Err(), lost && w.control != reuseIgnoreLost)
+		for _, g := range h.grants() {
+			w.r.ended(g, w.r.now(), h.l.Err(), w.control != reuseIgnoreLost)
+		}
 	}
 	clear(w.held)
 }
@@ -334,11 +429,13 @@ func (w *lockWorker) finish() {
 			w.r.controlled = true
 			w.r.mu.Unlock()
 		}
-		w.endAll(false)
+		w.endAll()
 		return
 	}
 	for _, name := range w.heldNames() {
-		w.release(w.held[name], 3*time.Second)
+		if h := w.held[name]; h != nil {
+			w.release(h, 3*time.Second)
+		}
 	}
 	for _, rt := range w.retries {
 		w.retryRelease(rt.h)
