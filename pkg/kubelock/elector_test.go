@@ -22,6 +22,11 @@ type timings struct {
 	ttl, leaseDuration, renewDeadline, retryPeriod time.Duration
 }
 
+// elector returns the elector's durations.
+func (tm timings) elector() Timings {
+	return Timings{LeaseDuration: tm.leaseDuration, RenewDeadline: tm.renewDeadline, RetryPeriod: tm.retryPeriod}
+}
+
 // testTimings are short, with LeaseDuration far above the etcd lease TTL,
 // so that a takeover sooner than LeaseDuration can only come from the
 // record's etcd lease ending.
@@ -231,7 +236,7 @@ type contender struct {
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
-	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl),
+	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
