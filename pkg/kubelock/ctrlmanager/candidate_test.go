@@ -2,7 +2,6 @@ package ctrlmanager_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,20 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
-
-// noAPIServer returns a rest.Config whose host is a loopback port nobody
-// listens on: the managers run without a Kubernetes API server, and would
-// fail if they needed one.
-func noAPIServer(t testing.TB) *rest.Config {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return &rest.Config{Host: "http://" + addr}
-}
 
 // incarnation is one run of a candidate: its manager's options, and what
 // to close when the manager has returned.

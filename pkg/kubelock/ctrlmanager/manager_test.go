@@ -6,7 +6,6 @@ import (
 	"math/rand"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // short are the durations of the quick runs: a term renewed every 300 ms
@@ -146,19 +146,6 @@ func drive(t testing.TB, log *workLog, rnd *rand.Rand, terms int, within time.Du
 	}
 }
 
-func envInt(t testing.TB, name string, def int) int {
-	t.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", name, s, err)
-	}
-	return n
-}
-
 // etcdFaults are the faults of a leader on the etcd lock: partitioned
 // from etcd, its record deleted by hand, its etcd client closed, its
 // manager stopped (released or not, as the candidate is configured).
@@ -189,7 +176,7 @@ func etcdFaults(t testing.TB, cands map[string]*etcdCandidate) map[string]fault 
 // terms runs have started; it returns the work log.
 func runEtcdManagers(t *testing.T, s setup, terms int, seed int64, faults ...string) *workLog {
 	log := newWorkLog()
-	cfg := noAPIServer(t)
+	cfg := kubetest.NoAPIServer(t)
 	cands := map[string]*etcdCandidate{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -226,7 +213,7 @@ func TestManagersNeverOverlap(t *testing.T) {
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
 		s = defaults
 	}
-	seed, terms := envInt(t, "KUBELOCK_MANAGER_SEED", 1), envInt(t, "KUBELOCK_MANAGER_TERMS", 5)
+	seed, terms := kubetest.EnvInt(t, "KUBELOCK_MANAGER_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_MANAGER_TERMS", 5)
 	t.Logf("seed %d, %d terms, TTL %v, %v", seed, terms, s.ttl, s.timings)
 	log := runEtcdManagers(t, s, terms, int64(seed), "partition", "delete", "close", "stop")
 	n, _ := log.started()
@@ -240,10 +227,19 @@ func TestManagersNeverOverlap(t *testing.T) {
 // (the lock and the durations, without Options' BaseContext) leave the
 // Runnable working after the record was deleted until client-go stops
 // leading; the checker sees the overlap.
+// KUBELOCK_MANAGER_FAULT names another fault (partition, close) and
+// KUBELOCK_MANAGER_DEFAULTS=1 sets the default durations, to measure.
 func TestPlainOptionsOverlapWhenTheRecordIsDeleted(t *testing.T) {
 	s := short
+	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
+		s = defaults
+	}
 	s.plain = true
-	log := runEtcdManagers(t, s, 3, 1, "delete")
+	fault := "delete"
+	if f := os.Getenv("KUBELOCK_MANAGER_FAULT"); f != "" {
+		fault = f
+	}
+	log := runEtcdManagers(t, s, 3, 1, fault)
 	overlaps := log.overlaps()
 	if len(overlaps) == 0 {
 		t.Error("no overlap with the plain options: the check cannot fail")
@@ -258,16 +254,21 @@ func TestPlainOptionsOverlapWhenTheRecordIsDeleted(t *testing.T) {
 // partitioned leader whose calls hang. It stops leading RetryPeriod +
 // RenewDeadline after its last renewal and returns from its release
 // another RenewDeadline later, while a follower takes over LeaseDuration
-// after it last saw the Lease change.
+// after it last saw the Lease change. KUBELOCK_MANAGER_DEFAULTS=1 runs it
+// with the default durations.
 func TestLeaseLockOverlapsUnderPartition(t *testing.T) {
 	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
 	fake := &k8stesting.Fake{}
 	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
 	tm := kubelock.Timings{LeaseDuration: 1200 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
+	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
+		tm = kubelock.DefaultTimings
+	}
+	t.Logf("%v", tm)
 
 	log := newWorkLog()
-	cfg := noAPIServer(t)
+	cfg := kubetest.NoAPIServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -293,7 +294,7 @@ func TestLeaseLockOverlapsUnderPartition(t *testing.T) {
 		}}
 		cand.run(t, ctx, &wg, cfg, log)
 	}
-	took := drive(t, log, rand.New(rand.NewSource(1)), 3, time.Minute, map[string]fault{
+	took := drive(t, log, rand.New(rand.NewSource(1)), 3, 10*(tm.LeaseDuration+2*tm.RenewDeadline), map[string]fault{
 		"partition": func(who string) func() { cuts[who].cut(); return cuts[who].restore },
 	})
 	took.report(t)
