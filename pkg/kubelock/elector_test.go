@@ -15,6 +15,7 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // timings are an elector's durations and the lock's etcd lease TTL.
@@ -132,15 +133,7 @@ func (lg *ledger) current() *led {
 // waitFor waits until cond holds on the ledger.
 func (lg *ledger) waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	for !cond() {
-		select {
-		case <-lg.change:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("no %s within %v", what, within)
-		}
-	}
+	kubetest.WaitFor(t, lg.change, within, what, cond)
 }
 
 // overlaps returns the pairs of consecutive terms (by start) where one

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // workLog records the runs of the managers' leader-only Runnable, each
@@ -98,15 +100,7 @@ func (w *workLog) current() *workRun {
 // waitFor waits until cond holds, or fails t after within.
 func (w *workLog) waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	for !cond() {
-		select {
-		case <-w.change:
-		case <-time.After(20 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("no %s within %v", what, within)
-		}
-	}
+	kubetest.WaitFor(t, w.change, within, what, cond)
 }
 
 // overlaps returns, for every run that started while an earlier one

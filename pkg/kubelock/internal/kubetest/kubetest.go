@@ -61,3 +61,18 @@ func EnvInt(t testing.TB, name string, def int) int {
 	}
 	return n
 }
+
+// WaitFor waits until cond holds, checking it at each receive from change
+// and at least every 50 ms, or fails t once within has passed.
+func WaitFor(t testing.TB, change <-chan struct{}, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	for !cond() {
+		select {
+		case <-change:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, within)
+		}
+	}
+}
