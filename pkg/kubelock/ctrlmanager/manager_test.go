@@ -148,7 +148,8 @@ func drive(t testing.TB, log *workLog, rnd *rand.Rand, terms int, within time.Du
 
 // etcdFaults are the faults of a leader on the etcd lock: partitioned
 // from etcd, its record deleted by hand, its etcd client closed, its
-// manager stopped (released or not, as the candidate is configured).
+// manager stopped (released or not, as the candidate is configured),
+// crashed.
 func etcdFaults(t testing.TB, cands map[string]*etcdCandidate) map[string]fault {
 	direct := etcdtest.Client(t, cluster.Endpoints()...)
 	key := "/ctrlmanager/" + strings.ReplaceAll(t.Name(), "/", "_") + "/ctl"
@@ -167,7 +168,16 @@ func etcdFaults(t testing.TB, cands map[string]*etcdCandidate) map[string]fault 
 			return nothing
 		},
 		"close": func(who string) func() { cands[who].closeClient(); return nothing },
-		"stop":  func(who string) func() { cands[who].stopManager(); return nothing },
+		// A crash: the process is cut off and its manager gone at once;
+		// etcd expires the record.
+		"crash": func(who string) func() {
+			p := cands[who].proxy
+			p.BlackholeTx()
+			p.BlackholeRx()
+			cands[who].stopManager()
+			return func() { p.UnblackholeTx(); p.UnblackholeRx() }
+		},
+		"stop": func(who string) func() { cands[who].stopManager(); return nothing },
 	}
 }
 
@@ -204,7 +214,7 @@ func runEtcdManagers(t *testing.T, s setup, terms int, seed int64, faults ...str
 // Real controller-runtime managers set up with Options, each running a
 // plain leader-only Runnable that works until its context ends; the
 // leader is partitioned, its record deleted, its etcd client closed and
-// its manager stopped, at random (seed KUBELOCK_MANAGER_SEED). No
+// its manager stopped or crashed, at random (seed KUBELOCK_MANAGER_SEED). No
 // Runnable works after the next one started, on this process's clock.
 // KUBELOCK_MANAGER_TERMS sets how many terms (default 5);
 // KUBELOCK_MANAGER_DEFAULTS=1 runs with the default durations.
@@ -215,7 +225,7 @@ func TestManagersNeverOverlap(t *testing.T) {
 	}
 	seed, terms := kubetest.EnvInt(t, "KUBELOCK_MANAGER_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_MANAGER_TERMS", 5)
 	t.Logf("seed %d, %d terms, TTL %v, %v", seed, terms, s.ttl, s.timings)
-	log := runEtcdManagers(t, s, terms, int64(seed), "partition", "delete", "close", "stop")
+	log := runEtcdManagers(t, s, terms, int64(seed), "partition", "delete", "close", "stop", "crash")
 	n, _ := log.started()
 	t.Logf("%d runs", n)
 	for _, o := range log.overlaps() {
