@@ -2,28 +2,75 @@
 // fencing, for controllers built on client-go's leaderelection.LeaderElector
 // or on controller-runtime's manager.
 //
-// Set a *Lock as LeaderElectionConfig.Lock (client-go) or as
-// manager.Options.LeaderElectionResourceLockInterface (controller-runtime)
-// and the elector works as it does with a Kubernetes Lease, with three
-// differences:
+// # Setting it up
+//
+// Make the lock with New, passing the elector's durations (WithTimings;
+// default DefaultTimings, client-go's and controller-runtime's defaults),
+// and give the elector the same durations (Lock.Timings).
+//
+//   - client-go: set the lock as LeaderElectionConfig.Lock and wrap
+//     OnStartedLeading with Lock.Lead, whose context ends with the term.
+//   - controller-runtime: build the manager's options with package
+//     ctrlmanager (ctrlmanager.Options). Setting the lock as
+//     manager.Options.LeaderElectionResourceLockInterface alone is not
+//     safe: controller-runtime cancels the Runnables' contexts only once
+//     client-go's elector has stopped leading — RetryPeriod + RenewDeadline
+//     after the last renewal, another RenewDeadline with ReleaseOnCancel —
+//     while etcd hands the record on a TTL after the last renewal, or at
+//     once when it is deleted. ctrlmanager.Options ties the Runnables'
+//     contexts to the term (Lock.RunContext).
+//
+// New refuses durations that cannot keep a term: client-go's own rules
+// (RenewDeadline above 1.2 × RetryPeriod, LeaseDuration above
+// RenewDeadline), and TTL − safety margin ≥ 2 × RetryPeriod, so that a
+// leader whose etcd answers promptly keeps its term through one failed
+// renewal (client-go sends a renewal RetryPeriod after the previous call
+// returned). The error names the shortest TTL and the longest RetryPeriod
+// that work. Each Get, Create and Update is bounded by
+// Timings.CallTimeout (half of RenewDeadline, at least 1 s): client-go
+// calls with no deadline while it follows, and a call on a dead
+// connection would otherwise never return.
+//
+// # How it differs from a Kubernetes Lease
 //
 //   - The record is one etcd key bound to an etcd lease that each successful
 //     Update renews. When a leader stops renewing (crash, freeze,
 //     partition), etcd deletes the record when the lease expires, and the
 //     next candidate creates it on its next retry: failover takes about the
-//     lease TTL, not client-go's LeaseDuration + RetryPeriod.
+//     lease TTL plus a RetryPeriod, not client-go's LeaseDuration +
+//     RetryPeriod. LeaseDuration only has to satisfy client-go.
 //   - Every term — the span between the Create that made this identity the
 //     holder and the end of that key — has a fencing token (Term.Token):
 //     the etcd revision of that Create, strictly larger than every earlier
 //     term's token. Fence the controller's writes with it (package fencing).
-//   - Every term has a context (Term.Context, or the one Lead passes to the
-//     callback) that ends as soon as the term is over: when the record is
-//     deleted or taken in etcd, or when no renewal succeeded by the
-//     conservative deadline — the send time of the last successful renewal
-//     plus the lease TTL etcd granted, minus a safety margin — which comes
-//     before etcd could expire the lease. client-go's own OnStartedLeading
-//     context ends only after RenewDeadline of failed renewals, which may
-//     be after another candidate started leading.
+//   - Every term has a context (Term.Context, the one Lead passes to the
+//     callback, and Lock.RunContext's) that ends as soon as the term is
+//     over: when the record is deleted or taken in etcd, when the elector
+//     stops leading, or when no renewal succeeded by the conservative
+//     deadline — the send time of the last successful renewal plus the
+//     lease TTL etcd granted, minus a safety margin — which comes before
+//     etcd could expire the lease. client-go's own OnStartedLeading context
+//     ends only after RenewDeadline of failed renewals, which may be after
+//     another candidate started leading.
+//   - A release (ReleaseOnCancel) revokes the term's etcd lease, which
+//     deletes the record; the Lease lock keeps its object with an empty
+//     holder. An elector that stops leading without a release leaves the
+//     record under its lease until etcd expires it, a TTL after the last
+//     renewal; followers wait for that (the Lease lock makes them wait
+//     LeaseDuration).
+//   - LeaderTransitions is always 0: every term creates a new record, and
+//     the count of the deleted one is gone. Count terms by their tokens.
+//   - AcquireTime and RenewTime are stored as client-go's
+//     LeaderElectionRecord marshals them, in whole seconds; the Lease lock
+//     keeps microseconds. Nothing in client-go's elector depends on them
+//     with this lock: followers go by the record's raw bytes, which change
+//     with every renewal.
+//   - Update of a record this lock has not read or written (an Update
+//     before any Get) is an error for which apierrors.IsConflict is true;
+//     the Lease lock returns a plain error. client-go's elector follows a
+//     failed Update with a Get either way.
+//   - A candidate does not take over a record: it waits until the record
+//     is gone (its lease ended or it was released) and creates a new one.
 //
 // The lock relies on what client-go's LeaderElector does: Get before a
 // takeover, Create only when Get found no record, Update only after Get or
@@ -36,11 +83,18 @@
 // with it.
 //
 // No two candidates' term contexts overlap as long as the record changes
-// only through the locks: a record deleted or a lease revoked by hand (an
-// operator's etcdctl del) is noticed through the watch, a moment after
-// another candidate may already have created the record.
+// only through the locks. A record deleted by hand (an operator's etcdctl
+// del) while its holder's lease lives does not let a candidate that saw
+// that record in: its Create waits (ErrHolderAlive) until the holder,
+// having seen the deletion through its watch and ended its term, revokes
+// the lease, or until etcd expires it. Two cases remain a window: a
+// candidate that never saw the record (one started after the deletion),
+// and an etcd lease revoked by hand (etcdctl lease revoke), which deletes
+// the record and the lease at once. There the holder's term ends when its
+// watch delivers the deletion — milliseconds on a healthy connection, and
+// at worst its conservative deadline, TTL − margin after its last renewal,
+// when replies are slow or its watch is cut.
 //
 // Not supported: client-go's Coordinated leader election (LeaseCandidate
-// objects), and taking over a record that another holder's etcd lease still
-// holds — a candidate waits until that lease ends.
+// objects).
 package kubelock

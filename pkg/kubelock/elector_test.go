@@ -15,11 +15,17 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // timings are an elector's durations and the lock's etcd lease TTL.
 type timings struct {
 	ttl, leaseDuration, renewDeadline, retryPeriod time.Duration
+}
+
+// elector returns the elector's durations.
+func (tm timings) elector() Timings {
+	return Timings{LeaseDuration: tm.leaseDuration, RenewDeadline: tm.renewDeadline, RetryPeriod: tm.retryPeriod}
 }
 
 // testTimings are short, with LeaseDuration far above the etcd lease TTL,
@@ -127,15 +133,7 @@ func (lg *ledger) current() *led {
 // waitFor waits until cond holds on the ledger.
 func (lg *ledger) waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(within)
-	for !cond() {
-		select {
-		case <-lg.change:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("no %s within %v", what, within)
-		}
-	}
+	kubetest.WaitFor(t, lg.change, within, what, cond)
 }
 
 // overlaps returns the pairs of consecutive terms (by start) where one
@@ -231,7 +229,7 @@ type contender struct {
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
-	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl),
+	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

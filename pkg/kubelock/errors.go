@@ -30,6 +30,9 @@ var (
 	// ErrStoppedLeading ends a term when the elector stops leading
 	// (RecordEvent("stopped leading")) without having released it.
 	ErrStoppedLeading = errors.New("kubelock: the elector stopped leading")
+	// ErrHolderAlive is wrapped by Create's error while the record is gone
+	// but the etcd lease of its last holder, as this lock saw it, is alive.
+	ErrHolderAlive = errors.New("kubelock: the last holder's etcd lease is still alive")
 	// ErrNoTerm is returned by Lock.Term when no term has started, and is
 	// the cause of the context Lead gives a callback that client-go ran
 	// without a Create of this lock.

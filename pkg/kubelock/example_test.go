@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/tools/leaderelection"
@@ -13,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/etcdlock/etcdlock/pkg/kubelock"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
 )
 
 // A controller on client-go's LeaderElector: the lock replaces the Lease
@@ -31,11 +31,12 @@ func Example() {
 	}
 	defer lk.Close(context.Background())
 
+	tm := lk.Timings() // DefaultTimings: New checked the TTL against them
 	leaderelection.RunOrDie(context.Background(), leaderelection.LeaderElectionConfig{
 		Lock:            lk,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
+		LeaseDuration:   tm.LeaseDuration,
+		RenewDeadline:   tm.RenewDeadline,
+		RetryPeriod:     tm.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: lk.Lead(func(ctx context.Context, term kubelock.Term) {
@@ -48,8 +49,9 @@ func Example() {
 	})
 }
 
-// A controller-runtime manager: the lock is the manager's resource lock
-// (two options), and a leader-election Runnable works under its term.
+// A controller-runtime manager: package ctrlmanager sets the lock, its
+// durations and a BaseContext that ends every Runnable's context with the
+// term; a leader-election Runnable reads its term's fencing token.
 func Example_controllerRuntime() {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
 	if err != nil {
@@ -63,22 +65,20 @@ func Example_controllerRuntime() {
 	}
 	defer lk.Close(context.Background())
 
-	mgr, err := manager.New(config.GetConfigOrDie(), manager.Options{
-		LeaderElection:                      true,
-		LeaderElectionResourceLockInterface: lk,
-		LeaderElectionReleaseOnCancel:       true,
-	})
+	opts, err := ctrlmanager.Options(lk, manager.Options{LeaderElectionReleaseOnCancel: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := manager.New(config.GetConfigOrDie(), opts)
 	if err != nil {
 		log.Fatal(err)
 	}
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		// ctx ends when the term does.
 		term, err := lk.Term()
 		if err != nil {
 			return err
 		}
-		// Stop when the manager stops or the term ends, whichever is first.
-		ctx, cancel := term.Bind(ctx)
-		defer cancel()
 		fmt.Println("fencing token", term.Token())
 		<-ctx.Done()
 		return nil

@@ -27,7 +27,8 @@ var _ rl.Interface = (*Lock)(nil)
 
 // Lock is a client-go resourcelock.Interface whose record is one etcd key.
 // Create one per candidate and election with New, give it to one elector,
-// and Close it when the elector has returned.
+// and Close it when the elector has returned. Each Get, Create and Update
+// ends within Timings.CallTimeout, whatever its context allows.
 type Lock struct {
 	client   *clientv3.Client
 	name     string
@@ -41,11 +42,13 @@ type Lock struct {
 	calls sync.Mutex
 
 	mu       sync.Mutex
-	observed observation // the record as the last call saw or wrote it
-	term     *term       // the current term; nil between terms
-	last     *term       // the latest term started, current or ended
-	led      *term       // the term of the elector's latest "became leader"
-	leading  bool        // between the elector's "became leader" and "stopped leading"
+	observed observation               // the record as the last call saw or wrote it
+	term     *term                     // the current term; nil between terms
+	last     *term                     // the latest term started, current or ended
+	led      *term                     // the term of the elector's latest "became leader"
+	leading  bool                      // between the elector's "became leader" and "stopped leading"
+	runs     []context.CancelCauseFunc // RunContext's, armed at the next "became leader"
+	holder   clientv3.LeaseID          // of the latest record seen not of this lock: Create waits for it to end
 	closed   bool
 	wg       sync.WaitGroup // term watchers and background revokes
 }
@@ -71,7 +74,7 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	if identity == "" {
 		return nil, invalid("empty identity")
 	}
-	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, logger: zap.NewNop()}
+	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, invalid("nil option")
@@ -83,6 +86,9 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	if cfg.margin >= cfg.ttl {
 		return nil, invalid("safety margin %v must be below the TTL %v", cfg.margin, cfg.ttl)
 	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	return &Lock{
 		client:   client,
 		name:     name,
@@ -92,6 +98,10 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 		logger:   cfg.logger.With(zap.String("election", name), zap.String("identity", identity)),
 	}, nil
 }
+
+// Timings returns the elector durations the lock was made for
+// (WithTimings): give the elector the same.
+func (l *Lock) Timings() Timings { return l.cfg.timings }
 
 // Key returns the etcd key of the record.
 func (l *Lock) Key() string { return l.key }
@@ -106,7 +116,9 @@ func (l *Lock) Describe() string { return "etcd:" + l.key }
 // is no Kubernetes object to attach it to. The events that client-go's
 // elector records when it starts and stops leading tell the lock whether
 // the elector leads (see the package doc); when it stops, the current term
-// ends (ErrStoppedLeading) and its lease is revoked, released or not.
+// ends (ErrStoppedLeading). An elector that did not release the term
+// (ReleaseOnCancel false) leaves the record in etcd until its lease
+// expires, a TTL after the last renewal: followers wait for it.
 func (l *Lock) RecordEvent(event string) {
 	l.mu.Lock()
 	switch event {
@@ -114,12 +126,15 @@ func (l *Lock) RecordEvent(event string) {
 		l.leading = true
 		// The term client-go's next OnStartedLeading is for (Lead).
 		l.led = l.last
+		l.armRunsLocked()
 	case eventStoppedLeader:
 		l.leading = false
 		// client-go no longer leads under the term: it must not outlive
-		// that, whether or not the elector released it.
+		// that. Its lease is left to expire, as an elector that did not
+		// release (ReleaseOnCancel false) expects; a release revoked it
+		// already.
 		if t := l.term; t != nil {
-			l.endLocked(t, ErrStoppedLeading, true)
+			l.endLocked(t, ErrStoppedLeading, false)
 		}
 	}
 	var token int64
@@ -137,6 +152,8 @@ func (l *Lock) RecordEvent(event string) {
 func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
 	l.calls.Lock()
 	defer l.calls.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.timings.CallTimeout())
+	defer cancel()
 	if err := l.checkOpen(); err != nil {
 		return nil, nil, err
 	}
@@ -161,10 +178,16 @@ func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error
 // starts a term (resourcelock.Interface). If a record exists, it returns
 // an error for which apierrors.IsAlreadyExists is true. While the elector
 // leads it returns ErrStillLeading instead: the record vanished under the
-// elector's term, which has ended and must end for the elector too.
+// elector's term, which has ended and must end for the elector too. While
+// the etcd lease of the last record this lock saw under another holder is
+// still alive — the record was deleted by hand, and that holder may not
+// have noticed yet — it returns an error wrapping ErrHolderAlive: the
+// holder revokes that lease once its term has ended, or etcd expires it.
 func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.timings.CallTimeout())
+	defer cancel()
 	if err := l.checkHolder(ler); err != nil {
 		return err
 	}
@@ -176,6 +199,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return ErrClosed
 	case leading:
 		return ErrStillLeading
+	}
+	if err := l.waitHolder(ctx); err != nil {
+		return err
 	}
 	sent := time.Now()
 	g, err := l.client.Grant(ctx, int64((l.cfg.ttl+time.Second-1)/time.Second))
@@ -235,6 +261,8 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.timings.CallTimeout())
+	defer cancel()
 	if err := l.checkOpen(); err != nil {
 		return err
 	}
@@ -391,6 +419,9 @@ func (l *Lock) observe(obs observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.observed = obs
+	if obs.exists && (l.last == nil || obs.lease != l.last.lease) {
+		l.holder = obs.lease
+	}
 	if t := l.term; t != nil && (!obs.exists || obs.lease != t.lease) {
 		l.endLocked(t, ErrRecordGone, true)
 	}
@@ -403,6 +434,30 @@ func (l *Lock) observeRange(r *pb.RangeResponse) {
 	}
 	kv := r.Kvs[0]
 	l.observe(observation{exists: true, modRev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)})
+}
+
+// waitHolder returns an error wrapping ErrHolderAlive while the lease of
+// the last record seen under another holder is alive.
+func (l *Lock) waitHolder(ctx context.Context) error {
+	l.mu.Lock()
+	holder := l.holder
+	l.mu.Unlock()
+	if holder == 0 {
+		return nil
+	}
+	resp, err := l.client.TimeToLive(ctx, holder)
+	if err != nil {
+		return err
+	}
+	if resp.TTL > 0 {
+		return fmt.Errorf("kubelock: etcd lease %s of the record's last holder has %ds left: %w", leaseHex(holder), resp.TTL, ErrHolderAlive)
+	}
+	l.mu.Lock()
+	if l.holder == holder {
+		l.holder = 0
+	}
+	l.mu.Unlock()
+	return nil
 }
 
 // describe says whose the observed record is, for errors.

@@ -20,7 +20,8 @@ import (
 // closed when the test ends.
 func newLock(t testing.TB, cli *clientv3.Client, identity string, opts ...Option) *Lock {
 	t.Helper()
-	opts = append([]Option{WithPrefix(prefix(t)), WithTTL(2 * time.Second), WithLogger(zaptest.NewLogger(t).Named(identity))}, opts...)
+	opts = append([]Option{WithPrefix(prefix(t)), WithTTL(2 * time.Second), WithTimings(testTimings.elector()),
+		WithLogger(zaptest.NewLogger(t).Named(identity))}, opts...)
 	l, err := New(cli, "ctl", identity, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -317,4 +318,12 @@ func TestSameIdentityDoesNotAdoptAnotherLease(t *testing.T) {
 	if err := old.Create(ctx, record("a")); !errors.Is(err, ErrClosed) {
 		t.Errorf("Create after Close = %v, want ErrClosed", err)
 	}
+}
+
+func mustLease(t testing.TB, id int64) clientv3.LeaseID {
+	t.Helper()
+	if id == 0 {
+		t.Fatal("no lease")
+	}
+	return clientv3.LeaseID(id)
 }

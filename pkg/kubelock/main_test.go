@@ -4,30 +4,16 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-logr/logr"
-	"go.uber.org/goleak"
-	"k8s.io/klog/v2"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
-	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // cluster is a 3-member etcd shared by the package's tests, each under its
 // own prefix.
 var cluster *embedded.Cluster
 
-func TestMain(m *testing.M) {
-	// client-go's elector logs every attempt through klog.
-	klog.SetLogger(logr.Discard())
-	cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
-	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() },
-		// klog's flush daemon, started by client-go's import, runs for the
-		// process's lifetime.
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	))
-}
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }
 
 func prefix(t testing.TB) string {
 	return "/kube/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"

@@ -3,32 +3,17 @@ package kubelock
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
-
-// noAPIServer returns a rest.Config whose host is a loopback port nobody
-// listens on: the managers below run without a Kubernetes API server, and
-// would fail if they needed one.
-func noAPIServer(t *testing.T) *rest.Config {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return &rest.Config{Host: "http://" + addr}
-}
 
 // Two controller-runtime managers with this lock run a leader-election
 // Runnable one at a time, without a Kubernetes API server; the Runnable
@@ -52,7 +37,7 @@ func TestControllerRuntimeManager(t *testing.T) {
 	}
 	startManager := func(who string) mgr {
 		l := newLock(t, cli, who)
-		m, err := manager.New(noAPIServer(t), manager.Options{
+		m, err := manager.New(kubetest.NoAPIServer(t), manager.Options{
 			LeaderElection:                      true,
 			LeaderElectionResourceLockInterface: l,
 			LeaderElectionReleaseOnCancel:       true,

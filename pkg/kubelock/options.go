@@ -19,8 +19,7 @@ const (
 	DefaultPrefix = "/etcdlock-kube/"
 	// DefaultTTL is the etcd lease TTL of a term. Each successful Update
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
-	// (client-go's and controller-runtime's default: 2 s): three renewals
-	// fit in it.
+	// (DefaultTimings: 2 s): three renewals fit in it.
 	DefaultTTL = 6 * time.Second
 	// DefaultCleanupTimeout bounds a lease revoke the lock runs on its own
 	// context after a term ends.
@@ -39,6 +38,7 @@ type config struct {
 	ttl     time.Duration
 	margin  time.Duration // 0: max(TTL/10, 250ms) of the granted TTL
 	cleanup time.Duration
+	timings Timings
 	logger  *zap.Logger
 }
 
@@ -93,6 +93,18 @@ func WithCleanupTimeout(d time.Duration) Option {
 			return invalid("clean-up timeout %v must be positive", d)
 		}
 		c.cleanup = d
+		return nil
+	})
+}
+
+// WithTimings gives the lock the durations of the elector it serves
+// (default DefaultTimings, client-go's and controller-runtime's defaults).
+// New checks them as client-go's NewLeaderElector does and against the
+// TTL (see Timings), and the lock bounds each call by Timings.CallTimeout.
+// Give the elector the same durations: Lock.Timings returns them.
+func WithTimings(t Timings) Option {
+	return option(func(c *config) error {
+		c.timings = t
 		return nil
 	})
 }

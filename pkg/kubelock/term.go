@@ -24,6 +24,7 @@ type term struct {
 	deadline time.Time // conservative: before etcd could expire the lease
 	renewals int64
 	ended    time.Time
+	onEnd    []context.CancelCauseFunc // RunContext's armed on this term
 }
 
 // startTerm starts a term whose record was created at revision rev, and
@@ -62,6 +63,10 @@ func (l *Lock) endLocked(t *term, cause error, revoke bool) {
 	}
 	t.ended = time.Now()
 	t.cancel(cause)
+	for _, cancel := range t.onEnd {
+		cancel(cause)
+	}
+	t.onEnd = nil
 	if l.term == t {
 		l.term = nil
 	}

@@ -1,0 +1,40 @@
+package kubelock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// client-go's follower calls Get with a context that has no deadline. On
+// a connection that carries nothing — a peer gone without a reset — such
+// a call would wait for as long as the connection stays silent; bounded by
+// Timings.CallTimeout it fails with context.DeadlineExceeded, and the
+// elector tries again.
+func TestCallWithoutDeadlineOnADeadConnectionTimesOut(t *testing.T) {
+	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
+	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
+	if _, _, err := b.Get(ctxT(t)); err == nil {
+		t.Fatal("a record exists")
+	}
+	p.PauseTx()
+	p.PauseRx()
+	defer func() { p.UnpauseTx(); p.UnpauseRx() }()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := b.Get(context.Background())
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Get on a dead connection = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Get on a dead connection still waits after 20s; CallTimeout is %v", tm.elector().CallTimeout())
+	}
+}

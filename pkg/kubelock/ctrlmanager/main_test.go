@@ -1,0 +1,14 @@
+package ctrlmanager_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+)
+
+// cluster is a 3-member etcd shared by the package's tests.
+var cluster *embedded.Cluster
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }

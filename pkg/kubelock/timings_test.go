@@ -1,0 +1,65 @@
+package kubelock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// New refuses a TTL that the elector's RetryPeriod cannot renew in time,
+// and timings client-go's NewLeaderElector refuses; the error names the
+// TTL and the RetryPeriod that work.
+func TestNewRefusesTimingsThatCannotRenew(t *testing.T) {
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want []string // in the error; none: New succeeds
+	}{
+		{"2s TTL, default timings", []Option{WithTTL(2 * time.Second)}, []string{"TTL of at least 5s", "RetryPeriod of at most 875ms"}},
+		{"3s TTL, 1.5s retry", []Option{WithTTL(3 * time.Second), WithTimings(Timings{15 * time.Second, 10 * time.Second, 1500 * time.Millisecond})},
+			[]string{"TTL of at least 4s", "RetryPeriod of at most 1.35s"}},
+		{"margin eats the TTL", []Option{WithTTL(5 * time.Second), WithSafetyMargin(2 * time.Second)}, []string{"TTL of at least 6s"}},
+		{"renew deadline below retry", []Option{WithTimings(Timings{15 * time.Second, 2 * time.Second, 2 * time.Second})}, []string{"RenewDeadline above 1.2"}},
+		{"lease duration below renew deadline", []Option{WithTimings(Timings{10 * time.Second, 10 * time.Second, 2 * time.Second})}, []string{"LeaseDuration above RenewDeadline"}},
+		{"zero", []Option{WithTimings(Timings{})}, []string{"positive"}},
+		{"defaults", nil, nil},
+		{"5s TTL, default timings", []Option{WithTTL(5 * time.Second)}, nil},
+		{"2s TTL, 875ms retry", []Option{WithTTL(2 * time.Second), WithTimings(Timings{15 * time.Second, 10 * time.Second, 875 * time.Millisecond})}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := New(cli, "ctl", "a", tc.opts...)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("New = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidOption) {
+				t.Fatalf("New = %v, %v; want ErrInvalidOption", l, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		t    Timings
+		want time.Duration
+	}{
+		{DefaultTimings, 5 * time.Second},
+		{Timings{RenewDeadline: 800 * time.Millisecond}, time.Second},
+	} {
+		if got := tc.t.CallTimeout(); got != tc.want {
+			t.Errorf("%v.CallTimeout() = %v, want %v", tc.t, got, tc.want)
+		}
+	}
+}
