@@ -20,10 +20,10 @@ const MaxLockDelay = time.Hour
 // afterwards: retries the name, fails, closes, is abandoned. A contender
 // without it (no delay of its own, a reader, an AcquireAll) does not look
 // for the end at all and is not delayed: every contender of a name must
-// use it. It is Chubby's and Consul's answer to a stale
-// holder's writes still in flight to a resource that no token fences.
-// After a clean end — Release, or Session.Close, which is how etcdlock run
-// ends — there is no delay. Off (0) by default.
+// use it. It is Chubby's and Consul's answer to a stale holder's writes
+// still in flight to a resource that no token fences. After a clean end —
+// Release, or Session.Close, which is how etcdlock run ends — there is no
+// delay. Off (0) by default.
 //
 // The delay applied is the longest of the ending holder's (recorded in its
 // key and marker: Record.LockDelay) and the contender's own.
@@ -47,8 +47,8 @@ const MaxLockDelay = time.Hour
 // lease, says it was started); a delay key started for an earlier end
 // never counts for a later one. TryAcquire waits the delay out too,
 // within its ctx: tries with a ctx shorter than the delay succeed once it
-// has passed. A marker whose Release or Close failed to
-// delete it counts as unclean: the only cost of a doubt is a delay.
+// has passed. A marker whose Release or Close failed to delete it counts
+// as unclean: the only cost of a doubt is a delay.
 //
 // Every contender of a name must use it: a holder without it writes no
 // marker. It applies to plain locks (Acquire, TryAcquire); with WithLimit,
