@@ -62,10 +62,20 @@ func (l *lockedBuffer) String() string {
 // the script to write its pids.
 func runGuarded(t *testing.T, endpoint string, script string, flags ...string) *guarded {
 	t.Helper()
+	return runGuardedTo(t, endpoint, nil, script, flags...)
+}
+
+// runGuardedTo is runGuarded with the run's stdout and stderr on out (a
+// pipe the test controls) when out is not nil.
+func runGuardedTo(t *testing.T, endpoint string, out *os.File, script string, flags ...string) *guarded {
+	t.Helper()
 	g := &guarded{stderr: &lockedBuffer{}, dir: t.TempDir()}
 	args := append([]string{"run", "job"}, flags...)
 	g.cmd = cliCommand(t, endpoint, []string{"D=" + g.dir}, append(args, "--shell", "--", script)...)
 	g.cmd.Stderr = g.stderr
+	if out != nil {
+		g.cmd.Stdout, g.cmd.Stderr = out, out
+	}
 	g.cmd.WaitDelay = 5 * time.Second // leftovers holding stderr must not hang Wait
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

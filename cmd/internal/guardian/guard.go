@@ -49,20 +49,25 @@ func Main(stderr io.Writer) int {
 		// the status pipe open after the guardian died).
 		unix.CloseOnExec(fd)
 	}
+	// A write to a stderr or status pipe whose reader is gone must fail
+	// with EPIPE, not kill the guardian: it still has processes to stop.
+	// Caught, not ignored: the command gets SIGPIPE's default action.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctrl := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	g := &guard{
-		stderr:     stderr,
+		notes:      newNotes(stderr),
 		status:     json.NewEncoder(status),
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
+	defer g.notes.close(noteFlush)
 	return g.run(ctrl)
 }
 
 // guard is the guardian's state; only run's goroutine touches it.
 type guard struct {
-	stderr     io.Writer
+	notes      *notes // stderr, written without blocking the loop
 	status     *json.Encoder
 	supervisor int // pid of the supervisor; the guardian's parent
 	self       int
@@ -337,14 +342,16 @@ func (g *guard) nextWake() time.Duration {
 	return max(time.Duration(next-monoNow()), 0)
 }
 
-// note writes a message on stderr as etcdlock's printer does.
+// note queues a message for stderr, formatted as etcdlock's printer does.
+// It never blocks: see notes.
 func (g *guard) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if g.jsonNotes {
-		_ = json.NewEncoder(g.stderr).Encode(map[string]string{"note": msg})
+		b, _ := json.Marshal(map[string]string{"note": msg})
+		g.notes.add(append(b, '\n'))
 		return
 	}
-	fmt.Fprintln(g.stderr, "etcdlock:", msg)
+	g.notes.add([]byte("etcdlock: " + msg + "\n"))
 }
 
 // exit reports code to the supervisor and returns it.
