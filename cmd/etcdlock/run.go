@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -93,7 +94,8 @@ that it reads input, Ctrl-C reaches it, and Ctrl-Z stops the job as without
 etcdlock. A stopped job does not renew the lease: stopped for longer than the
 lease's remaining time, COMMAND is stopped for good and the lock is lost.
 SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to COMMAND's process
-group.`,
+group; a signal etcdlock was started with ignored (SIGHUP under nohup, SIGINT
+in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 		Example: `  # nightly job, at most one running across all hosts:
   etcdlock run nightly-report --ttl 30s -- /usr/local/bin/report --since yesterday
 
@@ -226,7 +228,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	// Catch signals from the start: while waiting they abort the wait,
 	// while the command runs they are forwarded to it.
 	sigc := make(chan os.Signal, 8)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signals.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
 	cli, err := g.client()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 // parentDeathSignal is what the kernel sends the guardian when the thread
@@ -105,7 +106,9 @@ func (g *guard) run(ctrl *os.File) int {
 	g.soft, g.hard = cfg.Soft, cfg.Hard
 
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal)
+	// Left ignored when ignored (nohup), for the guardian and the command.
+	signals.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
