@@ -2,6 +2,7 @@ package guardian
 
 import (
 	"io"
+	"runtime"
 	"time"
 )
 
@@ -29,6 +30,12 @@ func newNotes(w io.Writer) *notes {
 	n := &notes{queue: make(chan []byte, noteQueue), done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
+		// The guardian is in a background group of the terminal: with
+		// `stty tostop` a write would stop the whole guardian unless
+		// SIGTTOU is blocked on the writing thread (see
+		// blockTerminalStops). The thread ends with the goroutine.
+		runtime.LockOSThread()
+		blockTerminalStops()
 		for b := range n.queue {
 			_, _ = w.Write(b)
 		}
