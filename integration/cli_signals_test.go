@@ -2,6 +2,7 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,5 +58,32 @@ func TestCLINohupIgnoresHangup(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "done")); err != nil {
 		t.Errorf("the command did not finish: %v", err)
+	}
+}
+
+// SIGTERM sent to etcdlock reaches the command; the command dies of it,
+// and so does etcdlock once the lock is released, as a wrapper that execs
+// (or flock) would: its parent sees a death by SIGTERM, not an exit 143.
+func TestCLIDiesOfTheCommandsSignal(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	cmd := cliCommand(t, ep, []string{"D=" + dir}, "run", "job", "--shell", "--", `echo $$ > "$D/pid"; exec sleep 100`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidIn(t, filepath.Join(dir, "pid"))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Errorf("etcdlock ended with %v, want death by SIGTERM", err)
+	}
+	if r := cli(t, ep, nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+	// A command that exits 143 by itself is an exit, not a death.
+	if r := cli(t, ep, nil, "run", "job", "--", "sh", "-c", "exit 143"); r.code != 143 {
+		t.Errorf("exit 143 of the command: etcdlock exit %d", r.code)
 	}
 }

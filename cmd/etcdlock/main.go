@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 func main() {
@@ -19,5 +20,7 @@ func main() {
 	// of killing etcdlock, which may have a command to stop and a lock to
 	// release. Caught, not ignored: children get SIGPIPE's default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	code, sig := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	signals.Reraise(sig)
+	os.Exit(code)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,6 +45,14 @@ type globalOptions struct {
 // the one exit point: every error ends here, with its code from exitCode
 // and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code, _ := execute(args, stdin, stdout, stderr)
+	return code
+}
+
+// execute is Main that also returns the signal etcdlock should die of,
+// after its exit code is known, as a wrapper such as flock would have died
+// of it (see signals.Reraise); 0 for none.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, syscall.Signal) {
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
 	root := newRootCommand(g)
@@ -53,7 +62,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
-		return exitcode.OK
+		return exitcode.OK, 0
 	}
 	code := exitCode(err)
 	if msg := g.explain(err, code); msg != "" {
@@ -62,7 +71,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
 		}
 	}
-	return code
+	return code, diedOf(err)
 }
 
 func newRootCommand(g *globalOptions) *cobra.Command {

@@ -51,7 +51,10 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 		Short: "Run a command while holding a lock",
 		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
-COMMAND's exit code (128+N if signal N killed it).
+COMMAND's exit code. If SIGINT, SIGTERM or SIGHUP killed COMMAND, etcdlock then
+dies of the same signal, as flock does, so that a shell stops a script or a
+list after Ctrl-C ($? is 128+N either way); another signal N gives exit 128+N.
+A wait interrupted by one of these signals ends the same way.
 
 COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
 ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
@@ -260,7 +263,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
-	code, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
+	code, sig, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
 	if err != nil {
 		return err
 	}
@@ -274,7 +277,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
 	if code != 0 {
-		return &exitErr{code: code}
+		return &exitErr{code: code, signal: sig}
 	}
 	return nil
 }
@@ -344,7 +347,9 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	}
 	switch cause := context.Cause(wctx); {
 	case interrupted != nil:
-		return nil, withCode(exitcode.SignalBase+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
+		sig := interrupted.(syscall.Signal)
+		return nil, &exitErr{code: exitcode.SignalBase + int(sig), signal: sig,
+			err: fmt.Errorf("interrupted by %s while waiting for lock %q", signals.Name(sig), name)}
 	case errors.Is(cause, errWaitTimeout):
 		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}

@@ -31,11 +31,11 @@ const killMargin = 50 * time.Millisecond
 const deadlineEvery = 50 * time.Millisecond
 
 // superviseCommand runs argv under a guardian (see package guardian) while
-// l is held. It returns the command's exit code once every process of the
-// command is gone; or an error wrapping the loss (lock.ErrLost) if the lock
+// l is held. It returns the command's exit code (and the signal that killed
+// it, if one did) once every process of the command is gone; or an error wrapping the loss (lock.ErrLost) if the lock
 // was lost, the command then stopped; or an error if the guardian could not
 // be started or died.
-func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, error) {
+func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, syscall.Signal, error) {
 	if o.shell {
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
@@ -70,7 +70,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		Hard:       hard,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
 	contc := make(chan os.Signal, 1)
 	if fg {
@@ -96,7 +96,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 				if pgid > 0 {
 					_ = unix.Kill(-pgid, unix.SIGKILL)
 				}
-				return 0, fmt.Errorf("the guardian of the command died (%v); the command's process group was killed", gd.Err())
+				return 0, 0, fmt.Errorf("the guardian of the command died (%v); the command's process group was killed", gd.Err())
 			case ev.Started != 0:
 				pgid = ev.Started
 				g.logger.Debug("command started", zap.Int("pid", pgid))
@@ -118,9 +118,9 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 					lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))
 				}
 				if lostErr != nil {
-					return 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
+					return 0, 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
 				}
-				return ev.Code, nil
+				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
 			g.logger.Info("forwarding signal", zap.Stringer("signal", sig))

@@ -83,7 +83,8 @@ type guard struct {
 	cmdPid   int
 	cmdDone  bool
 	cmdCode  int
-	soft     int64 // CLOCK_MONOTONIC
+	cmdSig   syscall.Signal // the signal that killed the command
+	soft     int64          // CLOCK_MONOTONIC
 	hard     int64
 	stopping bool  // the kill signal went out
 	killAt   int64 // when SIGKILL goes out, once stopping
@@ -258,6 +259,7 @@ func (g *guard) reap() bool {
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
 			g.restoreTerminal()
+			g.cmdSig = ws.Signal()
 			g.commandExited(exitcode.SignalBase + int(ws.Signal()))
 		}
 	}
@@ -359,7 +361,7 @@ func (g *guard) note(format string, args ...any) {
 
 // exit reports code to the supervisor and returns it.
 func (g *guard) exit(code int) int {
-	_ = g.status.Encode(message{Op: opExit, Code: code})
+	_ = g.status.Encode(message{Op: opExit, Code: code, Signal: int(g.cmdSig)})
 	return code
 }
 

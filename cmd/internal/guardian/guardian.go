@@ -68,7 +68,7 @@ const (
 	opContinue op = "continue" // → the supervisor was continued after a job-control stop
 	opStarted  op = "started"  // ← the command runs with this pid
 	opStopped  op = "stopped"  // ← the command was stopped from the terminal (Ctrl-Z)
-	opExit     op = "exit"     // ← every process is gone; the command's exit status
+	opExit     op = "exit"     // ← every process is gone; the command's exit status (and its killing signal)
 )
 
 // message is one JSON line on a pipe.
@@ -138,6 +138,9 @@ type Event struct {
 	// exitcode.NotFound if it was not found).
 	Exited bool
 	Code   int
+	// Signal is the signal that killed the command, with Exited; 0 if it
+	// exited by itself.
+	Signal syscall.Signal
 }
 
 // ErrExited is returned by Guardian's methods once the guardian is gone.
@@ -226,7 +229,7 @@ func (g *Guardian) readStatus(r *os.File) {
 		case opStopped:
 			g.events <- Event{Stopped: true}
 		case opExit:
-			g.events <- Event{Exited: true, Code: m.Code}
+			g.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal)}
 		}
 	}
 	r.Close()
