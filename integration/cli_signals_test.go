@@ -87,3 +87,47 @@ func TestCLIDiesOfTheCommandsSignal(t *testing.T) {
 		t.Errorf("exit 143 of the command: etcdlock exit %d", r.code)
 	}
 }
+
+// The variables run exports to its command say which lock the command
+// runs under; they are no input to an etcdlock the command runs on
+// another lock: a nested release or break of another name does not use
+// the outer owner or token, a nested run does not record the outer owner.
+func TestCLINestedCallsDoNotInheritTheOuterLock(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	// Another holder of "other", under a token the nested calls could
+	// misuse if they took the outer one.
+	r := cli(t, ep, nil, "acquire", "other", "--owner", "them", "--ttl", "60s")
+	if r.code != 0 {
+		t.Fatalf("acquire: %d %s", r.code, r.stderr)
+	}
+	el := `"$E" --endpoints "$EP" --prefix "$P"`
+	script := `echo "$ETCDLOCK_OWNER" > "$D/outer"
+` + el + ` release other; echo $? > "$D/release"
+` + el + ` break other; echo $? > "$D/break"
+` + el + ` run inner -- sh -c 'echo "$ETCDLOCK_OWNER"' > "$D/inner"
+` + el + ` renew outer; echo $? > "$D/renew-own"`
+	r = cli(t, ep, []string{"D=" + dir, "E=" + cliPath, "EP=" + ep, "P=" + prefixOf(t)}, "run", "outer", "--shell", "--", script)
+	if r.code != 0 {
+		t.Fatalf("outer run: %d %s", r.code, r.stderr)
+	}
+	read := func(f string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("release"); got != "64" {
+		t.Errorf("nested release of another lock: exit %s, want 64 (no --owner/--token of its own)", got)
+	}
+	if got := read("break"); got != "64" {
+		t.Errorf("nested break of another lock: exit %s, want 64 (no --token of its own)", got)
+	}
+	if outer, inner := read("outer"), read("inner"); inner == "" || inner == outer {
+		t.Errorf("nested run recorded owner %q, the outer run's is %q", inner, outer)
+	}
+	if got := read("renew-own"); got != "0" {
+		t.Errorf("renew of the run's own lock from its variables: exit %s, want 0", got)
+	}
+	if r := cli(t, ep, nil, "status", "other"); !strings.Contains(r.stdout, "held by them") {
+		t.Errorf("other's holder disturbed: %q", r.stdout)
+	}
+}

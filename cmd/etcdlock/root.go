@@ -89,13 +89,17 @@ Every flag can also be set with an environment variable ETCDLOCK_<FLAG>, dashes
 as underscores (ETCDLOCK_ENDPOINTS, ETCDLOCK_TTL, ...); a flag on the command
 line wins. ETCDCTL_ENDPOINTS is used when ETCDLOCK_ENDPOINTS is not set. The
 TLS --key flag reads ETCDLOCK_KEY_FILE (ETCDLOCK_KEY is the lock key that run
-gives to its command).
+gives to its command). ETCDLOCK_OWNER and ETCDLOCK_TOKEN, which run gives to its
+command and acquire prints, belong to the lock ETCDLOCK_NAME when that is set:
+only renew, release and break of that lock read them, so that an etcdlock called
+by a run's command on another lock, or a nested run, does not act as the outer
+holder.
 
 See 'etcdlock help exit-codes' for the exit codes.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
 			return g.setup()
