@@ -109,7 +109,7 @@ func (g *globalOptions) explain(err error, code int) string {
 			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))
 		}
 		if errors.As(err, &locked) {
-			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since))
+			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, printable(locked.Owner), locked.Token, since(locked.Since))
 		}
 	case exitcode.Permission:
 		return "etcd refused access: " + err.Error()
