@@ -342,3 +342,60 @@ echo $$ > "$D/pids.tmp"; mv "$D/pids.tmp" "$D/pids"; wait`
 	t.Logf("kill -9 etcdlock with %d idle processes on the host: last of %d chain generations %v after the kill; next holder acquired %v after the kill",
 		hostProcs, len(gens), last.Sub(killed).Round(time.Millisecond), h.at.Sub(killed).Round(time.Millisecond))
 }
+
+// guardianOf is the pid of the guardian of a runGuarded: the parent of
+// the command's shell.
+func (g *guarded) guardianOf(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// The guardian is killed with SIGKILL: etcdlock, a subreaper too, kills
+// every process the command left, including those that left its session.
+func TestCLIGuardianKilled(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
+	if err := syscall.Kill(g.guardianOf(t), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	g.deadAt(t, 10*time.Second)
+	if err := g.cmd.Wait(); err == nil {
+		t.Errorf("etcdlock exited 0 after its guardian was killed")
+	}
+	if r := cli(t, shared.Endpoints()[0], nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+}
+
+// The guardian is frozen (SIGSTOP) and the lock is broken: the guardian
+// cannot stop the command, so etcdlock, finding its stop unacknowledged,
+// kills the guardian and every process of the command itself.
+func TestCLIGuardianFrozenLockBroken(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	g := runGuarded(t, ep, "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
+	guardian := g.guardianOf(t)
+	if err := syscall.Kill(guardian, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(guardian, syscall.SIGKILL) })
+	st := cli(t, ep, nil, "status", "job")
+	m := regexp.MustCompile(`\(token (\d+)`).FindStringSubmatch(st.stdout)
+	if m == nil {
+		t.Fatalf("status: %q", st.stdout)
+	}
+	if r := cli(t, ep, nil, "break", "job", "--token", m[1]); r.code != 0 {
+		t.Fatalf("break: %d %s", r.code, r.stderr)
+	}
+	g.deadAt(t, 10*time.Second)
+	if err := g.cmd.Wait(); exitCodeOf(err) != 79 {
+		t.Errorf("etcdlock: %v, want exit 79; stderr:\n%s", err, g.stderr)
+	}
+	if !strings.Contains(g.stderr.String(), "guardian") {
+		t.Errorf("stderr does not say what happened to the guardian:\n%s", g.stderr)
+	}
+}

@@ -88,6 +88,13 @@ starts, including ones that call setsid or double-fork, and stops them all:
   - when etcdlock dies (kill -9, OOM killer): at once;
   - when etcdlock is frozen (SIGSTOP, a debugger): at the last lease deadline
     it was told.
+The two watch each other: if the guardian is killed, or does not acknowledge
+a stop within a second (it is frozen or hung), etcdlock, a subreaper too,
+kills it and every process of COMMAND itself, then exits (79 if the lock was
+lost). A process that changed its user id (setuid programs such as sudo)
+cannot be signalled by either; work handed to a daemon that was already
+running (tmux new-session -d, systemd-run) is not COMMAND's and escapes by
+design.
 Stopping sends --kill-signal to every process and SIGKILL after --kill-grace,
 the grace always cut so that SIGKILL goes out before etcd could expire the
 lease and give the lock to someone else.

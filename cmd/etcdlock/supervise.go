@@ -84,19 +84,27 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		lostErr error
 		lost    = l.Lost()
 		pgid    int
+		ack     <-chan time.Time // set while a stop waits for the guardian's acknowledgement
 	)
 	for {
 		select {
 		case ev, ok := <-gd.Events():
 			switch {
 			case !ok:
-				// The guardian died without reporting (it was killed): the
-				// command had SIGKILL as its parent-death signal; its group
-				// gets it too.
-				if pgid > 0 {
-					_ = unix.Kill(-pgid, unix.SIGKILL)
+				// The guardian died without reporting (it was killed):
+				// everything below it moved up to this process, a
+				// subreaper too; kill it all before the lock is released.
+				kerr := gd.Kill()
+				if kerr != nil {
+					g.printer.Note("%v", kerr)
 				}
-				return 0, 0, fmt.Errorf("the guardian of the command died (%v); the command's process group was killed", gd.Err())
+				err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", gd.Err())
+				if lostErr != nil {
+					err = fmt.Errorf("lock %q lost while the command ran (%w); %v", l.Name(), lostErr, err)
+				}
+				return 0, 0, err
+			case ev.Stopping:
+				ack = nil
 			case ev.Started != 0:
 				pgid = ev.Started
 				g.logger.Debug("command started", zap.Int("pid", pgid))
@@ -131,6 +139,13 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 			lost = nil
 			lostErr = l.Err()
 			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
+			ack = time.After(guardian.StopAck)
+		case <-ack:
+			ack = nil
+			g.printer.Note("the guardian did not acknowledge the stop within %v (it is frozen or hung): killing it and every process of the command", guardian.StopAck)
+			if err := gd.Kill(); err != nil {
+				g.printer.Note("%v", err)
+			}
 		case <-tick.C:
 			if lost == nil {
 				continue

@@ -187,6 +187,7 @@ func (g *guard) handle(m message) {
 		}
 	case opStop:
 		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
+		_ = g.status.Encode(message{Op: opStopping})
 	case opContinue:
 		if g.foreground && m.Foreground {
 			g.setForeground(g.cmdPid)
