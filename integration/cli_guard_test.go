@@ -399,3 +399,63 @@ func TestCLIGuardianFrozenLockBroken(t *testing.T) {
 		t.Errorf("stderr does not say what happened to the guardian:\n%s", g.stderr)
 	}
 }
+
+// A process the command started that changed its user id (a setuid
+// program, as sudo is) refuses every signal of an unprivileged etcdlock:
+// the guardian says so and waits for it to exit, and etcdlock then exits
+// with the command's code. The test, as root, runs etcdlock as nobody and
+// gives it a setuid-root copy of setpriv.
+func TestCLILeftoverChangedUserID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs etcdlock as nobody with a setuid-root helper: run it as root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "setpriv-root")
+	b, err := os.ReadFile(setpriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(helper, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Everything nobody needs: the binary's directory, the test's.
+	for _, p := range []string{filepath.Dir(cliPath), filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(helper, os.ModeSetuid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCommand(t, shared.Endpoints()[0], []string{"H=" + helper, "D=" + out}, "run", "job", "--shell", "--",
+		`"$H" --reuid=0 --regid=0 --clear-groups sh -c 'echo $$ > "$D/pid"; sleep 3' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 3`)
+	cmd.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, cmd.Args...)
+	cmd.Path = setpriv
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	root := pidIn(t, filepath.Join(out, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(root, syscall.SIGKILL) })
+	if err := cmd.Wait(); exitCodeOf(err) != 3 {
+		t.Errorf("etcdlock: %v, want the command's 3; stderr:\n%s", err, stderr)
+	}
+	if procAlive(root) {
+		t.Errorf("etcdlock exited with the root process %d alive", root)
+	}
+	if !strings.Contains(stderr.String(), "cannot be signalled") || !strings.Contains(stderr.String(), strconv.Itoa(root)) {
+		t.Errorf("the guardian did not say why it waits:\n%s", stderr)
+	}
+}

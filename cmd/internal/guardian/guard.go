@@ -89,6 +89,10 @@ type guard struct {
 	stopping bool  // the kill signal went out
 	killAt   int64 // when SIGKILL goes out, once stopping
 	killing  bool  // SIGKILL went out
+	// killEvery is the SIGKILL phase's period: reapEvery, doubled up to
+	// deniedEvery while processes refuse SIGKILL (they changed user id).
+	killEvery time.Duration
+	denied    bool // the refusal was reported
 }
 
 func (g *guard) run(ctrl *os.File) int {
@@ -306,12 +310,13 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, g.killSignal)
 	}
-	signalBelow(g.self, g.killSignal)
+	denied := signalBelow(g.self, g.killSignal)
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	signalBelow(g.self, syscall.SIGCONT)
-	g.note("%s: sent %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
+	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v", reason, signals.Name(g.killSignal), wait)
+	g.refused(denied)
 }
 
 // enforce acts on deadlines that have passed.
@@ -329,17 +334,41 @@ func (g *guard) enforce() {
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
 		}
-		signalBelow(g.self, syscall.SIGKILL)
+		g.refused(signalBelow(g.self, syscall.SIGKILL))
 	}
 	if first && !g.cmdDone {
 		g.note("the command was still running after the grace period: sent SIGKILL")
 	}
 }
 
+// deniedEvery bounds the SIGKILL phase's period while processes refuse
+// SIGKILL: trying every reapEvery would cost a CPU for as long as they run.
+const deniedEvery = time.Second
+
+// refused handles the processes that refused SIGKILL: they changed their
+// user id (a setuid program such as sudo) and neither the guardian nor
+// etcdlock may signal them. Nothing can end them but themselves or their
+// owner: the guardian says so, once, and retries less and less often,
+// waiting for them to exit — the lock stays held (or, if it was lost,
+// they run beside its next holder).
+func (g *guard) refused(denied []int) {
+	if len(denied) == 0 {
+		g.killEvery = reapEvery
+		return
+	}
+	g.killEvery = min(max(g.killEvery*2, reapEvery), deniedEvery)
+	if g.denied {
+		return
+	}
+	g.denied = true
+	g.note("%d %s started by the command cannot be signalled (pid %v): %s changed user id, as setuid programs such as sudo do; waiting for %s to exit",
+		len(denied), plural(len(denied), "process", "processes"), denied, plural(len(denied), "it", "they"), plural(len(denied), "it", "them"))
+}
+
 // nextWake is how long the loop may sleep before enforce has work.
 func (g *guard) nextWake() time.Duration {
 	if g.killing {
-		return reapEvery
+		return max(g.killEvery, reapEvery)
 	}
 	next := g.soft
 	if g.stopping {
