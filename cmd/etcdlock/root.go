@@ -34,6 +34,8 @@ type globalOptions struct {
 	password       string
 	output         string
 	logLevel       string
+	quiet          bool
+	conflictCode   int // --conflict-exit-code; 0 keeps the codes of the table
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -65,7 +67,14 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 		return exitcode.OK, 0
 	}
 	code := exitCode(err)
-	if msg := g.explain(err, code); msg != "" {
+	conflict := code == exitcode.NotAcquired || code == exitcode.Timeout
+	if conflict && g.conflictCode != 0 {
+		code = g.conflictCode
+	}
+	if conflict && g.quiet {
+		return code, 0
+	}
+	if msg := g.explain(err, exitCode(err)); msg != "" {
 		g.printer.Error(msg, code)
 		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
@@ -119,6 +128,8 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
 	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
 	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no progress notes on stderr, and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors are still printed")
+	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
 
 	root.AddCommand(
 		newRunCommand(g), newElectCommand(g),
@@ -145,6 +156,10 @@ func (g *globalOptions) setup() error {
 	if !strings.HasSuffix(g.prefix, "/") {
 		return usageErr("--prefix %q must end in '/'", g.prefix)
 	}
+	if g.conflictCode < 0 || g.conflictCode > 255 {
+		return usageErr("--conflict-exit-code %d: must be between 1 and 255", g.conflictCode)
+	}
+	g.printer.quiet = g.quiet
 	if g.dialTimeout <= 0 || g.commandTimeout <= 0 {
 		return usageErr("--dial-timeout and --command-timeout must be positive")
 	}

@@ -33,15 +33,15 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f := cmd.Flags()
-	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds; etcd raises it to its minimum, about 2s)")
+	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s)")
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
-	f.DurationVar(&o.timeout, "timeout", 0, "give up waiting for the lock after this long (exit 124); 0 waits forever")
+	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for the lock after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever")
 	if try {
-		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 at once if the lock is held")
+		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet")
 	}
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
-	f.DurationVar(&o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
+	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -314,9 +314,11 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	defer func() { <-done }() // the reporter ends when wctx does
 	rctx, stopReport := context.WithCancel(wctx)
 	defer stopReport()
+	var waited bool // the reporter said who holds the lock; read after done
+	began := time.Now()
 	go func() {
 		defer close(done)
-		reportHolders(rctx, g, s, name)
+		waited = reportHolders(rctx, g, s, name)
 	}()
 	intr := make(chan os.Signal, 1)
 	watched := make(chan struct{})
@@ -338,6 +340,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	}
 	stopReport()
 	<-watched
+	<-done
 	var interrupted os.Signal
 	select {
 	case interrupted = <-intr:
@@ -350,6 +353,9 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		_ = l.Release(relCtx)
 	}
 	if err == nil && interrupted == nil {
+		if waited {
+			g.printer.Note("acquired lock %q (token %s) after waiting %v", name, l.Token(), time.Since(began).Round(time.Millisecond))
+		}
 		return l, nil
 	}
 	switch cause := context.Cause(wctx); {
