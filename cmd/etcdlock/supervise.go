@@ -85,6 +85,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		lost    = l.Lost()
 		pgid    int
 		ack     <-chan time.Time // set while a stop waits for the guardian's acknowledgement
+		asked   time.Time        // when the stop was sent
 	)
 	for {
 		select {
@@ -139,8 +140,14 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 			lost = nil
 			lostErr = l.Err()
 			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
-			ack = time.After(guardian.StopAck)
+			ack, asked = time.After(guardian.StopAck), time.Now()
 		case <-ack:
+			if time.Since(asked) > 2*guardian.StopAck {
+				// This process was stopped or starved since it asked:
+				// the acknowledgement may be waiting. Ask for one more.
+				ack, asked = time.After(guardian.StopAck), time.Now()
+				continue
+			}
 			ack = nil
 			g.printer.Note("the guardian did not acknowledge the stop within %v (it is frozen or hung): killing it and every process of the command", guardian.StopAck)
 			if err := gd.Kill(); err != nil {
