@@ -62,10 +62,20 @@ func (l *lockedBuffer) String() string {
 // the script to write its pids.
 func runGuarded(t *testing.T, endpoint string, script string, flags ...string) *guarded {
 	t.Helper()
+	return runGuardedTo(t, endpoint, nil, script, flags...)
+}
+
+// runGuardedTo is runGuarded with the run's stdout and stderr on out (a
+// pipe the test controls) when out is not nil.
+func runGuardedTo(t *testing.T, endpoint string, out *os.File, script string, flags ...string) *guarded {
+	t.Helper()
 	g := &guarded{stderr: &lockedBuffer{}, dir: t.TempDir()}
 	args := append([]string{"run", "job"}, flags...)
 	g.cmd = cliCommand(t, endpoint, []string{"D=" + g.dir}, append(args, "--shell", "--", script)...)
 	g.cmd.Stderr = g.stderr
+	if out != nil {
+		g.cmd.Stdout, g.cmd.Stderr = out, out
+	}
 	g.cmd.WaitDelay = 5 * time.Second // leftovers holding stderr must not hang Wait
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -331,4 +341,121 @@ echo $$ > "$D/pids.tmp"; mv "$D/pids.tmp" "$D/pids"; wait`
 	}
 	t.Logf("kill -9 etcdlock with %d idle processes on the host: last of %d chain generations %v after the kill; next holder acquired %v after the kill",
 		hostProcs, len(gens), last.Sub(killed).Round(time.Millisecond), h.at.Sub(killed).Round(time.Millisecond))
+}
+
+// guardianOf is the pid of the guardian of a runGuarded: the parent of
+// the command's shell.
+func (g *guarded) guardianOf(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// The guardian is killed with SIGKILL: etcdlock, a subreaper too, kills
+// every process the command left, including those that left its session.
+func TestCLIGuardianKilled(t *testing.T) {
+	g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
+	if err := syscall.Kill(g.guardianOf(t), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	g.deadAt(t, 10*time.Second)
+	if err := g.cmd.Wait(); err == nil {
+		t.Errorf("etcdlock exited 0 after its guardian was killed")
+	}
+	if r := cli(t, shared.Endpoints()[0], nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+}
+
+// The guardian is frozen (SIGSTOP) and the lock is broken: the guardian
+// cannot stop the command, so etcdlock, finding its stop unacknowledged,
+// kills the guardian and every process of the command itself.
+func TestCLIGuardianFrozenLockBroken(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	g := runGuarded(t, ep, "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
+	guardian := g.guardianOf(t)
+	if err := syscall.Kill(guardian, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(guardian, syscall.SIGKILL) })
+	st := cli(t, ep, nil, "status", "job")
+	m := regexp.MustCompile(`\(token (\d+)`).FindStringSubmatch(st.stdout)
+	if m == nil {
+		t.Fatalf("status: %q", st.stdout)
+	}
+	if r := cli(t, ep, nil, "break", "job", "--token", m[1]); r.code != 0 {
+		t.Fatalf("break: %d %s", r.code, r.stderr)
+	}
+	g.deadAt(t, 10*time.Second)
+	if err := g.cmd.Wait(); exitCodeOf(err) != 79 {
+		t.Errorf("etcdlock: %v, want exit 79; stderr:\n%s", err, g.stderr)
+	}
+	if !strings.Contains(g.stderr.String(), "guardian") {
+		t.Errorf("stderr does not say what happened to the guardian:\n%s", g.stderr)
+	}
+}
+
+// A process the command started that changed its user id (a setuid
+// program, as sudo is) refuses every signal of an unprivileged etcdlock:
+// the guardian says so and waits for it to exit, and etcdlock then exits
+// with the command's code. The test, as root, runs etcdlock as nobody and
+// gives it a setuid-root copy of setpriv.
+func TestCLILeftoverChangedUserID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs etcdlock as nobody with a setuid-root helper: run it as root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed: %v", err)
+	}
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "setpriv-root")
+	b, err := os.ReadFile(setpriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(helper, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Everything nobody needs: the binary's directory, the test's.
+	for _, p := range []string{filepath.Dir(cliPath), filepath.Dir(dir), dir} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(helper, os.ModeSetuid|0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCommand(t, shared.Endpoints()[0], []string{"H=" + helper, "D=" + out}, "run", "job", "--shell", "--",
+		`"$H" --reuid=0 --regid=0 --clear-groups sh -c 'echo $$ > "$D/pid"; sleep 3' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 3`)
+	cmd.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, cmd.Args...)
+	cmd.Path = setpriv
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	root := pidIn(t, filepath.Join(out, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(root, syscall.SIGKILL) })
+	if err := cmd.Wait(); exitCodeOf(err) != 3 {
+		t.Errorf("etcdlock: %v, want the command's 3; stderr:\n%s", err, stderr)
+	}
+	if procAlive(root) {
+		t.Errorf("etcdlock exited with the root process %d alive", root)
+	}
+	if !strings.Contains(stderr.String(), "cannot be signalled") || !strings.Contains(stderr.String(), strconv.Itoa(root)) {
+		t.Errorf("the guardian did not say why it waits:\n%s", stderr)
+	}
 }

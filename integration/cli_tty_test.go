@@ -86,6 +86,24 @@ func (term *terminal) expect(want string, within time.Duration) {
 	term.t.Fatalf("terminal never showed %q; output:\n%s", want, term.out)
 }
 
+// diedOf waits for the command and returns the signal that killed it, 0
+// if it exited.
+func (term *terminal) diedOf() syscall.Signal {
+	term.t.Helper()
+	err := term.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+			return ws.Signal()
+		}
+		return 0
+	}
+	if err != nil {
+		term.t.Fatal(err)
+	}
+	return 0
+}
+
 func (term *terminal) exitCode() int {
 	term.t.Helper()
 	err := term.cmd.Wait()
@@ -115,15 +133,15 @@ func TestCLITerminalReadsInput(t *testing.T) {
 }
 
 // Ctrl-C reaches the command as it would without etcdlock — from the
-// terminal, not forwarded by etcdlock — and etcdlock exits with the
-// command's 130 and releases the lock.
+// terminal, not forwarded by etcdlock — and etcdlock releases the lock and
+// dies of SIGINT, as the command did.
 func TestCLITerminalInterrupt(t *testing.T) {
 	ep := shared.Endpoints()[0]
 	term := onTerminal(t, cliCommand(t, ep, nil, "--log-level", "info", "run", "job", "--", "sh", "-c", `echo ready; exec sleep 30`))
 	term.expect("ready", 20*time.Second)
 	term.send("\x03")
-	if code := term.exitCode(); code != 128+int(syscall.SIGINT) {
-		t.Errorf("exit %d, want %d; output:\n%s", code, 128+int(syscall.SIGINT), term.out)
+	if sig := term.diedOf(); sig != syscall.SIGINT {
+		t.Errorf("etcdlock died of %v, want SIGINT; output:\n%s", sig, term.out)
 	}
 	if strings.Contains(term.out.String(), "forwarding signal") {
 		t.Errorf("etcdlock received the terminal's SIGINT (its group had the terminal):\n%s", term.out)
@@ -228,4 +246,21 @@ func TestCLITerminalRestoredAfterSignal(t *testing.T) {
 	if want := uint32(unix.ICANON | unix.ECHO); tio.Lflag&want != want {
 		t.Errorf("terminal left with lflag %#x: ICANON or ECHO off", tio.Lflag)
 	}
+}
+
+// Ctrl-C stops a list typed at an interactive shell, as it would without
+// etcdlock (and with flock): the shell runs nothing after a job that died
+// of SIGINT, but would after one that exited 130.
+func TestCLITerminalInterruptStopsTheList(t *testing.T) {
+	term := interactiveShell(t)
+	term.typeEtcdlock(`run job -- sh -c 'echo rea""dy; exec sleep 30'; echo de""ployed`)
+	term.expect("ready", 20*time.Second)
+	term.send("\x03")
+	term.send(`echo af""ter` + "\n")
+	term.expect("after", 10*time.Second)
+	if strings.Contains(term.out.String(), "deployed") {
+		t.Errorf("the shell ran the rest of the list after Ctrl-C:\n%s", term.out)
+	}
+	term.send("exit\n")
+	_ = term.exitCode()
 }

@@ -46,7 +46,7 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 		}
 		v := viewOf(h)
 		g.printer.Print(v, func(w io.Writer) {
-			fmt.Fprintf(w, "broke %s: holder %s (token %s), lease %s revoked\n", name, v.Owner, v.Token, v.Lease)
+			fmt.Fprintf(w, "broke %s: holder %s (token %s), lease %s revoked\n", printable(name), v.who(), v.Token, v.Lease)
 		})
 		return nil
 	})

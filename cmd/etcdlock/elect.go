@@ -5,7 +5,7 @@ import (
 )
 
 func newElectCommand(g *globalOptions) *cobra.Command {
-	o := &runOptions{}
+	o := &runOptions{limit: 1} // leadership is a plain lock: elect has no --limit
 	cmd := &cobra.Command{
 		Use:   "elect NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command while this process is the elected leader",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,13 +12,30 @@ import (
 // noEnv marks a flag that applyEnv leaves alone.
 const noEnv = "etcdlock/no-env"
 
+// grantFlags name a grant: run exports them to its command and acquire
+// prints them (ETCDLOCK_OWNER, ETCDLOCK_TOKEN) with ETCDLOCK_NAME, the
+// lock they belong to.
+var grantFlags = []string{"owner", "token"}
+
 // applyEnv sets every flag not given on the command line from
 // ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
 // Flags annotated noEnv are only read from the command line.
-func applyEnv(cmd *cobra.Command) error {
+//
+// The grant flags are scoped by ETCDLOCK_NAME: when it is set, they are
+// the grant of that lock, and are read only by a command on that lock
+// (args[0]) that uses a grant (renew, release, break). A command run by
+// `etcdlock run` that calls etcdlock on another lock, or runs another
+// `run` or `elect`, must name its own.
+func applyEnv(cmd *cobra.Command, args []string) error {
+	scoped, inGrant := os.LookupEnv("ETCDLOCK_NAME")
+	acquires := cmd.Name() == "run" || cmd.Name() == "elect"
+	onThatLock := len(args) > 0 && args[0] == scoped
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil {
+			return
+		}
+		if inGrant && slices.Contains(grantFlags, f.Name) && (acquires || !onThatLock) {
 			return
 		}
 		env := envName(f.Name)

@@ -81,7 +81,7 @@ func TestApplyEnv(t *testing.T) {
 			if err := cmd.ParseFlags(tt.args); err != nil {
 				t.Fatal(err)
 			}
-			err = applyEnv(cmd)
+			err = applyEnv(cmd, nil)
 			if tt.wantErr != "" {
 				if err == nil || exitCode(err) != exitcode.Usage || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("applyEnv = %v (exit %d), want a usage error mentioning %q", err, exitCode(err), tt.wantErr)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"syscall"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,10 @@ import (
 type exitErr struct {
 	code int
 	err  error
+	// signal, if one of signals.Reraised, is what etcdlock dies of once
+	// everything is cleaned up (code is then the fallback), so that its
+	// parent sees what the command's or etcdlock's own death was.
+	signal syscall.Signal
 }
 
 func (e *exitErr) Error() string {
@@ -49,6 +54,15 @@ func usageErr(format string, args ...any) error {
 // errWaitTimeout is the cause of a context canceled by --timeout, and is
 // wrapped by the error that the wait then returns.
 var errWaitTimeout = errors.New("timed out")
+
+// diedOf is the signal etcdlock should die of for err, 0 for none.
+func diedOf(err error) syscall.Signal {
+	var e *exitErr
+	if errors.As(err, &e) {
+		return e.signal
+	}
+	return 0
+}
 
 // exitCode maps an error to its exit code. It is the one place that
 // classifies errors.
@@ -95,7 +109,7 @@ func (g *globalOptions) explain(err error, code int) string {
 			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))
 		}
 		if errors.As(err, &locked) {
-			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, locked.Owner, locked.Token, since(locked.Since))
+			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, printable(locked.Owner), locked.Token, since(locked.Since))
 		}
 	case exitcode.Permission:
 		return "etcd refused access: " + err.Error()

@@ -9,16 +9,18 @@ import (
 )
 
 // reportHolders prints who holds name while s waits for it: once, and
-// again whenever the holder changes.
-func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string) {
+// again whenever the holder changes. It reports whether it printed any.
+func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string) (reported bool) {
 	var last fencing.Token
 	_ = lock.Follow(ctx, s.Client(), name, func(st lock.Status) bool {
 		if h := st.Holder; h != nil && h.LeaseID != s.Lease() && h.Token != last {
 			last = h.Token
 			g.printer.Note("waiting for lock %q: held by %s", name, holderNote(ctx, s, *h))
+			reported = true
 		}
 		return true
 	}, lock.WithPrefix(g.prefix))
+	return reported
 }
 
 // holderNote describes a holder as status does. A key without an

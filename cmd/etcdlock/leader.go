@@ -81,6 +81,6 @@ func printLeader(g *globalOptions, name string, l election.Leader) {
 			fmt.Fprintln(w, "none")
 			return
 		}
-		fmt.Fprintf(w, "%s (token %s, since %s)\n", v.Leader, v.Token, v.Since)
+		fmt.Fprintf(w, "%s (token %s, since %s)\n", printable(v.Leader), v.Token, v.Since)
 	})
 }

@@ -59,14 +59,14 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 			if v.Holder == nil {
 				continue
 			}
-			owner, since := v.Holder.Owner, v.Holder.Since
+			owner, since := printable(v.Holder.Owner), v.Holder.Since
 			if v.Holder.Foreign {
 				owner, since = "(no etcdlock record: etcdctl lock?)", "-"
 			}
 			if v.Holders > 1 {
 				owner += fmt.Sprintf(" (+%d more)", v.Holders-1)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", v.Name, owner, v.Holder.Token, since, v.Waiters)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), owner, v.Holder.Token, since, v.Waiters)
 		}
 		tw.Flush()
 	})

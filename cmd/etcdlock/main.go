@@ -4,8 +4,11 @@ package main
 
 import (
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 func main() {
@@ -13,5 +16,11 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == guardian.Command {
 		os.Exit(guardian.Main(os.Stderr))
 	}
-	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// A write to an output whose reader is gone fails with EPIPE instead
+	// of killing etcdlock, which may have a command to stop and a lock to
+	// release. Caught, not ignored: children get SIGPIPE's default action.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	code, sig := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	signals.Reraise(sig)
+	os.Exit(code)
 }

@@ -10,6 +10,7 @@ import (
 // (lines for people and shells) or json (one object per line).
 type printer struct {
 	format      string
+	quiet       bool // --quiet: no notes
 	out, errOut io.Writer
 }
 
@@ -24,6 +25,9 @@ func (p *printer) Print(v any, simple func(w io.Writer)) {
 
 // Note writes a progress message to stderr (JSON with -w json).
 func (p *printer) Note(format string, args ...any) {
+	if p.quiet {
+		return
+	}
 	msg := fmt.Sprintf(format, args...)
 	if p.format == "json" {
 		_ = json.NewEncoder(p.errOut).Encode(map[string]string{"note": msg})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,8 @@ type globalOptions struct {
 	password       string
 	output         string
 	logLevel       string
+	quiet          bool
+	conflictCode   int // --conflict-exit-code; 0 keeps the codes of the table
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -44,6 +47,14 @@ type globalOptions struct {
 // the one exit point: every error ends here, with its code from exitCode
 // and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code, _ := execute(args, stdin, stdout, stderr)
+	return code
+}
+
+// execute is Main that also returns the signal etcdlock should die of,
+// after its exit code is known, as a wrapper such as flock would have died
+// of it (see signals.Reraise); 0 for none.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, syscall.Signal) {
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
 	root := newRootCommand(g)
@@ -53,16 +64,23 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
-		return exitcode.OK
+		return exitcode.OK, 0
 	}
 	code := exitCode(err)
-	if msg := g.explain(err, code); msg != "" {
+	conflict := code == exitcode.NotAcquired || code == exitcode.Timeout
+	if conflict && g.conflictCode != 0 {
+		code = g.conflictCode
+	}
+	if conflict && g.quiet {
+		return code, 0
+	}
+	if msg := g.explain(err, exitCode(err)); msg != "" {
 		g.printer.Error(msg, code)
 		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
 			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
 		}
 	}
-	return code
+	return code, diedOf(err)
 }
 
 func newRootCommand(g *globalOptions) *cobra.Command {
@@ -80,13 +98,17 @@ Every flag can also be set with an environment variable ETCDLOCK_<FLAG>, dashes
 as underscores (ETCDLOCK_ENDPOINTS, ETCDLOCK_TTL, ...); a flag on the command
 line wins. ETCDCTL_ENDPOINTS is used when ETCDLOCK_ENDPOINTS is not set. The
 TLS --key flag reads ETCDLOCK_KEY_FILE (ETCDLOCK_KEY is the lock key that run
-gives to its command).
+gives to its command). ETCDLOCK_OWNER and ETCDLOCK_TOKEN, which run gives to its
+command and acquire prints, belong to the lock ETCDLOCK_NAME when that is set:
+only renew, release and break of that lock read them, so that an etcdlock called
+by a run's command on another lock, or a nested run, does not act as the outer
+holder.
 
 See 'etcdlock help exit-codes' for the exit codes.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
 			return g.setup()
@@ -106,6 +128,8 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
 	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
 	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no progress notes on stderr, and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors are still printed")
+	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
 
 	root.AddCommand(
 		newRunCommand(g), newElectCommand(g),
@@ -132,6 +156,10 @@ func (g *globalOptions) setup() error {
 	if !strings.HasSuffix(g.prefix, "/") {
 		return usageErr("--prefix %q must end in '/'", g.prefix)
 	}
+	if g.conflictCode < 0 || g.conflictCode > 255 {
+		return usageErr("--conflict-exit-code %d: must be between 1 and 255", g.conflictCode)
+	}
+	g.printer.quiet = g.quiet
 	if g.dialTimeout <= 0 || g.commandTimeout <= 0 {
 		return usageErr("--dial-timeout and --command-timeout must be positive")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -32,15 +33,15 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f := cmd.Flags()
-	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds; etcd raises it to its minimum, about 2s)")
+	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s)")
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
-	f.DurationVar(&o.timeout, "timeout", 0, "give up waiting for the lock after this long (exit 124); 0 waits forever")
+	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for the lock after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever")
 	if try {
-		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 at once if the lock is held")
+		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet")
 	}
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
-	f.DurationVar(&o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
+	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -50,7 +51,10 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 		Short: "Run a command while holding a lock",
 		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
-COMMAND's exit code (128+N if signal N killed it).
+COMMAND's exit code. If SIGINT, SIGTERM or SIGHUP killed COMMAND, etcdlock then
+dies of the same signal, as flock does, so that a shell stops a script or a
+list after Ctrl-C ($? is 128+N either way); another signal N gives exit 128+N.
+A wait interrupted by one of these signals ends the same way.
 
 COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
 ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
@@ -84,6 +88,13 @@ starts, including ones that call setsid or double-fork, and stops them all:
   - when etcdlock dies (kill -9, OOM killer): at once;
   - when etcdlock is frozen (SIGSTOP, a debugger): at the last lease deadline
     it was told.
+The two watch each other: if the guardian is killed, or does not acknowledge
+a stop within a second (it is frozen or hung), etcdlock, a subreaper too,
+kills it and every process of COMMAND itself, then exits (79 if the lock was
+lost). A process that changed its user id (setuid programs such as sudo)
+cannot be signalled by either; work handed to a daemon that was already
+running (tmux new-session -d, systemd-run) is not COMMAND's and escapes by
+design.
 Stopping sends --kill-signal to every process and SIGKILL after --kill-grace,
 the grace always cut so that SIGKILL goes out before etcd could expire the
 lease and give the lock to someone else.
@@ -93,7 +104,8 @@ that it reads input, Ctrl-C reaches it, and Ctrl-Z stops the job as without
 etcdlock. A stopped job does not renew the lease: stopped for longer than the
 lease's remaining time, COMMAND is stopped for good and the lock is lost.
 SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to COMMAND's process
-group.`,
+group; a signal etcdlock was started with ignored (SIGHUP under nohup, SIGINT
+in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 		Example: `  # nightly job, at most one running across all hosts:
   etcdlock run nightly-report --ttl 30s -- /usr/local/bin/report --since yesterday
 
@@ -226,7 +238,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	// Catch signals from the start: while waiting they abort the wait,
 	// while the command runs they are forwarded to it.
 	sigc := make(chan os.Signal, 8)
-	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signals.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
 
 	cli, err := g.client()
@@ -258,7 +270,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
-	code, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
+	code, sig, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
 	if err != nil {
 		return err
 	}
@@ -272,7 +284,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
 	if code != 0 {
-		return &exitErr{code: code}
+		return &exitErr{code: code, signal: sig}
 	}
 	return nil
 }
@@ -302,9 +314,11 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	defer func() { <-done }() // the reporter ends when wctx does
 	rctx, stopReport := context.WithCancel(wctx)
 	defer stopReport()
+	var waited bool // the reporter said who holds the lock; read after done
+	began := time.Now()
 	go func() {
 		defer close(done)
-		reportHolders(rctx, g, s, name)
+		waited = reportHolders(rctx, g, s, name)
 	}()
 	intr := make(chan os.Signal, 1)
 	watched := make(chan struct{})
@@ -326,6 +340,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	}
 	stopReport()
 	<-watched
+	<-done
 	var interrupted os.Signal
 	select {
 	case interrupted = <-intr:
@@ -338,11 +353,16 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		_ = l.Release(relCtx)
 	}
 	if err == nil && interrupted == nil {
+		if waited {
+			g.printer.Note("acquired lock %q (token %s) after waiting %v", name, l.Token(), time.Since(began).Round(time.Millisecond))
+		}
 		return l, nil
 	}
 	switch cause := context.Cause(wctx); {
 	case interrupted != nil:
-		return nil, withCode(exitcode.SignalBase+int(interrupted.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for lock %q", interrupted, name))
+		sig := interrupted.(syscall.Signal)
+		return nil, &exitErr{code: exitcode.SignalBase + int(sig), signal: sig,
+			err: fmt.Errorf("interrupted by %s while waiting for lock %q", signals.Name(sig), name)}
 	case errors.Is(cause, errWaitTimeout):
 		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}

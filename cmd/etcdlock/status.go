@@ -59,6 +59,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		v.Waiters = append(v.Waiters, viewOf(w))
 	}
 	g.printer.Print(v, func(w io.Writer) {
+		name := printable(name)
 		if v.Holder == nil {
 			fmt.Fprintf(w, "%s: free\n", name)
 			return

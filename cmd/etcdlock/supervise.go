@@ -31,11 +31,11 @@ const killMargin = 50 * time.Millisecond
 const deadlineEvery = 50 * time.Millisecond
 
 // superviseCommand runs argv under a guardian (see package guardian) while
-// l is held. It returns the command's exit code once every process of the
-// command is gone; or an error wrapping the loss (lock.ErrLost) if the lock
+// l is held. It returns the command's exit code (and the signal that killed
+// it, if one did) once every process of the command is gone; or an error wrapping the loss (lock.ErrLost) if the lock
 // was lost, the command then stopped; or an error if the guardian could not
 // be started or died.
-func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, error) {
+func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, syscall.Signal, error) {
 	if o.shell {
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
@@ -70,7 +70,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		Hard:       hard,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
 	contc := make(chan os.Signal, 1)
 	if fg {
@@ -84,19 +84,28 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		lostErr error
 		lost    = l.Lost()
 		pgid    int
+		ack     <-chan time.Time // set while a stop waits for the guardian's acknowledgement
+		asked   time.Time        // when the stop was sent
 	)
 	for {
 		select {
 		case ev, ok := <-gd.Events():
 			switch {
 			case !ok:
-				// The guardian died without reporting (it was killed): the
-				// command had SIGKILL as its parent-death signal; its group
-				// gets it too.
-				if pgid > 0 {
-					_ = unix.Kill(-pgid, unix.SIGKILL)
+				// The guardian died without reporting (it was killed):
+				// everything below it moved up to this process, a
+				// subreaper too; kill it all before the lock is released.
+				kerr := gd.Kill()
+				if kerr != nil {
+					g.printer.Note("%v", kerr)
 				}
-				return 0, fmt.Errorf("the guardian of the command died (%v); the command's process group was killed", gd.Err())
+				err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", gd.Err())
+				if lostErr != nil {
+					err = fmt.Errorf("lock %q lost while the command ran (%w); %v", l.Name(), lostErr, err)
+				}
+				return 0, 0, err
+			case ev.Stopping:
+				ack = nil
 			case ev.Started != 0:
 				pgid = ev.Started
 				g.logger.Debug("command started", zap.Int("pid", pgid))
@@ -118,9 +127,9 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 					lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))
 				}
 				if lostErr != nil {
-					return 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
+					return 0, 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
 				}
-				return ev.Code, nil
+				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
 			g.logger.Info("forwarding signal", zap.Stringer("signal", sig))
@@ -131,6 +140,19 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 			lost = nil
 			lostErr = l.Err()
 			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
+			ack, asked = time.After(guardian.StopAck), time.Now()
+		case <-ack:
+			if time.Since(asked) > 2*guardian.StopAck {
+				// This process was stopped or starved since it asked:
+				// the acknowledgement may be waiting. Ask for one more.
+				ack, asked = time.After(guardian.StopAck), time.Now()
+				continue
+			}
+			ack = nil
+			g.printer.Note("the guardian did not acknowledge the stop within %v (it is frozen or hung): killing it and every process of the command", guardian.StopAck)
+			if err := gd.Kill(); err != nil {
+				g.printer.Note("%v", err)
+			}
 		case <-tick.C:
 			if lost == nil {
 				continue

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.uber.org/zap"
 
@@ -50,12 +52,27 @@ func (v contenderView) role() string {
 	return "writer"
 }
 
-// who names the contender for people: its owner, or what a foreign key is.
+// who names the contender for people: its owner (escaped), or what a
+// foreign key is.
 func (v contenderView) who() string {
 	if v.Foreign {
 		return lock.ForeignHolder
 	}
-	return v.Owner
+	return printable(v.Owner)
+}
+
+// printable is s as the simple format prints a name or an owner, which
+// anyone who can write a lock chooses: as it is when every character of it
+// is printable, else Go-quoted ("a\nb", "o\x1b[2J"), so that it cannot
+// forge a line of output or act on the terminal. JSON output escapes by
+// itself and prints them as they are.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // when is how a contender's start is printed: a foreign key has none.

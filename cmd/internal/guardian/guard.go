@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 // parentDeathSignal is what the kernel sends the guardian when the thread
@@ -49,20 +50,25 @@ func Main(stderr io.Writer) int {
 		// the status pipe open after the guardian died).
 		unix.CloseOnExec(fd)
 	}
+	// A write to a stderr or status pipe whose reader is gone must fail
+	// with EPIPE, not kill the guardian: it still has processes to stop.
+	// Caught, not ignored: the command gets SIGPIPE's default action.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctrl := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	g := &guard{
-		stderr:     stderr,
+		notes:      newNotes(stderr),
 		status:     json.NewEncoder(status),
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
+	defer g.notes.close(noteFlush)
 	return g.run(ctrl)
 }
 
 // guard is the guardian's state; only run's goroutine touches it.
 type guard struct {
-	stderr     io.Writer
+	notes      *notes // stderr, written without blocking the loop
 	status     *json.Encoder
 	supervisor int // pid of the supervisor; the guardian's parent
 	self       int
@@ -77,11 +83,16 @@ type guard struct {
 	cmdPid   int
 	cmdDone  bool
 	cmdCode  int
-	soft     int64 // CLOCK_MONOTONIC
+	cmdSig   syscall.Signal // the signal that killed the command
+	soft     int64          // CLOCK_MONOTONIC
 	hard     int64
 	stopping bool  // the kill signal went out
 	killAt   int64 // when SIGKILL goes out, once stopping
 	killing  bool  // SIGKILL went out
+	// killEvery is the SIGKILL phase's period: reapEvery, doubled up to
+	// deniedEvery while processes refuse SIGKILL (they changed user id).
+	killEvery time.Duration
+	denied    bool // the refusal was reported
 }
 
 func (g *guard) run(ctrl *os.File) int {
@@ -100,7 +111,9 @@ func (g *guard) run(ctrl *os.File) int {
 	g.soft, g.hard = cfg.Soft, cfg.Hard
 
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal)
+	// Left ignored when ignored (nohup), for the guardian and the command.
+	signals.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -178,6 +191,7 @@ func (g *guard) handle(m message) {
 		}
 	case opStop:
 		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
+		_ = g.status.Encode(message{Op: opStopping})
 	case opContinue:
 		if g.foreground && m.Foreground {
 			g.setForeground(g.cmdPid)
@@ -250,6 +264,7 @@ func (g *guard) reap() bool {
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
 			g.restoreTerminal()
+			g.cmdSig = ws.Signal()
 			g.commandExited(exitcode.SignalBase + int(ws.Signal()))
 		}
 	}
@@ -295,12 +310,13 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, g.killSignal)
 	}
-	signalBelow(g.self, g.killSignal)
+	denied := signalBelow(g.self, g.killSignal)
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	signalBelow(g.self, syscall.SIGCONT)
-	g.note("%s: sent %v to the command and everything it started, SIGKILL in %v", reason, g.killSignal, wait)
+	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v", reason, signals.Name(g.killSignal), wait)
+	g.refused(denied)
 }
 
 // enforce acts on deadlines that have passed.
@@ -318,17 +334,41 @@ func (g *guard) enforce() {
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
 		}
-		signalBelow(g.self, syscall.SIGKILL)
+		g.refused(signalBelow(g.self, syscall.SIGKILL))
 	}
 	if first && !g.cmdDone {
 		g.note("the command was still running after the grace period: sent SIGKILL")
 	}
 }
 
+// deniedEvery bounds the SIGKILL phase's period while processes refuse
+// SIGKILL: trying every reapEvery would cost a CPU for as long as they run.
+const deniedEvery = time.Second
+
+// refused handles the processes that refused SIGKILL: they changed their
+// user id (a setuid program such as sudo) and neither the guardian nor
+// etcdlock may signal them. Nothing can end them but themselves or their
+// owner: the guardian says so, once, and retries less and less often,
+// waiting for them to exit — the lock stays held (or, if it was lost,
+// they run beside its next holder).
+func (g *guard) refused(denied []int) {
+	if len(denied) == 0 {
+		g.killEvery = reapEvery
+		return
+	}
+	g.killEvery = min(max(g.killEvery*2, reapEvery), deniedEvery)
+	if g.denied {
+		return
+	}
+	g.denied = true
+	g.note("%d %s started by the command cannot be signalled (pid %v): %s changed user id, as setuid programs such as sudo do; waiting for %s to exit",
+		len(denied), plural(len(denied), "process", "processes"), denied, plural(len(denied), "it", "they"), plural(len(denied), "it", "them"))
+}
+
 // nextWake is how long the loop may sleep before enforce has work.
 func (g *guard) nextWake() time.Duration {
 	if g.killing {
-		return reapEvery
+		return max(g.killEvery, reapEvery)
 	}
 	next := g.soft
 	if g.stopping {
@@ -337,19 +377,21 @@ func (g *guard) nextWake() time.Duration {
 	return max(time.Duration(next-monoNow()), 0)
 }
 
-// note writes a message on stderr as etcdlock's printer does.
+// note queues a message for stderr, formatted as etcdlock's printer does.
+// It never blocks: see notes.
 func (g *guard) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if g.jsonNotes {
-		_ = json.NewEncoder(g.stderr).Encode(map[string]string{"note": msg})
+		b, _ := json.Marshal(map[string]string{"note": msg})
+		g.notes.add(append(b, '\n'))
 		return
 	}
-	fmt.Fprintln(g.stderr, "etcdlock:", msg)
+	g.notes.add([]byte("etcdlock: " + msg + "\n"))
 }
 
 // exit reports code to the supervisor and returns it.
 func (g *guard) exit(code int) int {
-	_ = g.status.Encode(message{Op: opExit, Code: code})
+	_ = g.status.Encode(message{Op: opExit, Code: code, Signal: int(g.cmdSig)})
 	return code
 }
 

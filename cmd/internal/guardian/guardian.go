@@ -68,7 +68,8 @@ const (
 	opContinue op = "continue" // → the supervisor was continued after a job-control stop
 	opStarted  op = "started"  // ← the command runs with this pid
 	opStopped  op = "stopped"  // ← the command was stopped from the terminal (Ctrl-Z)
-	opExit     op = "exit"     // ← every process is gone; the command's exit status
+	opStopping op = "stopping" // ← a stop was received and the kill signal sent
+	opExit     op = "exit"     // ← every process is gone; the command's exit status (and its killing signal)
 )
 
 // message is one JSON line on a pipe.
@@ -132,12 +133,18 @@ type Event struct {
 	Started int
 	// Stopped is set when the command was stopped from the terminal.
 	Stopped bool
+	// Stopping acknowledges a Stop: the kill signal went out, SIGKILL
+	// follows by the deadline.
+	Stopping bool
 	// Exited is set with Code when every process of the command is gone;
 	// Code is the command's exit status (exitcode.SignalBase+N for signal
 	// N, exitcode.CannotExecute if it could not be started,
 	// exitcode.NotFound if it was not found).
 	Exited bool
 	Code   int
+	// Signal is the signal that killed the command, with Exited; 0 if it
+	// exited by itself.
+	Signal syscall.Signal
 }
 
 // ErrExited is returned by Guardian's methods once the guardian is gone.
@@ -161,6 +168,15 @@ func Start(cfg Config) (*Guardian, error) {
 		ctrlR.Close()
 		ctrlW.Close()
 		return nil, err
+	}
+	// The caller becomes a child subreaper: if the guardian dies, the
+	// processes below it move up to the caller, where Kill finds them.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		ctrlR.Close()
+		ctrlW.Close()
+		statR.Close()
+		statW.Close()
+		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
 	}
 	// /proc/self/exe is the running binary even if the file on disk was
 	// replaced since.
@@ -225,8 +241,10 @@ func (g *Guardian) readStatus(r *os.File) {
 			g.events <- Event{Started: m.Pid}
 		case opStopped:
 			g.events <- Event{Stopped: true}
+		case opStopping:
+			g.events <- Event{Stopping: true}
 		case opExit:
-			g.events <- Event{Exited: true, Code: m.Code}
+			g.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal)}
 		}
 	}
 	r.Close()
@@ -257,7 +275,9 @@ func (g *Guardian) Signal(sig syscall.Signal) error {
 
 // Stop makes the guardian stop the command now (the lock is lost), with
 // grace between the kill signal and SIGKILL (cut to the hard deadline; 0
-// sends SIGKILL at once). reason is printed on the guardian's stderr.
+// sends SIGKILL at once). reason is printed on the guardian's stderr. The
+// guardian acknowledges with a Stopping event; one that does not within
+// StopAck cannot be trusted to stop the command: call Kill.
 func (g *Guardian) Stop(reason string, grace time.Duration) error {
 	return g.send(message{Op: opStop, Reason: reason, Grace: max(int64(grace), 0)})
 }

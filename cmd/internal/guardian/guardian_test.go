@@ -276,7 +276,7 @@ func TestStopAndSignal(t *testing.T) {
 		if code != exitcode.SignalBase+int(syscall.SIGTERM) {
 			t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
 		}
-		if !strings.Contains(r.stderr.String(), "lock lost: sent terminated") {
+		if !strings.Contains(r.stderr.String(), "lock lost: sent SIGTERM") {
 			t.Errorf("stderr: %q", r.stderr)
 		}
 	})
@@ -469,5 +469,27 @@ func TestCommandGetsTerminalStops(t *testing.T) {
 				t.Errorf("%s has %v in the command", name, sig)
 			}
 		}
+	}
+}
+
+// Processes that refuse SIGKILL (they changed user id) are reported once,
+// and the SIGKILL phase backs off to deniedEvery instead of spinning
+// every reapEvery; it speeds up again when none refuses.
+func TestRefusedBacksOff(t *testing.T) {
+	var out syncBuffer
+	g := &guard{notes: newNotes(&out), killing: true, killEvery: reapEvery}
+	for range 20 {
+		g.refused([]int{4242})
+	}
+	if g.killEvery != deniedEvery || g.nextWake() != deniedEvery {
+		t.Errorf("period %v, next wake %v; want %v", g.killEvery, g.nextWake(), deniedEvery)
+	}
+	g.refused(nil)
+	if g.nextWake() != reapEvery {
+		t.Errorf("next wake %v after the refusal ended, want %v", g.nextWake(), reapEvery)
+	}
+	g.notes.close(time.Minute)
+	if n := strings.Count(out.String(), "cannot be signalled (pid [4242])"); n != 1 {
+		t.Errorf("refusal reported %d times, want once:\n%s", n, out.String())
 	}
 }

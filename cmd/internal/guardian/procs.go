@@ -301,8 +301,9 @@ const signalFor = 100 * time.Millisecond
 // moved up to root as its parent exited may be missing from a walk; see
 // walker). Each process is pinned with a pidfd and checked before the
 // signal, so a pid that was reused by an unrelated process is never
-// signalled.
-func signalBelow(root int, sig syscall.Signal) {
+// signalled. It returns the processes that refused the signal (EPERM):
+// they changed their user id (a setuid program, as sudo is).
+func signalBelow(root int, sig syscall.Signal) (denied []int) {
 	w := &walker{root: root}
 	sent := map[int]bool{}
 	end := time.Now().Add(signalFor)
@@ -317,13 +318,13 @@ func signalBelow(root int, sig syscall.Signal) {
 			if err != nil {
 				continue // gone
 			}
-			if isBelow(pid, root) {
-				_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			if isBelow(pid, root) && errors.Is(unix.PidfdSendSignal(fd, sig, nil, 0), unix.EPERM) {
+				denied = append(denied, pid)
 			}
 			unix.Close(fd)
 		}
 		if (!fresh && w.steady()) || time.Now().After(end) {
-			return
+			return denied
 		}
 	}
 }

@@ -1,0 +1,82 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// What scripts and cron jobs need of a lock tool, as flock(1) offers it:
+// a refused --try that stays silent, a conflict exit code of the caller's
+// choosing, --timeout in plain seconds, and a note when a wait ends.
+func TestCLIShellCitizen(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	holdingRun(t, ep, dir, "a", "job")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "a") != "" }, "holder never ran")
+
+	// quiet try
+	{
+		if r := cli(t, ep, nil, "run", "-q", "--try", "job", "--", "true"); r.code != 75 || r.stderr != "" {
+			t.Errorf("-q --try on a held lock: exit %d stderr %q, want 75 and nothing", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "run", "--try", "job", "--", "true"); r.code != 75 || r.stderr == "" {
+			t.Errorf("--try on a held lock: exit %d stderr %q, want 75 and the holder", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "-q", "status", "job", "--bogus"); r.code != 64 || r.stderr == "" {
+			t.Errorf("-q with a usage error: exit %d stderr %q, want 64 and the error", r.code, r.stderr)
+		}
+	}
+	// conflict exit code
+	{
+		if r := cli(t, ep, nil, "run", "-E", "3", "--try", "job", "--", "true"); r.code != 3 {
+			t.Errorf("-E 3 --try: exit %d, want 3; stderr %q", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "run", "--conflict-exit-code", "3", "--timeout", "200ms", "job", "--", "true"); r.code != 3 {
+			t.Errorf("-E 3 --timeout: exit %d, want 3; stderr %q", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "acquire", "-E", "3", "job"); r.code != 3 {
+			t.Errorf("acquire -E 3: exit %d, want 3; stderr %q", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "run", "-E", "300", "--try", "job", "--", "true"); r.code != 64 {
+			t.Errorf("-E 300: exit %d, want 64", r.code)
+		}
+		if r := cli(t, ep, nil, "run", "-E", "3", "other", "--", "sh", "-c", "exit 5"); r.code != 5 {
+			t.Errorf("-E 3 does not change the command's code: exit %d, want 5", r.code)
+		}
+	}
+	// timeout in seconds
+	{
+		if r := cli(t, ep, nil, "run", "--timeout", "0.5", "job", "--", "true"); r.code != 124 {
+			t.Errorf("--timeout 0.5: exit %d, want 124; stderr %q", r.code, r.stderr)
+		}
+		if r := cli(t, ep, nil, "run", "--timeout", "soon", "job", "--", "true"); r.code != 64 || !strings.Contains(r.stderr, "seconds") {
+			t.Errorf("--timeout soon: exit %d stderr %q, want 64 naming the forms", r.code, r.stderr)
+		}
+	}
+	// acquired after waiting
+	{
+		waiter := cliCommand(t, ep, nil, "run", "job", "--", "true")
+		var stderr bytes.Buffer
+		waiter.Stderr = &stderr
+		if err := waiter.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitQueued(t, context.Background(), etcdtest.Client(t, ep), "job", 2)
+		if err := os.WriteFile(filepath.Join(dir, "a.stop"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := waiter.Wait(); err != nil {
+			t.Fatalf("waiter: %v; stderr %s", err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "held by") || !strings.Contains(stderr.String(), `acquired lock "job"`) {
+			t.Errorf("stderr %q: want the holder, then the acquisition", stderr.String())
+		}
+	}
+}
