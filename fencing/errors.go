@@ -5,6 +5,11 @@ import (
 	"fmt"
 )
 
+// ErrInvalidArgument is wrapped by the errors of Guard's methods called
+// with a nil Guard, an empty resource name or a nil write: nothing is
+// admitted or changed.
+var ErrInvalidArgument = errors.New("fencing: invalid argument")
+
 // ErrStaleToken is wrapped by every error that rejects a write because a
 // newer token has been seen. The concrete error is a *StaleTokenError.
 var ErrStaleToken = errors.New("fencing: stale token")

@@ -28,7 +28,8 @@ type fence struct {
 // raises the mark to t, and then runs write, all inside the resource's
 // critical section. If t is older than the mark, write does not run and Do
 // returns a *StaleTokenError. An invalid token returns an error wrapping
-// ErrInvalidToken and changes nothing.
+// ErrInvalidToken, and a nil Guard, an empty resource or a nil write one
+// wrapping ErrInvalidArgument; either changes nothing.
 //
 // The mark is raised when t is admitted, before write runs, and stays
 // raised whatever write returns: a write that fails may already have
@@ -42,6 +43,12 @@ type fence struct {
 func (g *Guard) Do(resource string, t Token, write func() error) error {
 	if !t.IsValid() {
 		return fmt.Errorf("%w: %d", ErrInvalidToken, t)
+	}
+	if err := g.check(resource); err != nil {
+		return err
+	}
+	if write == nil {
+		return fmt.Errorf("%w: nil write", ErrInvalidArgument)
 	}
 	f := g.fence(resource, true)
 	f.mu.Lock()
@@ -58,6 +65,9 @@ func (g *Guard) Do(resource string, t Token, write func() error) error {
 // progress, so a write may call it for its own resource; it then returns
 // the token that write was admitted with.
 func (g *Guard) Current(resource string) Token {
+	if g == nil {
+		return 0
+	}
 	f := g.fence(resource, false)
 	if f == nil {
 		return 0
@@ -75,10 +85,24 @@ func (g *Guard) Reset(resource string, t Token) (Token, error) {
 	if t < 0 {
 		return 0, fmt.Errorf("%w: %d", ErrInvalidToken, t)
 	}
+	if err := g.check(resource); err != nil {
+		return 0, err
+	}
 	f := g.fence(resource, true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Token(f.high.Swap(int64(t))), nil
+}
+
+// check refuses a nil Guard and an empty resource name.
+func (g *Guard) check(resource string) error {
+	switch {
+	case g == nil:
+		return fmt.Errorf("%w: nil Guard", ErrInvalidArgument)
+	case resource == "":
+		return fmt.Errorf("%w: empty resource name", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // fence returns the resource's fence, creating it if create is set;

@@ -35,8 +35,14 @@ func (t Token) String() string { return strconv.FormatInt(int64(t), 10) }
 // MarshalText implements encoding.TextMarshaler with the decimal form.
 func (t Token) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// UnmarshalText implements encoding.TextUnmarshaler with ParseToken's rules.
+// UnmarshalText implements encoding.TextUnmarshaler with ParseToken's
+// rules, and reads "0" as the zero Token ("no token"), so that what
+// MarshalText writes of a valid or zero Token reads back.
 func (t *Token) UnmarshalText(b []byte) error {
+	if string(b) == "0" {
+		*t = 0
+		return nil
+	}
 	v, err := ParseToken(string(b))
 	if err != nil {
 		return err

@@ -82,3 +82,30 @@ func TestCeilingRefusesUnissuedTokens(t *testing.T) {
 		t.Errorf("mark %v, want %v", got, next.Token())
 	}
 }
+
+// With etcd unreachable, Ceiling fails (an HTTP request is refused with
+// 503) instead of waiting for a connection for as long as ctx allows.
+func TestCeilingFailsWhenEtcdIsUnreachable(t *testing.T) {
+	c := etcdtest.Cluster(t)
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	cli := etcdtest.Client(t, url)
+	if _, err := etcdfence.Ceiling(cli)(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.PauseTx()
+	p.PauseRx()
+	defer func() { p.UnpauseTx(); p.UnpauseRx() }()
+	done := make(chan error, 1)
+	go func() {
+		_, err := etcdfence.Ceiling(cli)(context.Background()) // no deadline of its own
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Ceiling succeeded with etcd unreachable")
+		}
+	case <-time.After(4 * etcdfence.CeilingTimeout):
+		t.Fatal("Ceiling never returned with etcd unreachable")
+	}
+}

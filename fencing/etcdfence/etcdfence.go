@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -71,15 +72,23 @@ func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fe
 	return resp, nil
 }
 
+// CeilingTimeout bounds each read of Ceiling.
+const CeilingTimeout = 5 * time.Second
+
 // Ceiling returns a fencing.Ceiling that reports cli's cluster's current
 // revision, read linearizably: every token an etcdlock lock on that
-// cluster has issued is at most that revision. A nil cli makes the
-// returned function fail with ErrInvalidArgument.
+// cluster has issued is at most that revision. Each read is bounded by
+// CeilingTimeout (clientv3 would otherwise wait for a connection for as
+// long as ctx allows: with etcd unreachable, an HTTP request would hang
+// instead of being refused). A nil cli makes the returned function fail
+// with ErrInvalidArgument.
 func Ceiling(cli *clientv3.Client) fencing.Ceiling {
 	return func(ctx context.Context) (fencing.Token, error) {
 		if cli == nil {
 			return 0, fmt.Errorf("%w: nil client", ErrInvalidArgument)
 		}
+		ctx, cancel := context.WithTimeout(ctx, CeilingTimeout)
+		defer cancel()
 		// Any read carries the revision in its header; a count of one key
 		// is the cheapest read.
 		resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())

@@ -279,3 +279,21 @@ func TestTimeoutHandlerInsideMiddlewareIsUnsafe(t *testing.T) {
 		t.Errorf("writes applied %v, want the unsafe order %v", got, want)
 	}
 }
+
+// Two Fencing-Token headers are refused with 400: which one counts would
+// depend on the proxies on the way.
+func TestMiddlewareRefusesTwoTokenHeaders(t *testing.T) {
+	st := &store{}
+	srv, _ := newServer(t, st)
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/a", nil)
+	req.Header.Add(fencing.Header, "5")
+	req.Header.Add(fencing.Header, "1")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || st.applied != 0 {
+		t.Errorf("two headers: %d, %d writes applied; want 400 and none", resp.StatusCode, st.applied)
+	}
+}

@@ -134,6 +134,13 @@ type middleware struct {
 }
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	vals := r.Header.Values(fencing.Header)
+	if len(vals) > 1 {
+		// Ambiguous, and a proxy that merges header lines would change
+		// which one counts.
+		writeJSON(w, http.StatusBadRequest, problem{Error: "more than one " + fencing.Header + " header"})
+		return
+	}
 	raw := r.Header.Get(fencing.Header)
 	if raw == "" {
 		writeJSON(w, http.StatusBadRequest, problem{Error: "missing " + fencing.Header + " header"})

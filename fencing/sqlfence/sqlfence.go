@@ -18,6 +18,9 @@ const Schema = `CREATE TABLE IF NOT EXISTS etcdlock_fence (
 
 // Migrate creates the fence table if it does not exist.
 func Migrate(ctx context.Context, db *sql.DB) error {
+	if db == nil {
+		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
 	if _, err := db.ExecContext(ctx, Schema); err != nil {
 		return fmt.Errorf("sqlfence: migrate: %w", err)
 	}
@@ -137,9 +140,19 @@ func admit(ctx context.Context, db *sql.DB, resource string, token fencing.Token
 }
 
 // run runs fn in tx, in which the token has been admitted, and commits:
-// all of it if fn succeeds, only the raised mark if fn fails.
+// all of it if fn succeeds, only the raised mark if fn fails. If fn
+// panics, tx is rolled back (the mark with it) before the panic goes on:
+// the transaction would otherwise hold its connection and the fence
+// row's lock (on SQLite, the database's) until the process ends.
 func run(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) error {
+	finished := false
+	defer func() {
+		if !finished {
+			_ = tx.Rollback()
+		}
+	}()
 	fnErr := fn(tx)
+	finished = true
 	if fnErr != nil {
 		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT etcdlock_fence_admitted`); err != nil {
 			_ = tx.Rollback()
@@ -174,8 +187,15 @@ func isSerializationFailure(err error) bool {
 	return errors.As(err, &se) && se.SQLState() == "40001"
 }
 
-// Current returns the newest token that has written resource, or 0.
+// Current returns the newest token admitted for resource (whether or not
+// its fn succeeded), or 0 if none was.
 func Current(ctx context.Context, db *sql.DB, resource string) (fencing.Token, error) {
+	switch {
+	case resource == "":
+		return 0, fmt.Errorf("%w: empty resource name", ErrInvalidArgument)
+	case db == nil:
+		return 0, fmt.Errorf("%w: nil database", ErrInvalidArgument)
+	}
 	var t int64
 	err := db.QueryRowContext(ctx, `SELECT token FROM etcdlock_fence WHERE resource = $1`, resource).Scan(&t)
 	if errors.Is(err, sql.ErrNoRows) {
