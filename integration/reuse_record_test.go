@@ -154,6 +154,9 @@ func (r *reuseRun) grantedAs(kind, worker string, client int, rec *sessionRec, n
 		lease: lease, token: token, real: token, start: start, end: -1, due: due, release: -1, deletedAt: -1, shared: shared, set: set}
 	r.grants = append(r.grants, g)
 	r.stats["grants: "+kind]++
+	if kind != "term" {
+		r.stats["grants of a "+g.lockKind()]++
+	}
 	return g
 }
 
@@ -203,6 +206,18 @@ func (g *grant) String() string {
 	}
 	return fmt.Sprintf("%s %s %s(%s) token %v [%v, %v] release %s lost %v", g.worker, kind, g.name, g.key, g.token,
 		g.start.Round(time.Millisecond), g.end.Round(time.Millisecond), release, g.lostBy)
+}
+
+// lockKind names the kind of lock g is a grant of.
+func (g *grant) lockKind() string {
+	switch {
+	case g.set != 0:
+		return "set (AcquireAll), per name"
+	case g.shared:
+		return "read-write lock: reader"
+	}
+	return map[int]string{kindPlainName: "mutex", kindDelayName: "mutex with a lock-delay",
+		kindSemaphoreName: "semaphore", kindRWName: "read-write lock: writer"}[kindOf(g.name)]
 }
 
 // stale reports whether g's key was deleted by the operator before g even
