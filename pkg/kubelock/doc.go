@@ -58,8 +58,9 @@
 //     record under its lease until etcd expires it, a TTL after the last
 //     renewal; followers wait for that (the Lease lock makes them wait
 //     LeaseDuration).
-//   - LeaderTransitions is always 0: every term creates a new record, and
-//     the count of the deleted one is gone. Count terms by their tokens.
+//   - LeaderTransitions is never counted: every term creates a new record
+//     with what its Create was given (client-go's elector gives 0), and the
+//     count of the deleted one is gone. Count terms by their tokens.
 //   - AcquireTime and RenewTime are stored as client-go's
 //     LeaderElectionRecord marshals them, in whole seconds; the Lease lock
 //     keeps microseconds. Nothing in client-go's elector depends on them

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
@@ -44,5 +46,44 @@ func TestCreateWaitsForTheHolderOfADeletedRecord(t *testing.T) {
 	etcdtest.Eventually(t, 10*time.Second, func() bool { return b.Create(ctx, record("b")) == nil }, "b's Create once a's lease is revoked")
 	if tb := mustTerm(t, b); tb.Token() <= ta.Token() {
 		t.Errorf("b's token %v after a's %v", tb.Token(), ta.Token())
+	}
+}
+
+// A holder cut off from etcd whose record is deleted by hand: a candidate
+// that saw the record, trying Create as client-go does, gets in only after
+// the holder's term ended — also in the last second of the holder's lease,
+// which etcd reports as 0 s left.
+func TestCreateWaitsOutTheLastSecondOfAPartitionedHolder(t *testing.T) {
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(3*time.Second))
+	b := newLock(t, cli, "b", WithTTL(3*time.Second))
+	ctx := ctxT(t)
+	ta := create(t, ctx, a)
+	if _, _, err := b.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.BlackholeTx()
+	p.BlackholeRx()
+	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	if _, err := cli.Delete(ctx, a.Key()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := b.Create(ctx, record("b"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrHolderAlive) && !apierrors.IsNotFound(err) {
+			t.Logf("b's Create: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b never got in")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ta.Context().Err() == nil {
+		t.Fatal("b's Create succeeded while a's term was still live")
 	}
 }

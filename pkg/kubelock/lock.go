@@ -191,6 +191,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	if err := l.checkHolder(ler); err != nil {
 		return err
 	}
+	if err := l.checkOpen(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	closed, leading := l.closed, l.leading
 	l.mu.Unlock()
@@ -201,6 +204,14 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return ErrStillLeading
 	}
 	if err := l.waitHolder(ctx); err != nil {
+		if errors.Is(err, ErrHolderAlive) {
+			// A record that still exists is reported as such, as client-go
+			// expects of Create.
+			if get, gerr := l.client.Get(ctx, l.key); gerr == nil && len(get.Kvs) > 0 {
+				l.observeRange((*pb.RangeResponse)(get))
+				return alreadyExists(l.name)
+			}
+		}
 		return err
 	}
 	sent := time.Now()
@@ -398,6 +409,9 @@ func (l *Lock) Close(ctx context.Context) error {
 }
 
 func (l *Lock) checkOpen() error {
+	if l.client == nil {
+		return invalid("a Lock must be made by New")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -449,7 +463,10 @@ func (l *Lock) waitHolder(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if resp.TTL > 0 {
+	// etcd counts whole seconds, rounded down: 0 is a lease with less than
+	// a second left (or expired and not yet revoked), whose holder's term
+	// may still be live. Only -1, no such lease, says it is gone.
+	if resp.TTL >= 0 {
 		return fmt.Errorf("kubelock: etcd lease %s of the record's last holder has %ds left: %w", leaseHex(holder), resp.TTL, ErrHolderAlive)
 	}
 	l.mu.Lock()

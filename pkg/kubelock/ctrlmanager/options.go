@@ -54,6 +54,9 @@ func Options(lk *kubelock.Lock, opts manager.Options) (manager.Options, error) {
 		return opts, fmt.Errorf("%w: LeaderElectionResourceLockInterface is another lock", ErrConflict)
 	}
 	t := lk.Timings()
+	if t.LeaseDuration == 0 {
+		return opts, fmt.Errorf("%w: a Lock must be made by kubelock.New", kubelock.ErrInvalidOption)
+	}
 	for _, d := range []struct {
 		name string
 		set  **time.Duration
