@@ -27,6 +27,8 @@
 //
 // Times cross the process boundary as CLOCK_MONOTONIC readings, which both
 // processes share and Go's timers follow.
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package guardian
 
 import (
@@ -162,10 +164,8 @@ func Start(cfg Config) (*Guardian, error) {
 		ctrlW.Close()
 		return nil, err
 	}
-	// /proc/self/exe is the running binary even if the file on disk was
-	// replaced since.
 	c := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       selfExe(),
 		Args:       append([]string{"etcdlock", Command, "--"}, cfg.Argv...),
 		Env:        append(cfg.Env[:len(cfg.Env):len(cfg.Env)], EnvMarker+"=1"),
 		Stdin:      cfg.Stdin,
@@ -177,10 +177,10 @@ func Start(cfg Config) (*Guardian, error) {
 			// Ctrl-C, kill of the job's group) reach the supervisor, which
 			// decides what the command gets; a Ctrl-Z of the job does not
 			// stop the guardian's deadline.
-			Setpgid:   true,
-			Pdeathsig: parentDeathSignal,
+			Setpgid: true,
 		},
 	}
+	setParentDeathSignal(c.SysProcAttr, parentDeathSignal)
 	err = c.Start()
 	ctrlR.Close()
 	statW.Close()
