@@ -15,7 +15,7 @@ all: lint build test
 
 ## build: every package, and the two commands as static binaries in bin/
 ## (CGO_ENABLED=0, as etcd's own releases are built: no libc to map, which
-## keeps etcdlock's memory below etcdctl's; see README, Performance).
+## keeps etcdlock's memory below etcdctl's; see hack/README.md).
 build:
 	$(GO) build $(PKGS)
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev
