@@ -35,9 +35,10 @@ lint: tidy-check
 	@for m in $$(hack/modules.sh); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 ## cross: every package of every module builds for each release target,
-## and go vet (tests included) passes for each GOOS.
+## and go vet (tests included) passes for each GOOS but windows, whose
+## build is checked but whose tests send POSIX signals.
 TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 freebsd/amd64 windows/amd64
-VET_GOOS ?= darwin freebsd windows
+VET_GOOS ?= darwin freebsd
 cross:
 	@for m in $$(hack/modules.sh); do for t in $(TARGETS); do echo "go build ($$m, $$t)"; \
 	  (cd $$m && GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./...) || exit 1; done; \
