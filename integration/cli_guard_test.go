@@ -1,7 +1,8 @@
+//go:build linux
+
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,24 +38,6 @@ type guarded struct {
 	stderr *lockedBuffer
 	pids   []int
 	dir    string
-}
-
-// lockedBuffer is an io.Writer the exec copier and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // runGuarded starts `etcdlock run job --shell -- script` and waits for

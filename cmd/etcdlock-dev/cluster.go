@@ -74,8 +74,7 @@ func runCluster(ctx context.Context, o *options) error {
 	for i, p := range procs {
 		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(initial, ","),
 			"--cluster-token", token, "--listen", clients[i], "--data-dir", base, "--log-level", o.logLevel)
-		// A member dies with this process, even on SIGKILL.
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		dieWithParent(p.cmd)
 		p.cmd.Stderr = os.Stderr
 		out, err := p.cmd.StdoutPipe()
 		if err != nil {

@@ -1,7 +1,7 @@
 // Command etcdlock-dev runs a single-member etcd for local development; it
 // is what `etcdlock dev` runs. It is a separate binary so that the etcd
 // server's code and start-up cost stay out of the etcdlock command that
-// wraps every cron job (see the README, "Performance").
+// wraps every cron job (see hack/README.md).
 package main
 
 import (

@@ -5,16 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // devBinary is the separate program that `etcdlock dev` runs: keeping the
 // etcd server out of this binary saves every etcdlock invocation ~20 ms of
-// start-up and ~7 MB of memory (measured; see the README).
+// start-up and ~7 MB of memory (measured; see pkg/lock/DESIGN.md).
 const devBinary = "etcdlock-dev"
 
 func newDevCommand() *cobra.Command {
@@ -34,16 +31,6 @@ are --data-dir, --listen, --members and --log-level.`,
 		DisableFlagParsing: true,
 		RunE:               func(_ *cobra.Command, args []string) error { return runDev(args) },
 	}
-}
-
-// runDev replaces this process with etcdlock-dev, so that signals reach the
-// server directly.
-func runDev(args []string) error {
-	path, err := findDevBinary()
-	if err != nil {
-		return withCode(exitcode.Config, err)
-	}
-	return syscall.Exec(path, append([]string{path}, args...), os.Environ())
 }
 
 func findDevBinary() (string, error) {

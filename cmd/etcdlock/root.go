@@ -138,6 +138,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		newDevCommand(), newVersionCommand(g),
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
+	root.AddCommand(extraCommands()...)
 	return root
 }
 

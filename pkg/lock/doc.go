@@ -28,4 +28,27 @@
 // What is not guaranteed: that a holder stops working in time if its process
 // is paused or its clock runs far slower than real time. Fencing covers that
 // case; the deadline only makes it rare.
+//
+// # Design
+//
+// The invariants and what enforces each, the key layout and record, the
+// deadline formula, the token rules (never shared, per slot, per set),
+// release, lock-delay, the watch path, the guardian of etcdlock run, and
+// where the package departs from etcd's concurrency recipes and why, are
+// in DESIGN.md beside this file. In short:
+//
+//   - keys: <prefix><escaped name>/<lease-id-hex> per contender (the
+//     session's lease), <prefix><escaped name>%slot/<n> per semaphore slot,
+//     <prefix><escaped name>%held/<lease-id-hex> per lock-delay marker (no
+//     lease); '%' and '/' in a name are escaped as %25 and %2F, so no
+//     name's keys fall inside another's range. Each value is a JSON Record.
+//   - deadline = send time of the last successful renewal + granted TTL −
+//     margin, margin max(TTL/10, 250ms) by default, renewals every TTL/3.
+//   - a token is a create revision: of the owner's key, of a semaphore
+//     holder's slot key (increasing per slot), or of every key of an
+//     AcquireAll (one for the set). No token is handed to two acquisitions:
+//     a key the session left behind is deleted by its token and replaced,
+//     never adopted.
+//   - every delete compares the create revision or the exact value written,
+//     so no call deletes another holder's key.
 package lock

@@ -1,6 +1,6 @@
 // Package exitcode is the one table of the exit codes of the etcdlock
 // commands (etcdlock and etcdlock-dev). `etcdlock help exit-codes` prints
-// it, and a test checks that the README's table says the same.
+// it, and a test checks that the CLI manual's table (cmd/etcdlock/README.md) says the same.
 package exitcode
 
 import (
@@ -63,7 +63,7 @@ func Help() string {
 	return b.String()
 }
 
-// Markdown is the table as the README prints it.
+// Markdown is the table as the CLI manual prints it.
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| code | meaning |\n|---|---|\n")

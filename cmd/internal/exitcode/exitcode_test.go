@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-// The README's exit-code table is this package's table, row for row.
+// The CLI manual's exit-code table is this package's table, row for row.
 func TestREADMETableMatches(t *testing.T) {
-	b, err := os.ReadFile("../../../README.md")
+	b, err := os.ReadFile("../../etcdlock/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n### Exit codes\n")
 	if !ok {
-		t.Fatal("README has no '### Exit codes' section")
+		t.Fatal("cmd/etcdlock/README.md has no '### Exit codes' section")
 	}
 	var table strings.Builder
 	started := false
@@ -28,7 +28,7 @@ func TestREADMETableMatches(t *testing.T) {
 		}
 	}
 	if got, want := table.String(), Markdown(); got != want {
-		t.Errorf("README's exit-code table differs from exitcode.Table:\n--- README\n%s--- want\n%s", got, want)
+		t.Errorf("cmd/etcdlock/README.md's exit-code table differs from exitcode.Table:\n--- cmd/etcdlock/README.md\n%s--- want\n%s", got, want)
 	}
 }
 

@@ -1,3 +1,5 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package guardian
 
 import (
@@ -116,7 +118,10 @@ func (g *guard) run(ctrl *os.File) int {
 	signals.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	if Limits != "" {
+		g.note("%s", Limits)
+	}
+	if err := becomeSubreaper(); err != nil {
 		g.note("guardian: cannot become a child subreaper: %v", err)
 		return g.exit(exitcode.CannotExecute)
 	}
@@ -125,7 +130,7 @@ func (g *guard) run(ctrl *os.File) int {
 	}
 	if g.foreground {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
-		g.termios, _ = unix.IoctlGetTermios(0, unix.TCGETS)
+		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
 	if code, ok := g.startCommand(cfg.Argv); !ok {
 		return g.exit(code)
@@ -209,10 +214,10 @@ func (g *guard) startCommand(argv []string) (code int, ok bool) {
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:    true,
-		Pdeathsig:  syscall.SIGKILL, // the guardian is gone: nothing else would stop it
 		Foreground: g.foreground,
 		Ctty:       0, // stdin, in the command
 	}
+	setParentDeathSignal(c.SysProcAttr, syscall.SIGKILL) // the guardian is gone: nothing else would stop it
 	// The child gets this thread's signal mask, where the terminal stops
 	// are blocked for the guardian's notes: not the command's to have.
 	// (The child's TIOCSPGRP for Foreground runs with every signal
@@ -279,7 +284,7 @@ func (g *guard) commandExited(code int) {
 	if g.stopping {
 		return
 	}
-	if n := len(below(g.self)); n > 0 {
+	if n := len(g.below()); n > 0 {
 		g.stopAll(fmt.Sprintf("the command exited and left %d %s running", n, plural(n, "process", "processes")))
 	}
 }
@@ -310,11 +315,11 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, g.killSignal)
 	}
-	denied := signalBelow(g.self, g.killSignal)
+	denied := g.signalBelow(g.killSignal)
 	if !g.cmdDone {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
-	signalBelow(g.self, syscall.SIGCONT)
+	g.signalBelow(syscall.SIGCONT)
 	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v", reason, signals.Name(g.killSignal), wait)
 	g.refused(denied)
 }
@@ -334,7 +339,7 @@ func (g *guard) enforce() {
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.SIGKILL)
 		}
-		g.refused(signalBelow(g.self, syscall.SIGKILL))
+		g.refused(g.signalBelow(syscall.SIGKILL))
 	}
 	if first && !g.cmdDone {
 		g.note("the command was still running after the grace period: sent SIGKILL")
@@ -395,22 +400,6 @@ func (g *guard) exit(code int) int {
 	return code
 }
 
-// setForeground gives the terminal on stdin to pgrp. The guardian is not
-// in the foreground group, so SIGTTOU is blocked on this (locked) thread
-// for the call; the kernel allows it then.
-func (g *guard) setForeground(pgrp int) {
-	if pgrp <= 0 {
-		return
-	}
-	var set, old unix.Sigset_t
-	sigaddset(&set, syscall.SIGTTOU)
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
-		return
-	}
-	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
-	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
-}
-
 // handBack gives the terminal back to the job's group, if the command's
 // group has it. After a Ctrl-Z the shell takes the terminal when it sees
 // the job stop, and may give it to another job; it is not the guardian's
@@ -431,32 +420,8 @@ func (g *guard) restoreTerminal() {
 		return
 	}
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
-		_ = unix.IoctlSetTermios(0, unix.TCSETSW, g.termios)
+		_ = unix.IoctlSetTermios(0, termiosSetDrain, g.termios)
 	}
-}
-
-// blockTerminalStops blocks SIGTTOU and SIGTTIN on the calling thread, the
-// guardian's, which writes every note. The guardian is in a background
-// group of the terminal: with `stty tostop` a note would stop it, and
-// with it the deadline it enforces. Blocked, the signal lets the write
-// through. Ignoring the signals instead would pass SIG_IGN on to the
-// command for good. A blocked mask passes on too — Go starts a child
-// with the mask of the thread that forks it — so startCommand unblocks
-// them for the start (unblockTerminalStops).
-func blockTerminalStops() { terminalStops(unix.SIG_BLOCK) }
-
-func unblockTerminalStops() { terminalStops(unix.SIG_UNBLOCK) }
-
-func terminalStops(how int) {
-	var set unix.Sigset_t
-	sigaddset(&set, syscall.SIGTTOU)
-	sigaddset(&set, syscall.SIGTTIN)
-	_ = unix.PthreadSigmask(how, &set, nil)
-}
-
-func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
-	n := uint(sig - 1)
-	set.Val[n/64] |= 1 << (n % 64)
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

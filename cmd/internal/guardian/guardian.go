@@ -27,6 +27,8 @@
 //
 // Times cross the process boundary as CLOCK_MONOTONIC readings, which both
 // processes share and Go's timers follow.
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
 package guardian
 
 import (
@@ -169,19 +171,18 @@ func Start(cfg Config) (*Guardian, error) {
 		ctrlW.Close()
 		return nil, err
 	}
-	// The caller becomes a child subreaper: if the guardian dies, the
-	// processes below it move up to the caller, where Kill finds them.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	// The caller becomes a child subreaper where the system has them: if
+	// the guardian dies, the processes below it move up to the caller,
+	// where Kill finds them.
+	if err := becomeSubreaper(); err != nil {
 		ctrlR.Close()
 		ctrlW.Close()
 		statR.Close()
 		statW.Close()
 		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
 	}
-	// /proc/self/exe is the running binary even if the file on disk was
-	// replaced since.
 	c := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       selfExe(),
 		Args:       append([]string{"etcdlock", Command, "--"}, cfg.Argv...),
 		Env:        append(cfg.Env[:len(cfg.Env):len(cfg.Env)], EnvMarker+"=1"),
 		Stdin:      cfg.Stdin,
@@ -193,10 +194,10 @@ func Start(cfg Config) (*Guardian, error) {
 			// Ctrl-C, kill of the job's group) reach the supervisor, which
 			// decides what the command gets; a Ctrl-Z of the job does not
 			// stop the guardian's deadline.
-			Setpgid:   true,
-			Pdeathsig: parentDeathSignal,
+			Setpgid: true,
 		},
 	}
+	setParentDeathSignal(c.SysProcAttr, parentDeathSignal)
 	err = c.Start()
 	ctrlR.Close()
 	statW.Close()

@@ -4,14 +4,10 @@
 package signals
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Notify is signal.Notify for those of sigs that are not ignored.
@@ -34,25 +30,7 @@ func Notify(c chan<- os.Signal, sigs ...syscall.Signal) {
 // SIGKILL, are left to the exit code.
 var Reraised = []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// Reraise makes the process die of sig with its default action, if sig is
-// one of Reraised and is not ignored; otherwise, or if the process
-// survives it, it returns and the caller exits with its code.
-func Reraise(sig syscall.Signal) {
-	if !slices.Contains(Reraised, sig) || signal.Ignored(sig) {
-		return
-	}
-	signal.Reset(sig) // Go's default action for these: die of the signal
-	_ = syscall.Kill(os.Getpid(), sig)
-	// A fatal signal ends every thread before kill returns; this wait is
-	// only for a kernel that delivers it later.
-	time.Sleep(100 * time.Millisecond)
-}
-
-// Name is a signal's name as users know it: SIGTERM, not Go's
-// "terminated".
-func Name(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
-		return n
-	}
-	return fmt.Sprintf("signal %d", int(sig))
+// reraisable reports whether Reraise should die of sig.
+func reraisable(sig syscall.Signal) bool {
+	return slices.Contains(Reraised, sig) && !signal.Ignored(sig)
 }

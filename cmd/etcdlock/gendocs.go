@@ -1,0 +1,34 @@
+//go:build gendocs
+
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+)
+
+// extraCommands, in a build with -tags gendocs (`make release`), adds a
+// hidden command that writes a man page per command into a directory.
+func extraCommands() []*cobra.Command {
+	return []*cobra.Command{{
+		Use:    "gen-man DIR",
+		Short:  "Write the man pages of every command into DIR",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := os.MkdirAll(args[0], 0o755); err != nil {
+				return err
+			}
+			root := cmd.Root()
+			root.DisableAutoGenTag = true
+			hdr := &doc.GenManHeader{Title: "ETCDLOCK", Section: "1", Source: "etcdlock " + versionString(), Manual: "etcdlock manual"}
+			if err := doc.GenManTree(root, hdr, args[0]); err != nil {
+				return fmt.Errorf("man pages: %w", err)
+			}
+			return nil
+		},
+	}}
+}

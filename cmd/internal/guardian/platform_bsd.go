@@ -1,0 +1,64 @@
+//go:build darwin || freebsd || netbsd || openbsd || dragonfly
+
+package guardian
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits is what `etcdlock run` cannot guarantee on this system, printed
+// when the guardian starts. Without Linux's child subreaper, a process
+// that leaves the command's process group and whose parent exits is
+// re-parented to init, out of the guardian's reach; and without a
+// parent-death signal, the guardian learns of the supervisor's death from
+// the control pipe alone.
+const Limits = "on this system the guardian stops the command's process group and the processes still below it; " +
+	"a process that leaves the group (setsid, setpgid) after its parent exited is not stopped, " +
+	"and is not waited for before the lock is released"
+
+// The terminal requests that read and set its settings (the latter after
+// pending output drains).
+const (
+	termiosGet      = unix.TIOCGETA
+	termiosSetDrain = unix.TIOCSETAW
+)
+
+// becomeSubreaper does nothing: these systems have no child subreaper
+// that x/sys/unix exposes (see Limits).
+func becomeSubreaper() error { return nil }
+
+// setParentDeathSignal does nothing: these systems have no parent-death
+// signal; the control pipe's EOF tells the guardian its supervisor died.
+func setParentDeathSignal(*syscall.SysProcAttr, syscall.Signal) {}
+
+// selfExe is the running binary, as the system reports it.
+func selfExe() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return os.Args[0]
+}
+
+// setForeground gives the terminal on stdin to pgrp. The guardian is not
+// in the foreground group; SIGTTOU is ignored while the guardian runs
+// (blockTerminalStops), so the kernel allows it.
+func (g *guard) setForeground(pgrp int) {
+	if pgrp <= 0 {
+		return
+	}
+	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
+}
+
+// blockTerminalStops ignores SIGTTOU and SIGTTIN: the guardian is in a
+// background group of the terminal, and with `stty tostop` a note would
+// stop it, and with it the deadline it enforces. These systems have no
+// per-thread signal mask in x/sys/unix, so the signals are ignored instead,
+// and restored before the command starts (unblockTerminalStops), which
+// must not inherit SIG_IGN.
+func blockTerminalStops() { signal.Ignore(syscall.SIGTTOU, syscall.SIGTTIN) }
+
+func unblockTerminalStops() { signal.Reset(syscall.SIGTTOU, syscall.SIGTTIN) }

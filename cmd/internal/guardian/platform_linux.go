@@ -1,0 +1,41 @@
+package guardian
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits is what `etcdlock run` cannot guarantee on this system, printed
+// when the guardian starts; empty on Linux, where every guarantee of the
+// package documentation holds.
+const Limits = ""
+
+// The terminal requests that read and set its settings (the latter after
+// pending output drains).
+const (
+	termiosGet      = unix.TCGETS
+	termiosSetDrain = unix.TCSETSW
+)
+
+// becomeSubreaper makes every orphan below the guardian its child.
+func becomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// setParentDeathSignal asks the kernel to send sig to the child when the
+// thread that started it exits.
+func setParentDeathSignal(a *syscall.SysProcAttr, sig syscall.Signal) {
+	a.Pdeathsig = sig
+}
+
+// selfExe is the running binary. /proc/self/exe is it even if the file on
+// disk was replaced since.
+func selfExe() string { return "/proc/self/exe" }
+
+// below lists the live processes below the guardian (see below).
+func (g *guard) below() []int { return below(g.self) }
+
+// signalBelow sends sig to every live process below the guardian (see
+// signalBelow).
+func (g *guard) signalBelow(sig syscall.Signal) (denied []int) { return signalBelow(g.self, sig) }

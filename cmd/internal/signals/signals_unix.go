@@ -1,0 +1,36 @@
+//go:build unix
+
+package signals
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Reraise makes the process die of sig with its default action, if sig is
+// one of Reraised and is not ignored; otherwise, or if the process
+// survives it, it returns and the caller exits with its code.
+func Reraise(sig syscall.Signal) {
+	if !reraisable(sig) {
+		return
+	}
+	signal.Reset(sig) // Go's default action for these: die of the signal
+	_ = syscall.Kill(os.Getpid(), sig)
+	// A fatal signal ends every thread before kill returns; this wait is
+	// only for a kernel that delivers it later.
+	time.Sleep(100 * time.Millisecond)
+}
+
+// Name is a signal's name as users know it: SIGTERM, not Go's
+// "terminated".
+func Name(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
