@@ -50,7 +50,7 @@ var Table = []Row{
 		"`break`: no holder of the name has the token"},
 	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
 	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
-	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; %d+N if signal N killed it", SignalBase)},
+	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; if SIGINT, SIGTERM or SIGHUP killed it, etcdlock dies of the same signal (as flock does, so that a shell stops the script); %d+N for another signal N", SignalBase)},
 }
 
 // Help is the table as plain text, for `etcdlock help exit-codes`.
