@@ -39,9 +39,11 @@
 //
 //   - keys: <prefix><escaped name>/<lease-id-hex> per contender (the
 //     session's lease), <prefix><escaped name>%slot/<n> per semaphore slot,
-//     <prefix><escaped name>%held/<lease-id-hex> per lock-delay marker (no
-//     lease); '%' and '/' in a name are escaped as %25 and %2F, so no
-//     name's keys fall inside another's range. Each value is a JSON Record.
+//     <prefix><escaped name>%held/<lease-id-hex>-<token-hex> per
+//     lock-delay acquisition's marker (no lease), and %delay/ and
+//     %delayed/ keys that time a lock-delay; '%' and '/' in a name are
+//     escaped as %25 and %2F, so no name's keys fall inside another's
+//     range. Each value is a JSON Record.
 //   - deadline = send time of the last successful renewal + granted TTL −
 //     margin, margin max(TTL/10, 250ms) by default, renewals every TTL/3.
 //   - a token is a create revision: of the owner's key, of a semaphore
