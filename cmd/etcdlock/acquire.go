@@ -45,7 +45,7 @@ other.`,
 
   # with a run ID of your own, so that a retry after a lost reply takes over:
   eval "$(etcdlock acquire nightly --owner "nightly-run-$RUN_ID")"`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ownerSet = cmd.Flags().Changed("owner")
 			return runAcquire(cmd.Context(), g, o, args[0])

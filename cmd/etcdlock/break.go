@@ -24,7 +24,7 @@ two operators cannot break a newer holder by accident. Revoking the lease ends
 every lock held under it; a holder run by etcdlock kills its command at once.
 
 Exits 79 if no holder of NAME has TOKEN any more.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return runBreak(cmd.Context(), g, o, args[0]) },
 	}
 	cmd.Flags().StringVar(&o.token, "token", "", "the holder's token, from 'etcdlock status' (required)")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/spf13/cobra"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -49,6 +51,17 @@ func withCode(code int, err error) error { return &exitErr{code: code, err: err}
 
 func usageErr(format string, args ...any) error {
 	return withCode(exitcode.Usage, fmt.Errorf(format, args...))
+}
+
+// usageArgs makes a cobra argument check's error a usage error (exit 64),
+// as the exit-code table promises for a missing or extra argument.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return withCode(exitcode.Usage, err)
+		}
+		return nil
+	}
 }
 
 // errWaitTimeout is the cause of a context canceled by --timeout, and is

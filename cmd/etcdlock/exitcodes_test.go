@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -123,5 +124,16 @@ func TestExplain(t *testing.T) {
 				t.Errorf("explain(%v) = %q, want %q", tt.err, got, tt.want)
 			}
 		})
+	}
+}
+
+// A missing or extra argument is a usage error (64), as the exit-code
+// table promises, for every command that checks its arguments.
+func TestArgumentCountIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"status"}, {"leader"}, {"renew"}, {"release"}, {"break"}, {"acquire"}, {"list", "a", "b"}, {"version", "x"}} {
+		var stdout, stderr strings.Builder
+		if code := Main(args, strings.NewReader(""), &stdout, &stderr); code != exitcode.Usage {
+			t.Errorf("etcdlock %s: exit %d (%s), want %d", strings.Join(args, " "), code, strings.TrimSpace(stderr.String()), exitcode.Usage)
+		}
 	}
 }

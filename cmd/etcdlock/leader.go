@@ -31,7 +31,7 @@ func newLeaderCommand(g *globalOptions) *cobra.Command {
 		Long: `Print the identity and token of NAME's current leader, or "none". With
 --watch, print again on every change until interrupted (changes are learned by
 watch, not by polling).`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLeader(cmd.Context(), g, o, args[0])
 		},

@@ -23,7 +23,7 @@ func newListCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list [NAME-PREFIX]",
 		Short: "List locks (optionally those whose name starts with NAME-PREFIX)",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p string
 			if len(args) == 1 {

@@ -20,7 +20,7 @@ the token) and revoke its lease.
 Safe to retry: if that lock no longer exists (released, expired, broken) the
 result is success, and a newer holder's lock is never touched. Exits 79 if
 TOKEN belongs to a lock of another owner.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRelease(cmd.Context(), g, o, args[0]) },
 	}
 	o.bind(cmd)

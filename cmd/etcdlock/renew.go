@@ -20,7 +20,7 @@ etcd cannot change a lease's TTL.
 
 Fails with exit 79 if that lock no longer exists (it expired or was released:
 a renewal after expiry never revives it) or if TOKEN is not OWNER's holder.`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return runRenew(cmd.Context(), g, o, args[0]) },
 	}
 	o.bind(cmd)

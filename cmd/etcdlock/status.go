@@ -22,7 +22,7 @@ func newStatusCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show who holds NAME, its token and remaining lease TTL, and the waiters in order",
-		Args:  cobra.ExactArgs(1),
+		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runStatus(cmd.Context(), g, args[0])
 		},

@@ -21,7 +21,7 @@ func newVersionCommand(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of etcdlock and the etcd client it uses",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(*cobra.Command, []string) error { return runVersion(g) },
 	}
 }

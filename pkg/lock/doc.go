@@ -51,6 +51,8 @@
 //     AcquireAll (one for the set). No token is handed to two acquisitions:
 //     a key the session left behind is deleted by its token and replaced,
 //     never adopted.
-//   - every delete compares the create revision or the exact value written,
-//     so no call deletes another holder's key.
+//   - every delete of a contender or slot key compares the create revision
+//     or the exact value written, so no call deletes another holder's key
+//     (lock-delay markers are deleted by their mod revision, a delay's
+//     started record without a compare).
 package lock
