@@ -2,6 +2,7 @@ package ctrlmanager_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -152,21 +153,31 @@ func meanWorst(ds []time.Duration) (mean, worst time.Duration) {
 	return (sum / time.Duration(len(ds))).Round(10 * time.Millisecond), worst.Round(10 * time.Millisecond)
 }
 
+// report logs what each fault did.
 func (f failovers) report(t testing.TB) {
 	t.Helper()
+	for _, l := range f.lines() {
+		t.Log(l)
+	}
+}
+
+// lines says what each fault did, a line per fault.
+func (f failovers) lines() []string {
 	names := make([]string, 0, len(f))
 	for name := range f {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var out []string
 	for _, name := range names {
 		s := f[name]
 		mean, worst := meanWorst(s.took)
 		amean, aworst := meanWorst(s.after)
 		_, oworst := meanWorst(s.overlaps)
 		emean, eworst := meanWorst(s.elected)
-		t.Logf("%-9s %2d failovers: next leader mean %v, worst %v; old leader's last work mean %v, worst %v after the fault; "+
+		out = append(out, fmt.Sprintf("%-9s %2d failovers: next leader mean %v, worst %v; old leader's last work mean %v, worst %v after the fault; "+
 			"%d overlapped (worst %v); %d kept by the leader; %d with an etcd leader election (mean %v, worst %v)",
-			name, len(s.took), mean, worst, amean, aworst, len(s.overlaps), oworst, s.kept, len(s.elected), emean, eworst)
+			name, len(s.took), mean, worst, amean, aworst, len(s.overlaps), oworst, s.kept, len(s.elected), emean, eworst))
 	}
+	return out
 }

@@ -17,7 +17,7 @@ var sideBySide = []string{"partition", "close", "delete", "stop", "crash"}
 // defaults 15 s / 10 s / 2 s and TTL 6 s; short: 1.5 s / 1 s / 300 ms and
 // TTL 2 s), two of the three releasing when stopped. Each iteration applies
 // every fault once, in turn, to whoever leads; the figures of all
-// iterations of a lock (Go runs one, then -benchtime's count) are logged
+// iterations of a lock (Go runs one, then -benchtime's count) are printed
 // when all have run: from the fault to the next leader's first work, to
 // the faulty leader's last work, the overlaps, and the faults the leader
 // kept its term through.
@@ -38,12 +38,16 @@ func BenchmarkFailover(b *testing.B) {
 				_, took := runLeaseManagers(b, s.timings, b.N*len(sideBySide)+1, inTurn(sideBySide...))
 				lease.add(took)
 			})
-			b.Logf("TTL %v, %v", s.ttl, s.timings)
-			b.Log("kubelock + ctrlmanager:")
-			etcd.report(b)
-			b.Log("client-go's Lease lock:")
-			lease.report(b)
-			b.Log(fmt.Sprint(table(etcd, lease)))
+			// Printed, not logged: Go keeps only ten lines of a benchmark's log.
+			fmt.Printf("%s: TTL %v, %v\nkubelock + ctrlmanager:\n", b.Name(), s.ttl, s.timings)
+			for _, l := range etcd.lines() {
+				fmt.Println("  " + l)
+			}
+			fmt.Println("client-go's Lease lock:")
+			for _, l := range lease.lines() {
+				fmt.Println("  " + l)
+			}
+			fmt.Print(table(etcd, lease))
 		})
 	}
 }
