@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -170,7 +172,15 @@ type contender struct {
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
-	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
+	// DialKeepAliveTime, as the package recommends: a connection that a
+	// partition left dead is replaced.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	l, err := New(cli, "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,10 @@ func newEtcdCandidate(t testing.TB, who string, member int, s setup, release boo
 	c := &etcdCandidate{proxy: p}
 	pfx := "/ctrlmanager/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
 	c.candidate = &candidate{who: who, start: func() (incarnation, error) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		// DialKeepAliveTime, as the package recommends: a connection that
+		// a partition left dead is replaced.
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second,
+			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return incarnation{}, err
 		}
