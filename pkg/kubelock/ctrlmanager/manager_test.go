@@ -286,7 +286,9 @@ func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*wor
 // its manager stopped or crashed, at random (seed KUBELOCK_MANAGER_SEED). No
 // Runnable works after the next one started, on this process's clock.
 // KUBELOCK_MANAGER_TERMS sets how many terms (default 5);
-// KUBELOCK_MANAGER_DEFAULTS=1 runs with the default durations.
+// KUBELOCK_MANAGER_DEFAULTS=1 runs with the default durations;
+// KUBELOCK_MANAGER_FAULTS (a comma-separated list, e.g. "partition,crash")
+// picks from fewer faults.
 func TestManagersNeverOverlap(t *testing.T) {
 	s := short
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
