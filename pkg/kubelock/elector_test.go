@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/tools/leaderelection"
-	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
@@ -156,71 +157,13 @@ func overlaps(terms []*led, end func(*led) time.Time) []string {
 	return bad
 }
 
-// freezer stands between an elector and its lock: while frozen, every call
-// blocks until it is thawed or its context ends, as in a stopped process.
-type freezer struct {
-	*Lock
-	mu   sync.Mutex
-	thaw chan struct{} // nil when not frozen
-}
-
-func (f *freezer) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.thaw = make(chan struct{})
-}
-
-func (f *freezer) unfreeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.thaw != nil {
-		close(f.thaw)
-		f.thaw = nil
-	}
-}
-
-func (f *freezer) wait(ctx context.Context) error {
-	f.mu.Lock()
-	thaw := f.thaw
-	f.mu.Unlock()
-	if thaw == nil {
-		return nil
-	}
-	select {
-	case <-thaw:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (f *freezer) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
-	if err := f.wait(ctx); err != nil {
-		return nil, nil, err
-	}
-	return f.Lock.Get(ctx)
-}
-
-func (f *freezer) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
-	if err := f.wait(ctx); err != nil {
-		return err
-	}
-	return f.Lock.Create(ctx, ler)
-}
-
-func (f *freezer) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
-	if err := f.wait(ctx); err != nil {
-		return err
-	}
-	return f.Lock.Update(ctx, ler)
-}
-
 // contender is one candidate: client-go's LeaderElector on a Lock, run
 // again each time it returns, reaching etcd through its own proxy.
 type contender struct {
 	who   string
 	tm    timings
-	lock  *freezer
+	lock  *Lock
+	gate  *kubetest.Gate // between the elector and the lock
 	proxy proxy.Server
 	// stop stops the elector (client-go releases: ReleaseOnCancel).
 	stop func()
@@ -229,12 +172,20 @@ type contender struct {
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
-	l, err := New(etcdtest.Client(t, url), "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
+	// DialKeepAliveTime, as the package recommends: a connection that a
+	// partition left dead is replaced.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	l, err := New(cli, "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
 		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &contender{who: who, tm: tm, lock: &freezer{Lock: l}, proxy: p}
+	c := &contender{who: who, tm: tm, lock: l, gate: kubetest.NewGate(l), proxy: p}
 	c.start(t, lg)
 	t.Cleanup(func() {
 		c.heal()
@@ -248,14 +199,14 @@ func startContender(t testing.TB, lg *ledger, who string, member int, tm timings
 
 func (c *contender) start(t testing.TB, lg *ledger) {
 	c.stop = runElector(t, leaderelection.LeaderElectionConfig{
-		Lock:            c.lock,
+		Lock:            c.gate,
 		LeaseDuration:   c.tm.leaseDuration,
 		RenewDeadline:   c.tm.renewDeadline,
 		RetryPeriod:     c.tm.retryPeriod,
 		ReleaseOnCancel: true,
 		Name:            "ctl",
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: lg.onStartedLeading(c.who, c.lock.Lock),
+			OnStartedLeading: lg.onStartedLeading(c.who, c.lock),
 			OnStoppedLeading: func() {},
 		},
 	})
@@ -289,21 +240,22 @@ func (c *contender) partition() {
 }
 
 func (c *contender) crash() {
-	c.lock.freeze()
+	c.gate.Cut()
 	c.partition()
 }
 
 func (c *contender) heal() {
 	c.proxy.UnblackholeTx()
 	c.proxy.UnblackholeRx()
-	c.lock.unfreeze()
+	c.gate.Heal()
 }
 
 // failover waits for a leader, applies fault to it — "release" (its
-// elector's context is canceled, ReleaseOnCancel), "crash" or "partition"
-// — and returns how long until the next term started, with both terms.
-// The faulty contender is healed (restarted after a release) before it
-// returns.
+// elector's context is canceled, ReleaseOnCancel), "crash", "partition",
+// or "sustained-partition", a partition that lasts until client-go's own
+// OnStartedLeading context has ended — and returns how long until the
+// next term started, with both terms. The faulty contender is healed
+// (restarted after a release) before it returns.
 func failover(t testing.TB, lg *ledger, cands map[string]*contender, fault string) (took time.Duration, from, to *led) {
 	t.Helper()
 	wait := 3 * testTimings.leaseDuration
@@ -318,7 +270,7 @@ func failover(t testing.TB, lg *ledger, cands map[string]*contender, fault strin
 		c.stop()
 	case "crash":
 		c.crash()
-	case "partition":
+	case "partition", "sustained-partition":
 		c.partition()
 	default:
 		t.Fatalf("unknown fault %q", fault)
@@ -327,6 +279,13 @@ func failover(t testing.TB, lg *ledger, cands map[string]*contender, fault strin
 		to = lg.current()
 		return to != nil && to.term.Token() > from.term.Token()
 	})
+	if fault == "sustained-partition" {
+		lg.waitFor(t, wait, "the end of client-go's context", func() bool {
+			lg.mu.Lock()
+			defer lg.mu.Unlock()
+			return !from.clientGoEnd.IsZero()
+		})
+	}
 	c.heal()
 	if fault == "release" {
 		c.start(t, lg)

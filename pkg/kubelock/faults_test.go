@@ -150,7 +150,7 @@ func TestLateCallbackGetsADoneContext(t *testing.T) {
 func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a", WithTTL(6*time.Second))
-	fr := &freezer{Lock: a}
+	fr := kubetest.NewGate(a)
 	tokens := make(chan fencing.Token, 4)
 	stopped := make(chan struct{}, 4)
 	stop := runElector(t, leaderelection.LeaderElectionConfig{
@@ -161,9 +161,9 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 			OnStoppedLeading: func() { stopped <- struct{}{} },
 		},
 	})
-	defer func() { fr.unfreeze(); stop() }()
+	defer func() { fr.Heal(); stop() }()
 	first := <-tokens
-	fr.freeze() // the elector's calls hang (slow etcd) past RenewDeadline
+	fr.Cut() // the elector's calls hang (slow etcd) past RenewDeadline
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
@@ -173,7 +173,7 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 	if cause := context.Cause(tm.Context()); !errors.Is(cause, ErrStoppedLeading) {
 		t.Errorf("after OnStoppedLeading the term's cause is %v, want ErrStoppedLeading", cause)
 	}
-	fr.unfreeze()
+	fr.Heal()
 	// Not released (ReleaseOnCancel false): the record stays until its
 	// lease expires, a TTL after the last renewal.
 	select {

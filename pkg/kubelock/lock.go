@@ -49,6 +49,7 @@ type Lock struct {
 	leading  bool                      // between the elector's "became leader" and "stopped leading"
 	runs     []context.CancelCauseFunc // RunContext's, armed at the next "became leader"
 	holder   clientv3.LeaseID          // of the latest record seen not of this lock: Create waits for it to end
+	read     bool                      // a Get answered or a Create succeeded: Update has a version to compare
 	closed   bool
 	wg       sync.WaitGroup // term watchers and background revokes
 }
@@ -268,7 +269,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // deletes when that lease ends). One change is taken as this lock's own: a
 // newer record under the current term's lease, which only a renewal of this
 // term whose reply was lost can have written (as long as nothing else
-// writes with that lease, as nothing should).
+// writes with that lease, as nothing should). A renewal before the lock
+// has read the record (Get) or created it returns an error wrapping
+// ErrNotRead, not a conflict, as the Lease lock's "lease not initialized".
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -288,6 +291,10 @@ func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 
 func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.mu.Lock()
+	if !l.read {
+		l.mu.Unlock()
+		return fmt.Errorf("kubelock: update of %s: %w", l.key, ErrNotRead)
+	}
 	t, obs := l.term, l.observed
 	var deadline time.Time
 	var renewals int64
@@ -432,7 +439,7 @@ func (l *Lock) checkHolder(ler rl.LeaderElectionRecord) error {
 func (l *Lock) observe(obs observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.observed = obs
+	l.observed, l.read = obs, true
 	if obs.exists && (l.last == nil || obs.lease != l.last.lease) {
 		l.holder = obs.lease
 	}

@@ -40,7 +40,7 @@ func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time) 
 		deadline: deadline,
 	}
 	l.term, l.last = t, t
-	l.observed = observation{exists: true, modRev: rev, lease: lease}
+	l.observed, l.read = observation{exists: true, modRev: rev, lease: lease}, true
 	l.wg.Add(2)
 	go l.enforceDeadline(t)
 	go l.watch(t, rev+1)

@@ -2,13 +2,14 @@ package ctrlmanager_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
-	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -30,7 +31,7 @@ type candidate struct {
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // the current manager's
-	drop   func()             // the current incarnation's fault hook
+	held   chan struct{}      // while not nil, no new manager starts; closed by up
 }
 
 // run runs managers until ctx ends; wg owns the goroutine.
@@ -39,6 +40,16 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
+			c.mu.Lock()
+			held := c.held
+			c.mu.Unlock()
+			if held != nil {
+				select {
+				case <-held:
+				case <-ctx.Done():
+					return
+				}
+			}
 			inc, err := c.start()
 			if err != nil {
 				t.Error(err)
@@ -66,91 +77,107 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 	}()
 }
 
-// stopManager cancels the current manager's context, as a graceful
-// shutdown does.
-func (c *candidate) stopManager() {
+// down cancels the current manager's context, as a graceful shutdown
+// does, and starts no other until up: the pod is gone (a new pod has
+// another identity).
+func (c *candidate) down() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cancel != nil {
 		c.cancel()
 	}
+	if c.held == nil {
+		c.held = make(chan struct{})
+	}
 }
 
-// cut stands between an elector and its resource lock: while cut, every
-// call blocks until the cut heals or the call's context ends, as over a
-// partitioned network.
-type cut struct {
-	rl.Interface
-	mu   sync.Mutex
-	heal chan struct{} // nil when not cut
-}
-
-func (c *cut) cut() {
+// up lets the candidate start managers again.
+func (c *candidate) up() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.heal == nil {
-		c.heal = make(chan struct{})
+	if c.held != nil {
+		close(c.held)
+		c.held = nil
 	}
 }
 
-func (c *cut) restore() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.heal != nil {
-		close(c.heal)
-		c.heal = nil
+// failovers are what drive saw of each fault, by name.
+type failovers map[string]*faultStats
+
+// faultStats is what drive saw of one fault.
+type faultStats struct {
+	// took: from the fault to the next leader's first work.
+	took []time.Duration
+	// after: from the fault to the faulty leader's last work.
+	after []time.Duration
+	// overlaps: by how much the faulty leader's work overlapped the next
+	// leader's, for each failover where it did.
+	overlaps []time.Duration
+	// kept counts the faults after which the leader kept its term.
+	kept int
+	// elected: took, of the failovers during which etcd elected a leader.
+	elected []time.Duration
+}
+
+func (f failovers) stats(fault string) *faultStats {
+	s := f[fault]
+	if s == nil {
+		s = &faultStats{}
+		f[fault] = s
+	}
+	return s
+}
+
+// add adds g's figures to f.
+func (f failovers) add(g failovers) {
+	for name, s := range g {
+		a := f.stats(name)
+		a.took = append(a.took, s.took...)
+		a.after = append(a.after, s.after...)
+		a.overlaps = append(a.overlaps, s.overlaps...)
+		a.kept += s.kept
+		a.elected = append(a.elected, s.elected...)
 	}
 }
 
-func (c *cut) wait(ctx context.Context) error {
-	c.mu.Lock()
-	heal := c.heal
-	c.mu.Unlock()
-	if heal == nil {
-		return nil
+// meanWorst returns the mean and the largest of ds, rounded.
+func meanWorst(ds []time.Duration) (mean, worst time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
 	}
-	select {
-	case <-heal:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+		worst = max(worst, d)
 	}
+	return (sum / time.Duration(len(ds))).Round(10 * time.Millisecond), worst.Round(10 * time.Millisecond)
 }
 
-func (c *cut) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
-	if err := c.wait(ctx); err != nil {
-		return nil, nil, err
-	}
-	return c.Interface.Get(ctx)
-}
-
-func (c *cut) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
-	if err := c.wait(ctx); err != nil {
-		return err
-	}
-	return c.Interface.Create(ctx, ler)
-}
-
-func (c *cut) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
-	if err := c.wait(ctx); err != nil {
-		return err
-	}
-	return c.Interface.Update(ctx, ler)
-}
-
-// failovers counts how long each fault took to the next leader's first
-// moment of work.
-type failovers map[string][]time.Duration
-
+// report logs what each fault did.
 func (f failovers) report(t testing.TB) {
 	t.Helper()
-	for fault, ds := range f {
-		var sum, worst time.Duration
-		for _, d := range ds {
-			sum += d
-			worst = max(worst, d)
-		}
-		t.Logf("%s: %d failovers, mean %v, worst %v", fault, len(ds),
-			(sum / time.Duration(len(ds))).Round(10*time.Millisecond), worst.Round(10*time.Millisecond))
+	for _, l := range f.lines() {
+		t.Log(l)
 	}
+}
+
+// lines says what each fault did, a line per fault.
+func (f failovers) lines() []string {
+	names := make([]string, 0, len(f))
+	for name := range f {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out []string
+	for _, name := range names {
+		s := f[name]
+		mean, worst := meanWorst(s.took)
+		amean, aworst := meanWorst(s.after)
+		_, oworst := meanWorst(s.overlaps)
+		emean, eworst := meanWorst(s.elected)
+		out = append(out, fmt.Sprintf("%-9s %2d failovers: next leader mean %v, worst %v; old leader's last work mean %v, worst %v after the fault; "+
+			"%d overlapped (worst %v); %d kept by the leader; %d with an etcd leader election (mean %v, worst %v)",
+			name, len(s.took), mean, worst, amean, aworst, len(s.overlaps), oworst, s.kept, len(s.elected), emean, eworst))
+	}
+	return out
 }

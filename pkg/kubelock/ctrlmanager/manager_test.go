@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	fakecoordination "k8s.io/client-go/kubernetes/typed/coordination/v1/fake"
-	k8stesting "k8s.io/client-go/testing"
-	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -59,7 +53,10 @@ func newEtcdCandidate(t testing.TB, who string, member int, s setup, release boo
 	c := &etcdCandidate{proxy: p}
 	pfx := "/ctrlmanager/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
 	c.candidate = &candidate{who: who, start: func() (incarnation, error) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		// DialKeepAliveTime, as the package recommends: a connection that
+		// a partition left dead is replaced.
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second,
+			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return incarnation{}, err
 		}
@@ -98,19 +95,40 @@ func (c *etcdCandidate) closeClient() {
 	c.cli.Close()
 }
 
-// fault is applied to the current leader; it returns the heal, run once
-// the next leader works.
-type fault func(who string) (heal func())
+// fault is applied to the current leader, who.
+type fault func(who string) outcome
 
-// drive applies faults picked at random to the leader until terms runs
-// have started, and returns how long each fault took to the next run.
-func drive(t testing.TB, log *workLog, rnd *rand.Rand, terms int, within time.Duration, faults map[string]fault) failovers {
+// outcome is what drive needs of an applied fault.
+type outcome struct {
+	// heal, if not nil, ends the fault; drive runs it once the faulty
+	// leader's work has ended, or once it kept its term.
+	heal func()
+	// kept, if not nil, reports that the leader kept its term through the
+	// fault (client-go's Lease lock recreates a deleted Lease): there is
+	// no failover to wait for.
+	kept func() bool
+	// elections, if not nil, counts the etcd leader elections since the
+	// fault: each refreshes every etcd lease to a full TTL (etcd's lessor
+	// Promote), the faulty leader's too.
+	elections func() int64
+}
+
+// randomFaults picks a fault at random from names.
+func randomFaults(rnd *rand.Rand, names ...string) func() string {
+	return func() string { return names[rnd.Intn(len(names))] }
+}
+
+// inTurn applies the faults names one after another.
+func inTurn(names ...string) func() string {
+	i := -1
+	return func() string { i++; return names[i%len(names)] }
+}
+
+// drive applies the faults that pick names, from faults, to the leader
+// until terms runs have started, and returns what each did. A fault lasts
+// until the faulty leader's work has ended, as a sustained partition does.
+func drive(t testing.TB, log *workLog, pick func() string, terms int, within time.Duration, faults map[string]fault) failovers {
 	t.Helper()
-	names := make([]string, 0, len(faults))
-	for name := range faults {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	took := failovers{}
 	for {
 		var n int
@@ -119,12 +137,17 @@ func drive(t testing.TB, log *workLog, rnd *rand.Rand, terms int, within time.Du
 		if n >= terms {
 			return took
 		}
-		name := names[rnd.Intn(len(names))]
+		name := pick()
 		run := log.current()
 		at := time.Now()
-		heal := faults[name](cur)
+		out := faults[name](cur)
 		var next time.Time
+		kept := false
 		log.waitFor(t, within, "next leader after "+name+" of "+cur, func() bool {
+			if out.kept != nil && out.kept() {
+				kept = true
+				return true
+			}
 			log.mu.Lock()
 			defer log.mu.Unlock()
 			if len(log.runs) > n {
@@ -133,58 +156,110 @@ func drive(t testing.TB, log *workLog, rnd *rand.Rand, terms int, within time.Du
 			}
 			return false
 		})
-		took[name] = append(took[name], next.Sub(at))
-		// The fault lasts until the faulty leader's Runnable stopped, as a
-		// sustained partition does.
-		log.waitFor(t, within, "the end of "+cur+"'s run", func() bool {
+		stats := took.stats(name)
+		if kept {
+			stats.kept++
+			t.Logf("%s of %s: the leader kept its term", name, cur)
+		} else {
+			log.waitFor(t, within, "the end of "+cur+"'s run", func() bool {
+				log.mu.Lock()
+				defer log.mu.Unlock()
+				return run.done
+			})
 			log.mu.Lock()
-			defer log.mu.Unlock()
-			return run.done
-		})
-		heal()
-		time.Sleep(time.Duration(rnd.Intn(500)) * time.Millisecond) // the leader works a while
+			last := run.last
+			log.mu.Unlock()
+			stats.took = append(stats.took, next.Sub(at))
+			var elections int64
+			if out.elections != nil {
+				if elections = out.elections(); elections > 0 {
+					stats.elected = append(stats.elected, next.Sub(at))
+				}
+			}
+			stats.after = append(stats.after, last.Sub(at))
+			if !last.Before(next) {
+				stats.overlaps = append(stats.overlaps, last.Sub(next))
+			}
+			t.Logf("%s of %s: next leader's first work after %v, %s's last %v after the fault; %d etcd leader elections", name, cur,
+				next.Sub(at).Round(time.Millisecond), cur, last.Sub(at).Round(time.Millisecond), elections)
+		}
+		if out.heal != nil {
+			out.heal()
+		}
+		time.Sleep(time.Duration(rand.Intn(500)) * time.Millisecond) // the leader works a while
 	}
 }
 
 // etcdFaults are the faults of a leader on the etcd lock: partitioned
 // from etcd, its record deleted by hand, its etcd client closed, its
-// manager stopped (released or not, as the candidate is configured),
-// crashed.
+// manager stopped (released or not, as the candidate is configured) and
+// its pod gone until the next leader works, crashed (cut off, and gone
+// likewise).
 func etcdFaults(t testing.TB, cands map[string]*etcdCandidate) map[string]fault {
 	direct := etcdtest.Client(t, cluster.Endpoints()...)
+	faults := etcdFaultsOn(t, direct, cands)
+	for name, f := range faults {
+		faults[name] = func(who string) outcome {
+			before := raftTerm(t, direct)
+			out := f(who)
+			out.elections = func() int64 { return raftTerm(t, direct) - before }
+			return out
+		}
+	}
+	return faults
+}
+
+// raftTerm returns the etcd cluster's raft term, which each leader
+// election increments.
+func raftTerm(t testing.TB, cli *clientv3.Client) int64 {
+	var term uint64
+	for _, ep := range cluster.Endpoints() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := cli.Status(ctx, ep)
+		cancel()
+		if err != nil {
+			t.Logf("etcd status of %s: %v", ep, err)
+			continue
+		}
+		term = max(term, st.RaftTerm)
+	}
+	return int64(term)
+}
+
+func etcdFaultsOn(t testing.TB, direct *clientv3.Client, cands map[string]*etcdCandidate) map[string]fault {
 	key := "/ctrlmanager/" + strings.ReplaceAll(t.Name(), "/", "_") + "/ctl"
-	nothing := func() {}
 	return map[string]fault{
-		"partition": func(who string) func() {
+		"partition": func(who string) outcome {
 			p := cands[who].proxy
 			p.BlackholeTx()
 			p.BlackholeRx()
-			return func() { p.UnblackholeTx(); p.UnblackholeRx() }
+			return outcome{heal: func() { p.UnblackholeTx(); p.UnblackholeRx() }}
 		},
-		"delete": func(string) func() {
+		"delete": func(string) outcome {
 			if _, err := direct.Delete(context.Background(), key); err != nil {
 				t.Error(err)
 			}
-			return nothing
+			return outcome{}
 		},
-		"close": func(who string) func() { cands[who].closeClient(); return nothing },
+		"close": func(who string) outcome { cands[who].closeClient(); return outcome{} },
 		// A crash: the process is cut off and its manager gone at once;
 		// etcd expires the record.
-		"crash": func(who string) func() {
+		"crash": func(who string) outcome {
 			p := cands[who].proxy
 			p.BlackholeTx()
 			p.BlackholeRx()
-			cands[who].stopManager()
-			return func() { p.UnblackholeTx(); p.UnblackholeRx() }
+			cands[who].down()
+			return outcome{heal: func() { p.UnblackholeTx(); p.UnblackholeRx(); cands[who].up() }}
 		},
-		"stop": func(who string) func() { cands[who].stopManager(); return nothing },
+		"stop": func(who string) outcome { cands[who].down(); return outcome{heal: cands[who].up} },
 	}
 }
 
 // runEtcdManagers runs three candidates on the etcd lock with setup s
-// (one of them does not release when stopped) and applies faults until
-// terms runs have started; it returns the work log.
-func runEtcdManagers(t *testing.T, s setup, terms int, seed int64, faults ...string) *workLog {
+// (one of them does not release when stopped) and applies the faults pick
+// names until terms runs have started; it returns the work log and what
+// the faults did.
+func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*workLog, failovers) {
 	log := newWorkLog()
 	cfg := kubetest.NoAPIServer(t)
 	cands := map[string]*etcdCandidate{}
@@ -196,19 +271,13 @@ func runEtcdManagers(t *testing.T, s setup, terms int, seed int64, faults ...str
 		cands[who] = newEtcdCandidate(t, who, i, s, i != 2)
 		cands[who].run(t, ctx, &wg, cfg, log)
 	}
-	all := etcdFaults(t, cands)
-	pick := map[string]fault{}
-	for _, f := range faults {
-		pick[f] = all[f]
-	}
 	within := 10 * (s.ttl + s.timings.RetryPeriod + s.timings.RenewDeadline)
-	took := drive(t, log, rand.New(rand.NewSource(seed)), terms, within, pick)
+	took := drive(t, log, pick, terms, within, etcdFaults(t, cands))
 	for _, c := range cands {
 		c.proxy.UnblackholeTx()
 		c.proxy.UnblackholeRx()
 	}
-	took.report(t)
-	return log
+	return log, took
 }
 
 // Real controller-runtime managers set up with Options, each running a
@@ -217,7 +286,9 @@ func runEtcdManagers(t *testing.T, s setup, terms int, seed int64, faults ...str
 // its manager stopped or crashed, at random (seed KUBELOCK_MANAGER_SEED). No
 // Runnable works after the next one started, on this process's clock.
 // KUBELOCK_MANAGER_TERMS sets how many terms (default 5);
-// KUBELOCK_MANAGER_DEFAULTS=1 runs with the default durations.
+// KUBELOCK_MANAGER_DEFAULTS=1 runs with the default durations;
+// KUBELOCK_MANAGER_FAULTS (a comma-separated list, e.g. "partition,crash")
+// picks from fewer faults.
 func TestManagersNeverOverlap(t *testing.T) {
 	s := short
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
@@ -225,7 +296,12 @@ func TestManagersNeverOverlap(t *testing.T) {
 	}
 	seed, terms := kubetest.EnvInt(t, "KUBELOCK_MANAGER_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_MANAGER_TERMS", 5)
 	t.Logf("seed %d, %d terms, TTL %v, %v", seed, terms, s.ttl, s.timings)
-	log := runEtcdManagers(t, s, terms, int64(seed), "partition", "delete", "close", "stop", "crash")
+	faults := []string{"partition", "delete", "close", "stop", "crash"}
+	if f := os.Getenv("KUBELOCK_MANAGER_FAULTS"); f != "" {
+		faults = strings.Split(f, ",")
+	}
+	log, took := runEtcdManagers(t, s, terms, randomFaults(rand.New(rand.NewSource(int64(seed))), faults...))
+	took.report(t)
 	n, _ := log.started()
 	t.Logf("%d runs", n)
 	for _, o := range log.overlaps() {
@@ -249,73 +325,7 @@ func TestPlainOptionsOverlapWhenTheRecordIsDeleted(t *testing.T) {
 	if f := os.Getenv("KUBELOCK_MANAGER_FAULT"); f != "" {
 		fault = f
 	}
-	log := runEtcdManagers(t, s, 3, 1, fault)
-	overlaps := log.overlaps()
-	if len(overlaps) == 0 {
-		t.Error("no overlap with the plain options: the check cannot fail")
-	}
-	for _, o := range overlaps {
-		t.Logf("plain options: %s", o)
-	}
-}
-
-// The negative control with client-go's Lease lock (on client-go's fake
-// clientset) in a configuration known to overlap: ReleaseOnCancel, and a
-// partitioned leader whose calls hang. It stops leading RetryPeriod +
-// RenewDeadline after its last renewal and returns from its release
-// another RenewDeadline later, while a follower takes over LeaseDuration
-// after it last saw the Lease change. KUBELOCK_MANAGER_DEFAULTS=1 runs it
-// with the default durations.
-func TestLeaseLockOverlapsUnderPartition(t *testing.T) {
-	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
-	fake := &k8stesting.Fake{}
-	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
-	leases := &fakecoordination.FakeCoordinationV1{Fake: fake}
-	tm := kubelock.Timings{LeaseDuration: 1200 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
-	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
-		tm = kubelock.DefaultTimings
-	}
-	t.Logf("%v", tm)
-
-	log := newWorkLog()
-	cfg := kubetest.NoAPIServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	cuts := map[string]*cut{}
-	for i := range 2 {
-		who := fmt.Sprintf("m%d", i)
-		c := &cut{}
-		cuts[who] = c
-		cand := &candidate{who: who, start: func() (incarnation, error) {
-			c.Interface = &rl.LeaseLock{
-				LeaseMeta:  metav1.ObjectMeta{Namespace: "default", Name: "ctl"},
-				Client:     leases,
-				LockConfig: rl.ResourceLockConfig{Identity: who},
-			}
-			return incarnation{opts: manager.Options{
-				LeaderElection:                      true,
-				LeaderElectionResourceLockInterface: c,
-				LeaderElectionReleaseOnCancel:       true,
-				LeaseDuration:                       &tm.LeaseDuration,
-				RenewDeadline:                       &tm.RenewDeadline,
-				RetryPeriod:                         &tm.RetryPeriod,
-			}, close: func() {}}, nil
-		}}
-		cand.run(t, ctx, &wg, cfg, log)
-	}
-	took := drive(t, log, rand.New(rand.NewSource(1)), 3, 10*(tm.LeaseDuration+2*tm.RenewDeadline), map[string]fault{
-		"partition": func(who string) func() { cuts[who].cut(); return cuts[who].restore },
-	})
+	log, took := runEtcdManagers(t, s, 3, inTurn(fault))
 	took.report(t)
-	for _, c := range cuts {
-		c.restore()
-	}
-	overlaps := log.overlaps()
-	if len(overlaps) == 0 {
-		t.Error("no overlap with client-go's Lease lock: the check cannot fail")
-	}
-	for _, o := range overlaps {
-		t.Logf("Lease lock: %s", o)
-	}
+	mustOverlap(t, log, "the plain options")
 }

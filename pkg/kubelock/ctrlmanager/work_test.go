@@ -123,3 +123,16 @@ func (w *workLog) overlaps() []string {
 	}
 	return bad
 }
+
+// mustOverlap is a negative control's verdict: it fails t unless the
+// checker caught an overlap of the runs in log under setup, and logs them.
+func mustOverlap(t testing.TB, log *workLog, setup string) {
+	t.Helper()
+	overlaps := log.overlaps()
+	if len(overlaps) == 0 {
+		t.Errorf("no overlap with %s: the check cannot fail", setup)
+	}
+	for _, o := range overlaps {
+		t.Logf("%s: %s", setup, o)
+	}
+}
