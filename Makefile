@@ -74,7 +74,8 @@ tidy-check:
 	    mv .go.mod.bak go.mod; mv .go.sum.bak go.sum; exit 1; fi; \
 	  rm -f .go.mod.bak .go.sum.bak ) || exit 1; done
 
-## bench: benchmarks, each comparing contenders side by side in one run.
+## bench: benchmarks, each comparing contenders side by side in one run,
+## in interleaved rounds, with a summary of medians and min-max (hack/README.md).
 bench:
 	BENCHTIME=$(BENCHTIME) BENCHCOUNT=$(BENCHCOUNT) hack/bench.sh
 
