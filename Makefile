@@ -51,9 +51,16 @@ cross:
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+# Reproducible: the commit's time dates the man pages and every archive
+# member, archives list files in name order with numeric owner 0, and gzip
+# leaves out its own time stamp, so two runs on one commit give the same
+# SHA256SUMS.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+TAR := tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH)
 release:
 	rm -rf dist && mkdir -p dist/share/completion dist/share/man/man1
-	CGO_ENABLED=0 $(GO) build -trimpath -tags gendocs -o dist/gendocs ./cmd/etcdlock
+	CGO_ENABLED=0 $(GO) build -trimpath -tags gendocs -ldflags "$(LDFLAGS)" -o dist/gendocs ./cmd/etcdlock
 	for sh in bash zsh fish powershell; do dist/gendocs completion $$sh > dist/share/completion/etcdlock.$$sh; done
 	dist/gendocs gen-man dist/share/man/man1
 	rm dist/gendocs
@@ -62,7 +69,7 @@ release:
 	  for c in etcdlock etcdlock-dev; do \
 	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$d/$$c$$ext ./cmd/$$c || exit 1; done; \
 	  cp LICENSE dist/$$d/ && cp -r dist/share dist/$$d/ && \
-	  tar -C dist -czf dist/$$d.tar.gz $$d && rm -rf dist/$$d || exit 1; done
+	  $(TAR) -C dist -cf - $$d | gzip -n > dist/$$d.tar.gz && rm -rf dist/$$d || exit 1; done
 	rm -rf dist/share
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
