@@ -48,8 +48,8 @@ stop_dev
 # client-go needs a Kubernetes API server).
 go test -run '^$' -bench 'Failover' -benchtime "${FAILOVERS:-5}x" ./pkg/election | tee -a "$dir/bench.out"
 echo "reference: client-go leaderelection defaults (LeaseDuration 15s, RenewDeadline 10s, RetryPeriod 2s):" \
-	"graceful release -> next leader up to 2000 ms (followers poll every RetryPeriod)," \
-	"crash -> next leader up to 17000 ms (LeaseDuration + RetryPeriod)"
+	"graceful release -> next leader up to 4400 ms (followers retry every RetryPeriod to 2.2 x RetryPeriod, JitterFactor 1.2)," \
+	"crash -> next leader up to 19400 ms (LeaseDuration + 2.2 x RetryPeriod)"
 # The Kubernetes resource lock under client-go's own LeaderElector (a
 # nested module), with client-go's Lease-lock bounds printed beside.
 (cd pkg/kubelock && go test -run '^$' -bench 'Failover' -benchtime "${FAILOVERS:-5}x" .) | tee -a "$dir/bench.out"
