@@ -18,7 +18,7 @@ all: lint build test
 ## keeps etcdlock's memory below etcdctl's; see hack/README.md).
 build:
 	$(GO) build $(PKGS)
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 
 ## test: all tests with the race detector, against real embedded etcd and a
 ## throwaway PostgreSQL (started and stopped by hack/test.sh).
@@ -66,7 +66,7 @@ release:
 	rm dist/gendocs
 	@for t in $(TARGETS); do os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
 	  d=etcdlock-$(VERSION)-$$os-$$arch; echo "build $$d"; mkdir -p dist/$$d; \
-	  for c in etcdlock etcdlock-dev; do \
+	  for c in etcdlock etcdlock-dev etcdlock-guardian; do \
 	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$d/$$c$$ext ./cmd/$$c || exit 1; done; \
 	  cp LICENSE dist/$$d/ && cp -r dist/share dist/$$d/ && \
 	  $(TAR) -C dist -cf - $$d | gzip -n > dist/$$d.tar.gz && rm -rf dist/$$d || exit 1; done
