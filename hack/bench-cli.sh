@@ -16,7 +16,7 @@ source hack/dev-server.sh
 cleanup() { stop_dev; rm -rf "$dir"; }
 trap cleanup EXIT
 # Built as `make build` builds them: static, as etcd's releases are.
-CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev
+CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 start_dev "$dir"
 ep=$dev_ep
 
