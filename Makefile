@@ -18,7 +18,7 @@ all: lint build test
 ## keeps etcdlock's memory below etcdctl's; see hack/README.md).
 build:
 	$(GO) build $(PKGS)
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 
 ## test: all tests with the race detector, against real embedded etcd and a
 ## throwaway PostgreSQL (started and stopped by hack/test.sh).
@@ -51,18 +51,25 @@ cross:
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+# Reproducible: the commit's time dates the man pages and every archive
+# member, archives list files in name order with numeric owner 0, and gzip
+# leaves out its own time stamp, so two runs on one commit give the same
+# SHA256SUMS.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+TAR := tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH)
 release:
 	rm -rf dist && mkdir -p dist/share/completion dist/share/man/man1
-	CGO_ENABLED=0 $(GO) build -trimpath -tags gendocs -o dist/gendocs ./cmd/etcdlock
+	CGO_ENABLED=0 $(GO) build -trimpath -tags gendocs -ldflags "$(LDFLAGS)" -o dist/gendocs ./cmd/etcdlock
 	for sh in bash zsh fish powershell; do dist/gendocs completion $$sh > dist/share/completion/etcdlock.$$sh; done
 	dist/gendocs gen-man dist/share/man/man1
 	rm dist/gendocs
 	@for t in $(TARGETS); do os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
 	  d=etcdlock-$(VERSION)-$$os-$$arch; echo "build $$d"; mkdir -p dist/$$d; \
-	  for c in etcdlock etcdlock-dev; do \
+	  for c in etcdlock etcdlock-dev etcdlock-guardian; do \
 	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$d/$$c$$ext ./cmd/$$c || exit 1; done; \
 	  cp LICENSE dist/$$d/ && cp -r dist/share dist/$$d/ && \
-	  tar -C dist -czf dist/$$d.tar.gz $$d && rm -rf dist/$$d || exit 1; done
+	  $(TAR) -C dist -cf - $$d | gzip -n > dist/$$d.tar.gz && rm -rf dist/$$d || exit 1; done
 	rm -rf dist/share
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
@@ -74,7 +81,8 @@ tidy-check:
 	    mv .go.mod.bak go.mod; mv .go.sum.bak go.sum; exit 1; fi; \
 	  rm -f .go.mod.bak .go.sum.bak ) || exit 1; done
 
-## bench: benchmarks, each comparing contenders side by side in one run.
+## bench: benchmarks, each comparing contenders side by side in one run,
+## in interleaved rounds, with a summary of medians and min-max (hack/README.md).
 bench:
 	BENCHTIME=$(BENCHTIME) BENCHCOUNT=$(BENCHCOUNT) hack/bench.sh
 

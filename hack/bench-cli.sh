@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wall time and peak RSS of wrapping `true` in a lock: `etcdlock run` versus
+# Wall time, CPU time and peak RSS of wrapping `true` in a lock: `etcdlock run` versus
 # `etcdctl lock` (Debian's etcd-client, installed here when missing), both
 # against one etcdlock-dev server, interleaved run by run so machine noise
 # hits both alike. CLI_RUNS (default 30) rounds.
@@ -16,32 +16,38 @@ source hack/dev-server.sh
 cleanup() { stop_dev; rm -rf "$dir"; }
 trap cleanup EXIT
 # Built as `make build` builds them: static, as etcd's releases are.
-CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev
+CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 start_dev "$dir"
 ep=$dev_ep
 
-# measure CMD...: prints "wall_ms rss_kb"
-measure() {
-	local t0 t1 rss
-	t0=$(date +%s%N)
-	/usr/bin/time -f %M -o "$dir/rss" "$@" >/dev/null 2>&1 || true
-	rss=$(tail -1 "$dir/rss")
-	t1=$(date +%s%N)
-	echo "$(( (t1 - t0) / 1000 )) $rss"
-}
+go build -o "$dir/" ./hack/cmdstat
+# Each line of ours/theirs: wall_us cpu_us maxrss_kb exit_code.
 : >"$dir/ours"; : >"$dir/theirs"
 for _ in $(seq "$runs"); do
-	measure "$dir/etcdlock" --endpoints "$ep" run bench -- true >>"$dir/ours"
-	measure env ETCDCTL_API=3 etcdctl --endpoints "$ep" lock bench true >>"$dir/theirs"
+	"$dir/cmdstat" "$dir/etcdlock" --endpoints "$ep" run bench -- true >>"$dir/ours"
+	"$dir/cmdstat" env ETCDCTL_API=3 etcdctl --endpoints "$ep" lock bench true >>"$dir/theirs"
+done
+for f in ours theirs; do
+	if awk '$4 != 0 { bad = 1 } END { exit !bad }' "$dir/$f"; then
+		echo "bench-cli: a run of $f exited non-zero:" >&2; cat "$dir/$f" >&2; exit 1
+	fi
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ow=$(cut -d' ' -f1 "$dir/ours" | median); tw=$(cut -d' ' -f1 "$dir/theirs" | median)
-or=$(cut -d' ' -f2 "$dir/ours" | median); tr=$(cut -d' ' -f2 "$dir/theirs" | median)
-echo "cli runs=$runs (medians, interleaved)"
-awk -v ow="$ow" -v tw="$tw" -v or="$or" -v tr="$tr" 'BEGIN {
-	printf "%-32s %10s %12s\n", "", "wall", "peak RSS"
-	printf "%-32s %8.1fms %10dKB\n", "etcdlock run bench -- true", ow / 1000, or
-	printf "%-32s %8.1fms %10dKB\n", "etcdctl lock bench true", tw / 1000, tr
-	printf "%-32s %9.2fx %11.2fx\n", "ratio etcdlock/etcdctl", ow / tw, or / tr
-}'
+# stat FILE COLUMN: "median min max" of that column.
+stat() { cut -d' ' -f"$2" "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1], a[NR]}'; }
+echo "cli runs=$runs, interleaved; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); median (min - max)"
+{
+	echo "etcdlock run bench -- true" $(stat "$dir/ours" 1) $(stat "$dir/ours" 2) $(stat "$dir/ours" 3)
+	echo "etcdctl lock bench true" $(stat "$dir/theirs" 1) $(stat "$dir/theirs" 2) $(stat "$dir/theirs" 3)
+} | awk '
+function row(label, w, wl, wh, c, cl, ch, r, rl, rh) {
+	printf "%-28s %6.1f ms (%5.1f - %5.1f) %6.1f ms (%5.1f - %5.1f) %6.1f MB (%4.1f - %4.1f)\n", label, w/1000, wl/1000, wh/1000, c/1000, cl/1000, ch/1000, r/1024, rl/1024, rh/1024
+}
+BEGIN { printf "%-28s %-25s %-25s %s\n", "", "wall", "CPU (user + system)", "peak RSS" }
+{
+	n = split($0, f, " "); label = f[1]; for (i = 2; i <= n - 9; i++) label = label " " f[i]
+	k = n - 9
+	row(label, f[k+1], f[k+2], f[k+3], f[k+4], f[k+5], f[k+6], f[k+7], f[k+8], f[k+9])
+	w[NR] = f[k+1]; c[NR] = f[k+4]; r[NR] = f[k+7]
+}
+END { printf "%-28s %6.2fx %18s %6.2fx %18s %6.2fx\n", "ratio etcdlock/etcdctl", w[1]/w[2], "", c[1]/c[2], "", r[1]/r[2] }'

@@ -19,6 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'), $(go version | cut -d' ' -f3), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
 CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock-dev
 echo "starting a 3-member etcd cluster (separate processes) ..." >&2
 "$dir/etcdlock-dev" --members 3 >"$dir/dev.out" 2>"$dir/dev.err" &

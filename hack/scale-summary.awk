@@ -1,6 +1,7 @@
 # Summarizes go test -bench output of the scale suite: one row per figure,
 # etcdlock beside its peer (impl=mutex: concurrency.Mutex; impl=raw: raw
-# Txn writes) with the ratio, medians where a benchmark ran more than once.
+# Txn writes) with the ratio of medians; the median and min-max where a benchmark ran
+# more than once.
 # Usage: awk -f hack/scale-summary.awk bench.out
 
 function median(key,    n, i, j, v, a) {
@@ -14,8 +15,15 @@ function median(key,    n, i, j, v, a) {
 	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 
-function show(key) {
-	return (key in count) ? sprintf("%.4g", median(key)) : "-"
+function show(key,    i, lo, hi) {
+	if (!(key in count)) return "-"
+	if (count[key] == 1) return sprintf("%.4g", median(key))
+	lo = hi = vals[key, 1]
+	for (i = 2; i <= count[key]; i++) {
+		if (vals[key, i] < lo) lo = vals[key, i]
+		if (vals[key, i] > hi) hi = vals[key, i]
+	}
+	return sprintf("%.4g (%.4g-%.4g)", median(key), lo, hi)
 }
 
 function ratio(a, b) {
@@ -46,12 +54,12 @@ function ratio(a, b) {
 }
 
 END {
-	printf "%-58s %12s %12s %8s %12s %8s\n", "figure (median of runs)", "etcdlock", "Mutex", "vs Mutex", "raw writes", "vs raw"
+	printf "%-58s %24s %24s %8s %24s %8s\n", "figure (median (min-max) of runs)", "etcdlock", "Mutex", "vs Mutex", "raw writes", "vs raw"
 	for (f = 1; f <= figs; f++) {
 		fig = order[f]
 		e = fig SUBSEP "etcdlock"
 		m = fig SUBSEP "mutex"
 		r = fig SUBSEP "raw"
-		printf "%-58s %12s %12s %8s %12s %8s\n", fig, show(e), show(m), ratio(e, m), show(r), ratio(e, r)
+		printf "%-58s %24s %24s %8s %24s %8s\n", fig, show(e), show(m), ratio(e, m), show(r), ratio(e, r)
 	}
 }

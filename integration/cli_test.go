@@ -22,11 +22,12 @@ import (
 // cliPath is the etcdlock binary built once by TestMain.
 var cliPath string
 
-// buildCLI builds etcdlock and etcdlock-dev (which `etcdlock dev` runs)
+// buildCLI builds etcdlock, etcdlock-dev (which `etcdlock dev` runs) and
+// etcdlock-guardian (which `etcdlock run` starts when it is beside it)
 // into dir.
 func buildCLI(dir string) error {
 	cliPath = filepath.Join(dir, "etcdlock")
-	for _, cmd := range []string{"etcdlock", "etcdlock-dev"} {
+	for _, cmd := range []string{"etcdlock", "etcdlock-dev", "etcdlock-guardian"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, cmd), "github.com/etcdlock/etcdlock/cmd/"+cmd).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", cmd, err, out)

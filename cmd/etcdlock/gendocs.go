@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -25,6 +27,17 @@ func extraCommands() []*cobra.Command {
 			root := cmd.Root()
 			root.DisableAutoGenTag = true
 			hdr := &doc.GenManHeader{Title: "ETCDLOCK", Section: "1", Source: "etcdlock " + versionString(), Manual: "etcdlock manual"}
+			// The pages' date: SOURCE_DATE_EPOCH when set, as reproducible
+			// builds define it (make release sets the commit's time), so
+			// that two builds of one commit give the same pages.
+			if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {
+				sec, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return fmt.Errorf("SOURCE_DATE_EPOCH %q: not a number of seconds", v)
+				}
+				date := time.Unix(sec, 0).UTC()
+				hdr.Date = &date
+			}
 			if err := doc.GenManTree(root, hdr, args[0]); err != nil {
 				return fmt.Errorf("man pages: %w", err)
 			}

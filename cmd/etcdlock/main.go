@@ -12,7 +12,8 @@ import (
 )
 
 func main() {
-	// `etcdlock run` re-executes this binary as the command's guardian.
+	// `etcdlock run` re-executes this binary as the command's guardian when
+	// etcdlock-guardian is not installed beside it.
 	if len(os.Args) > 1 && os.Args[1] == guardian.Command {
 		os.Exit(guardian.Main(os.Stderr))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -240,6 +241,14 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	sigc := make(chan os.Signal, 8)
 	signals.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
+	// The guardian starts now, so that its start-up overlaps connecting
+	// and acquiring; it is given the command once the lock is held, and
+	// ended (Close) if the lock never is.
+	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr})
+	if err != nil {
+		return fmt.Errorf("cannot start the guardian: %w", err)
+	}
+	defer gd.Close()
 
 	cli, err := g.client()
 	if err != nil {
@@ -270,7 +279,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
-	code, sig, err := superviseCommand(g, l, s, argv, o, killSig, sigc)
+	code, sig, err := superviseCommand(g, gd, l, s, argv, o, killSig, sigc)
 	if err != nil {
 		return err
 	}

@@ -32,12 +32,13 @@ const killMargin = 50 * time.Millisecond
 // deadline that reaches the guardian late is an earlier one, never a later.
 const deadlineEvery = 50 * time.Millisecond
 
-// superviseCommand runs argv under a guardian (see package guardian) while
-// l is held. It returns the command's exit code (and the signal that killed
-// it, if one did) once every process of the command is gone; or an error wrapping the loss (lock.ErrLost) if the lock
-// was lost, the command then stopped; or an error if the guardian could not
-// be started or died.
-func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, syscall.Signal, error) {
+// superviseCommand runs argv under gd, a guardian Spawn started (see
+// package guardian), while l is held. It returns the command's exit code
+// (and the signal that killed it, if one did) once every process of the
+// command is gone; or an error wrapping the loss (lock.ErrLost) if the
+// lock was lost, the command then stopped; or an error if the guardian
+// could not run the command or died.
+func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, syscall.Signal, error) {
 	if o.shell {
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
@@ -58,12 +59,9 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		// Not a semaphore's: a slot inherited from an outer run is not ours.
 		base = slices.DeleteFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "ETCDLOCK_SLOT=") })
 	}
-	gd, err := guardian.Start(guardian.Config{
+	err := gd.Run(guardian.Config{
 		Argv:       argv,
 		Env:        childEnv(base, env),
-		Stdin:      g.stdin,
-		Stdout:     g.stdout,
-		Stderr:     g.stderr,
 		KillSignal: killSig,
 		KillGrace:  o.killGrace,
 		Foreground: fg,

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,9 +35,15 @@ const reapEvery = 2 * time.Millisecond
 // supervisor's first message and returns the guardian's exit status. It
 // never returns before every process below it is gone.
 func Main(stderr io.Writer) int {
-	if os.Getenv(EnvMarker) != "1" {
+	switch os.Getenv(EnvMarker) {
+	case Protocol:
+	case "":
 		fmt.Fprintln(stderr, "etcdlock: guardian is started by etcdlock run, not by hand")
 		return exitcode.Usage // started by hand, without the supervisor's pipes
+	default:
+		// A supervisor of another release: it starts its own binary
+		// instead when this one exits without saying it is ready.
+		return exitcode.Usage
 	}
 	// The command is started from this thread, with a parent-death signal
 	// of SIGKILL: the thread must live as long as the guardian does.
@@ -65,6 +72,9 @@ func Main(stderr io.Writer) int {
 		self:       os.Getpid(),
 	}
 	defer g.notes.close(noteFlush)
+	if err := g.status.Encode(message{Op: opReady}); err != nil {
+		return exitcode.Internal // the supervisor is gone
+	}
 	return g.run(ctrl)
 }
 
@@ -102,7 +112,10 @@ func (g *guard) run(ctrl *os.File) int {
 	go readControl(ctrl, msgs) // ends when the supervisor's end closes
 
 	cfg, ok := <-msgs
-	if !ok || cfg.Op != opConfig || len(cfg.Argv) == 0 {
+	if !ok {
+		return 0 // the supervisor ended without a command: it never held the lock
+	}
+	if cfg.Op != opConfig || len(cfg.Argv) == 0 {
 		g.note("guardian: no command from the supervisor")
 		return exitcode.Internal
 	}
@@ -132,7 +145,7 @@ func (g *guard) run(ctrl *os.File) int {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
 		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
-	if code, ok := g.startCommand(cfg.Argv); !ok {
+	if code, ok := g.startCommand(cfg.Argv, cfg.Env); !ok {
 		return g.exit(code)
 	}
 	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
@@ -205,12 +218,16 @@ func (g *guard) handle(m message) {
 	}
 }
 
-// startCommand starts the command in its own process group; ok is false
-// with the shell's exit status if it cannot be started. (Start, in the
+// startCommand starts the command in its own process group, with env as
+// its whole environment; ok is false with the shell's exit status if it
+// cannot be started. (Start, in the
 // supervisor, starts the guardian process itself.)
-func (g *guard) startCommand(argv []string) (code int, ok bool) {
+func (g *guard) startCommand(argv, env []string) (code int, ok bool) {
 	c := exec.Command(argv[0], argv[1:]...)
-	c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return kv == EnvMarker+"=1" })
+	if env == nil { // the guardian's own, but for the marker
+		env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, EnvMarker+"=") })
+	}
+	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:    true,

@@ -2,8 +2,12 @@
 // even when the etcdlock process that holds the lock is killed or frozen.
 //
 // `etcdlock run` (the supervisor) does not start the command itself. It
-// starts a guardian — its own binary, re-executed — and the guardian starts
-// the command. The guardian:
+// starts a guardian as soon as it starts (Spawn), so that the guardian's
+// start-up overlaps connecting and acquiring: the small etcdlock-guardian
+// binary when it is installed beside etcdlock, else etcdlock itself,
+// re-executed. Once the lock is held it gives the guardian the command
+// (Run), and the guardian starts it; if the lock never is, the guardian is
+// ended (Close). The guardian:
 //
 //   - is a child subreaper (PR_SET_CHILD_SUBREAPER): every process the
 //     command starts, including ones that call setsid or double-fork, stays
@@ -35,22 +39,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
-
-// Command is the argument that makes etcdlock run as a guardian, and
-// EnvMarker the environment variable the supervisor sets for it alone. A
-// process started by hand with the argument but without the marker is
-// refused.
-const (
-	Command   = "guardian"
-	EnvMarker = "ETCDLOCK_GUARDIAN"
 )
 
 // The guardian's end of the two pipes, as file descriptors in its process.
@@ -64,6 +59,7 @@ type op string
 
 const (
 	opConfig   op = "config"   // → the command to run and how to stop it; first message
+	opReady    op = "ready"    // ← the guardian runs and speaks Protocol; first message
 	opDeadline op = "deadline" // → a new deadline pair
 	opSignal   op = "signal"   // → forward a signal to the command's process group
 	opStop     op = "stop"     // → the lock is lost: stop the command now
@@ -78,6 +74,7 @@ const (
 type message struct {
 	Op         op       `json:"op"`
 	Argv       []string `json:"argv,omitempty"`
+	Env        []string `json:"env,omitempty"`
 	KillSignal int      `json:"kill_signal,omitempty"`
 	KillGrace  int64    `json:"kill_grace_ns,omitempty"`
 	Foreground bool     `json:"foreground,omitempty"`
@@ -91,76 +88,133 @@ type message struct {
 	Code       int      `json:"code,omitempty"`
 }
 
-// Config describes the command a guardian runs.
-type Config struct {
-	// Argv is the command and its arguments; Argv[0] is looked up in PATH.
-	Argv []string
-	// Env is the command's whole environment.
-	Env []string
-	// Stdin, Stdout and Stderr are the command's (and the guardian's).
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
-	// KillSignal starts every stop; SIGKILL follows after KillGrace, or at
-	// the hard deadline if that is sooner.
-	KillSignal syscall.Signal
-	KillGrace  time.Duration
-	// Foreground puts the command's process group in the foreground of the
-	// terminal on Stdin (which must be the controlling terminal, with the
-	// caller's group in the foreground) and gives the terminal back after.
-	Foreground bool
-	// JSONNotes makes the guardian write its notes on Stderr as JSON
-	// objects {"note": "..."}, as etcdlock's -w json does.
-	JSONNotes bool
-	// Soft and Hard are the first deadlines: at Soft the guardian stops the
-	// command unless told a later one; Hard is when SIGKILL must have gone
-	// out. Hard is not before Soft.
-	Soft, Hard time.Time
+// Guardian is the supervisor's handle on a guardian process. Its methods
+// are safe for one goroutine at a time.
+type Guardian struct {
+	stdio Stdio
+	p     *process
+	ran   bool // Run was called
 }
 
-// Guardian is the supervisor's handle on a running guardian process.
-// Its methods are safe for one goroutine at a time.
-type Guardian struct {
+// process is one guardian process and the supervisor's ends of its pipes.
+type process struct {
+	exe    string
 	cmd    *exec.Cmd
 	ctrl   *os.File
 	enc    *json.Encoder
+	ready  chan struct{} // closed when the guardian said it is ready
 	events chan Event
 	done   chan struct{}
 	werr   error // the guardian process's wait error, set before done closes
 }
 
-// Event is something the guardian reports.
-type Event struct {
-	// Started is the command's pid (its process group id too), once.
-	Started int
-	// Stopped is set when the command was stopped from the terminal.
-	Stopped bool
-	// Stopping acknowledges a Stop: the kill signal went out, SIGKILL
-	// follows by the deadline.
-	Stopping bool
-	// Exited is set with Code when every process of the command is gone;
-	// Code is the command's exit status (exitcode.SignalBase+N for signal
-	// N, exitcode.CannotExecute if it could not be started,
-	// exitcode.NotFound if it was not found).
-	Exited bool
-	Code   int
-	// Signal is the signal that killed the command, with Exited; 0 if it
-	// exited by itself.
-	Signal syscall.Signal
+// readyWithin bounds how long Run waits for a guardian to say it is
+// ready; it normally did long before, while the lock was acquired.
+const readyWithin = 10 * time.Second
+
+// Spawn starts a guardian process that waits for its command, so that
+// its start-up overlaps the acquisition: Run gives it the command once the
+// lock is held, Close ends it if the lock never is. It starts the small
+// guardian binary (Binary) when one is beside the running executable, else
+// re-executes the running binary, and makes the caller a child subreaper
+// where the system has them: if the guardian dies, the processes below it
+// move up to the caller, where Kill finds them.
+func Spawn(stdio Stdio) (*Guardian, error) {
+	if err := becomeSubreaper(); err != nil {
+		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
+	}
+	p, err := spawn(guardianExe(), stdio)
+	if err != nil {
+		return nil, err
+	}
+	return &Guardian{stdio: stdio, p: p}, nil
 }
 
-// ErrExited is returned by Guardian's methods once the guardian is gone.
-var ErrExited = errors.New("guardian: the guardian process has exited")
+// Start is Spawn and Run in one.
+func Start(stdio Stdio, cfg Config) (*Guardian, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	g, err := Spawn(stdio)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Run(cfg); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
 
-// Start starts a guardian process, which starts the command. Events are
-// delivered on Events until the guardian exits; the caller must read them.
-func Start(cfg Config) (*Guardian, error) {
+func (cfg *Config) check() error {
 	if len(cfg.Argv) == 0 {
-		return nil, errors.New("guardian: no command")
+		return errors.New("guardian: no command")
 	}
 	if cfg.Hard.Before(cfg.Soft) {
-		return nil, fmt.Errorf("guardian: hard deadline %v is before soft deadline %v", cfg.Hard, cfg.Soft)
+		return fmt.Errorf("guardian: hard deadline %v is before soft deadline %v", cfg.Hard, cfg.Soft)
 	}
+	return nil
+}
+
+// Run gives the guardian its command, which it starts at once. Events are
+// delivered on Events until the guardian exits; the caller must read them.
+// A guardian that exited before it was ready (a guardian binary of another
+// release refuses the protocol) is replaced by the running binary,
+// re-executed; on an error the guardian is gone. Run is called once.
+func (g *Guardian) Run(cfg Config) error {
+	if g.ran {
+		return errors.New("guardian: Run called twice")
+	}
+	g.ran = true
+	if err := cfg.check(); err != nil {
+		g.Close()
+		return err
+	}
+	if err := g.p.awaitReady(); err != nil {
+		if g.p.exe == selfExe() {
+			return err
+		}
+		p, serr := spawn(selfExe(), g.stdio)
+		if serr != nil {
+			return serr
+		}
+		g.p = p
+		if err := g.p.awaitReady(); err != nil {
+			return err
+		}
+	}
+	err := g.send(message{
+		Op:         opConfig,
+		Argv:       cfg.Argv,
+		Env:        cfg.Env,
+		KillSignal: int(cfg.KillSignal),
+		KillGrace:  int64(cfg.KillGrace),
+		Foreground: cfg.Foreground,
+		JSONNotes:  cfg.JSONNotes,
+		Soft:       monoOf(cfg.Soft),
+		Hard:       monoOf(cfg.Hard),
+	})
+	if err != nil {
+		_ = g.p.cmd.Process.Kill()
+		<-g.p.done
+		return err
+	}
+	return nil
+}
+
+// Close ends a guardian that was never given a command, and waits for it.
+// It does nothing once Run was called.
+func (g *Guardian) Close() {
+	if g.ran {
+		return
+	}
+	g.ran = true
+	g.p.ctrl.Close() // EOF before a command: the guardian exits
+	for range g.p.events {
+	}
+}
+
+// spawn starts exe as a guardian process, which waits for its command.
+func spawn(exe string, stdio Stdio) (*process, error) {
 	ctrlR, ctrlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -171,23 +225,13 @@ func Start(cfg Config) (*Guardian, error) {
 		ctrlW.Close()
 		return nil, err
 	}
-	// The caller becomes a child subreaper where the system has them: if
-	// the guardian dies, the processes below it move up to the caller,
-	// where Kill finds them.
-	if err := becomeSubreaper(); err != nil {
-		ctrlR.Close()
-		ctrlW.Close()
-		statR.Close()
-		statW.Close()
-		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
-	}
 	c := &exec.Cmd{
-		Path:       selfExe(),
-		Args:       append([]string{"etcdlock", Command, "--"}, cfg.Argv...),
-		Env:        append(cfg.Env[:len(cfg.Env):len(cfg.Env)], EnvMarker+"=1"),
-		Stdin:      cfg.Stdin,
-		Stdout:     cfg.Stdout,
-		Stderr:     cfg.Stderr,
+		Path:       exe,
+		Args:       []string{"etcdlock", Command},
+		Env:        append(os.Environ(), EnvMarker+"="+Protocol),
+		Stdin:      stdio.Stdin,
+		Stdout:     stdio.Stdout,
+		Stderr:     stdio.Stderr,
 		ExtraFiles: []*os.File{ctrlR, statW}, // fds 3 and 4
 		SysProcAttr: &syscall.SysProcAttr{
 			// Its own group: signals meant for the job (the terminal's
@@ -206,31 +250,47 @@ func Start(cfg Config) (*Guardian, error) {
 		statR.Close()
 		return nil, fmt.Errorf("guardian: start: %w", err)
 	}
-	g := &Guardian{cmd: c, ctrl: ctrlW, enc: json.NewEncoder(ctrlW), events: make(chan Event, 4), done: make(chan struct{})}
-	go g.readStatus(statR) // ends when the guardian exits (its write end closes)
-	err = g.send(message{
-		Op:         opConfig,
-		Argv:       cfg.Argv,
-		KillSignal: int(cfg.KillSignal),
-		KillGrace:  int64(cfg.KillGrace),
-		Foreground: cfg.Foreground,
-		JSONNotes:  cfg.JSONNotes,
-		Soft:       monoOf(cfg.Soft),
-		Hard:       monoOf(cfg.Hard),
-	})
-	if err != nil {
-		_ = c.Process.Kill()
-		<-g.done
-		return nil, err
+	p := &process{exe: exe, cmd: c, ctrl: ctrlW, enc: json.NewEncoder(ctrlW),
+		ready: make(chan struct{}), events: make(chan Event, 4), done: make(chan struct{})}
+	go p.readStatus(statR) // ends when the guardian exits (its write end closes)
+	return p, nil
+}
+
+// guardianExe is the small guardian binary (Binary) beside the running
+// executable if there is one, else the running binary.
+func guardianExe() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), Binary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
 	}
-	return g, nil
+	return selfExe()
+}
+
+// awaitReady waits until the guardian says it is ready; an error if it
+// exits first (it is then waited for) or does not say so in time (it is
+// then killed).
+func (p *process) awaitReady() error {
+	t := time.NewTimer(readyWithin)
+	defer t.Stop()
+	select {
+	case <-p.ready:
+		return nil
+	case <-p.done:
+		return fmt.Errorf("%w before it was ready (%v)", ErrExited, p.werr)
+	case <-t.C:
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("guardian: not ready within %v", readyWithin)
+	}
 }
 
 // readStatus turns the guardian's messages into events, waits for the
 // process and closes Events.
-func (g *Guardian) readStatus(r *os.File) {
-	defer close(g.done)
-	defer close(g.events)
+func (p *process) readStatus(r *os.File) {
+	defer close(p.done)
+	defer close(p.events)
 	dec := json.NewDecoder(r)
 	for {
 		var m message
@@ -238,30 +298,32 @@ func (g *Guardian) readStatus(r *os.File) {
 			break
 		}
 		switch m.Op {
+		case opReady:
+			close(p.ready)
 		case opStarted:
-			g.events <- Event{Started: m.Pid}
+			p.events <- Event{Started: m.Pid}
 		case opStopped:
-			g.events <- Event{Stopped: true}
+			p.events <- Event{Stopped: true}
 		case opStopping:
-			g.events <- Event{Stopping: true}
+			p.events <- Event{Stopping: true}
 		case opExit:
-			g.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal)}
+			p.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal)}
 		}
 	}
 	r.Close()
-	g.werr = g.cmd.Wait()
-	g.ctrl.Close()
+	p.werr = p.cmd.Wait()
+	p.ctrl.Close()
 }
 
 // Events delivers the guardian's reports; it is closed when the guardian
 // process has exited and been waited for. If it closes without an Exited
 // event, the guardian died: the command may still run.
-func (g *Guardian) Events() <-chan Event { return g.events }
+func (g *Guardian) Events() <-chan Event { return g.p.events }
 
 // Err is the guardian process's exit error, valid after Events is closed.
 func (g *Guardian) Err() error {
-	<-g.done
-	return g.werr
+	<-g.p.done
+	return g.p.werr
 }
 
 // SetDeadline tells the guardian new deadlines (see Config).
@@ -292,11 +354,11 @@ func (g *Guardian) Continue(foreground bool) error {
 
 func (g *Guardian) send(m message) error {
 	select {
-	case <-g.done:
+	case <-g.p.done:
 		return ErrExited
 	default:
 	}
-	if err := g.enc.Encode(m); err != nil {
+	if err := g.p.enc.Encode(m); err != nil {
 		return fmt.Errorf("guardian: %w (%w)", ErrExited, err)
 	}
 	return nil

@@ -64,11 +64,9 @@ func start(t *testing.T, script string, grace, soft, hard time.Duration) *run {
 	t.Helper()
 	r := &run{t: t, stderr: &syncBuffer{}, dir: t.TempDir()}
 	now := time.Now()
-	g, err := Start(Config{
+	g, err := Start(Stdio{Stdout: os.Stdout, Stderr: r.stderr}, Config{
 		Argv:       []string{"/bin/sh", "-c", script},
 		Env:        append(os.Environ(), "DIR="+r.dir),
-		Stdout:     os.Stdout,
-		Stderr:     r.stderr,
 		KillSignal: syscall.SIGTERM,
 		KillGrace:  grace,
 		Soft:       now.Add(soft),
@@ -204,7 +202,7 @@ func TestSupervisorGoneStopsEverything(t *testing.T) {
 	r := start(t, escapes+"wait", grace, time.Hour, time.Hour)
 	pids := append(r.pids("pids", 3), r.pid)
 	gone := time.Now()
-	r.g.ctrl.Close()
+	r.g.p.ctrl.Close()
 	_, at := r.exited(2 * grace)
 	assertDead(t, pids)
 	took := at.Sub(gone)
@@ -307,7 +305,7 @@ func TestCommandThatCannotStart(t *testing.T) {
 		{[]string{"/etc/hostname"}, exitcode.CannotExecute}, // not executable
 	} {
 		stderr := &syncBuffer{}
-		g, err := Start(Config{Argv: tc.argv, Env: os.Environ(), Stderr: stderr, KillSignal: syscall.SIGTERM,
+		g, err := Start(Stdio{Stderr: stderr}, Config{Argv: tc.argv, Env: os.Environ(), KillSignal: syscall.SIGTERM,
 			Soft: time.Now().Add(time.Hour), Hard: time.Now().Add(time.Hour)})
 		if err != nil {
 			t.Fatal(err)
@@ -326,11 +324,11 @@ func TestCommandThatCannotStart(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	if _, err := Start(Config{}); err == nil {
+	if _, err := Start(Stdio{}, Config{}); err == nil {
 		t.Error("Start without a command succeeded")
 	}
 	now := time.Now()
-	if _, err := Start(Config{Argv: []string{"true"}, Soft: now.Add(time.Second), Hard: now}); err == nil {
+	if _, err := Start(Stdio{}, Config{Argv: []string{"true"}, Soft: now.Add(time.Second), Hard: now}); err == nil {
 		t.Error("Start with the hard deadline before the soft one succeeded")
 	}
 	var stderr bytes.Buffer

@@ -27,18 +27,18 @@ const killWithin = 10 * time.Second
 var ErrSurvivors = errors.New("guardian: processes survived SIGKILL")
 
 // Kill kills the guardian with SIGKILL, if it still runs, and then every
-// process below the calling process: Start made the caller a child
+// process below the calling process: Spawn made the caller a child
 // subreaper, so a process the command started, in whatever session or
 // group, moves up to the caller when the guardian dies. It waits for
 // Events to close, then reaps every process it killed. The caller must
 // have no other children it waits for.
 func (g *Guardian) Kill() error {
 	select {
-	case <-g.done:
+	case <-g.p.done:
 	default:
-		_ = g.cmd.Process.Kill()
+		_ = g.p.cmd.Process.Kill()
 	}
-	for range g.events { // until the guardian is waited for
+	for range g.p.events { // until the guardian is waited for
 	}
 	self := os.Getpid()
 	end := time.Now().Add(killWithin)

@@ -1,0 +1,80 @@
+package guardian
+
+import (
+	"errors"
+	"io"
+	"syscall"
+	"time"
+)
+
+// Command is the argument that makes etcdlock run as a guardian, and
+// EnvMarker the environment variable the supervisor sets for it alone, to
+// Protocol: the version of the messages between the two. A process started
+// by hand without the marker is refused, and a guardian from another
+// release (a stale etcdlock-guardian beside etcdlock) exits at once, so
+// that the supervisor falls back to its own binary.
+const (
+	Command   = "guardian"
+	EnvMarker = "ETCDLOCK_GUARDIAN"
+	Protocol  = "2"
+)
+
+// Binary is the name of the guardian's own small binary (cmd/etcdlock-
+// guardian), which the supervisor starts when it finds it beside its own
+// executable: it links nothing but this package, so it starts in a few
+// milliseconds where re-executing etcdlock pays the whole program's
+// initialisation again.
+const Binary = "etcdlock-guardian"
+
+// Stdio is the standard input and outputs of the guardian and the command.
+type Stdio struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Config describes the command a guardian runs.
+type Config struct {
+	// Argv is the command and its arguments; Argv[0] is looked up in PATH.
+	Argv []string
+	// Env is the command's whole environment.
+	Env []string
+	// KillSignal starts every stop; SIGKILL follows after KillGrace, or at
+	// the hard deadline if that is sooner.
+	KillSignal syscall.Signal
+	KillGrace  time.Duration
+	// Foreground puts the command's process group in the foreground of the
+	// terminal on Stdin (which must be the controlling terminal, with the
+	// caller's group in the foreground) and gives the terminal back after.
+	Foreground bool
+	// JSONNotes makes the guardian write its notes on Stderr as JSON
+	// objects {"note": "..."}, as etcdlock's -w json does.
+	JSONNotes bool
+	// Soft and Hard are the first deadlines: at Soft the guardian stops the
+	// command unless told a later one; Hard is when SIGKILL must have gone
+	// out. Hard is not before Soft.
+	Soft, Hard time.Time
+}
+
+// Event is something the guardian reports.
+type Event struct {
+	// Started is the command's pid (its process group id too), once.
+	Started int
+	// Stopped is set when the command was stopped from the terminal.
+	Stopped bool
+	// Stopping acknowledges a Stop: the kill signal went out, SIGKILL
+	// follows by the deadline.
+	Stopping bool
+	// Exited is set with Code when every process of the command is gone;
+	// Code is the command's exit status (exitcode.SignalBase+N for signal
+	// N, exitcode.CannotExecute if it could not be started,
+	// exitcode.NotFound if it was not found).
+	Exited bool
+	Code   int
+	// Signal is the signal that killed the command, with Exited; 0 if it
+	// exited by itself.
+	Signal syscall.Signal
+}
+
+// ErrExited is returned by Guardian's methods once the guardian is gone.
+var ErrExited = errors.New("guardian: the guardian process has exited")

@@ -1,0 +1,37 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The command's parent is its guardian: etcdlock-guardian when it is
+// installed beside etcdlock (as make build, go install and the release
+// archives put it), else etcdlock itself, re-executed.
+func TestCLIRunStartsTheGuardianBinaryBesideItElseItself(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	parentExe := []string{"run", "guardian-exe", "--", "sh", "-c", `readlink /proc/$PPID/exe`}
+
+	r := cli(t, ep, nil, parentExe...)
+	if r.code != 0 || filepath.Base(strings.TrimSpace(r.stdout)) != "etcdlock-guardian" {
+		t.Fatalf("with etcdlock-guardian beside etcdlock: exit %d, the command's parent %q, want etcdlock-guardian; stderr %s", r.code, r.stdout, r.stderr)
+	}
+
+	// A copy of etcdlock alone in a directory.
+	alone := filepath.Join(t.TempDir(), "etcdlock")
+	b, err := os.ReadFile(cliPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := cliCommand(t, ep, nil, parentExe...)
+	cmd.Path = alone
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != alone {
+		t.Fatalf("etcdlock alone: %v, the command's parent %q, want %s", err, out, alone)
+	}
+}
