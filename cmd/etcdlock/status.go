@@ -60,19 +60,23 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	}
 	g.printer.Print(v, func(w io.Writer) {
 		name := printable(name)
-		if v.Holder == nil {
+		h := v.Holder
+		switch {
+		case h == nil && len(v.Waiters) == 0:
 			fmt.Fprintf(w, "%s: free\n", name)
 			return
-		}
-		h := v.Holder
-		if len(v.Holders) == 1 && !h.Shared && h.Slot == nil {
+		case h == nil:
+			// The first waiter is a set of names that waits for another
+			// of its names: it holds none, but comes first here.
+			fmt.Fprintf(w, "%s: not held, %s queued (the first waits for another name of its set)\n", name, plural(len(v.Waiters), "waiter"))
+		case len(v.Holders) == 1 && !h.Shared && h.Slot == nil:
 			fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
-		} else {
-			kind := "readers"
+		default:
+			held := plural(len(v.Holders), "reader")
 			if h.Slot != nil {
-				kind = fmt.Sprintf("of %d slots", h.Limit)
+				held = fmt.Sprintf("%d of %d slots", len(v.Holders), h.Limit)
 			}
-			fmt.Fprintf(w, "%s: held by %d %s\n", name, len(v.Holders), kind)
+			fmt.Fprintf(w, "%s: held by %s\n", name, held)
 			for _, h := range v.Holders {
 				fmt.Fprintf(w, "  %s: %s (token %s%s, lease %s, %ds left)\n", h.role(), h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
 			}

@@ -1,0 +1,51 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// A run of several names that waits for one of them holds none, but its
+// key heads the queue of the others: status and list show it waiting
+// there, as they show a waiter behind a holder, not a free name.
+func TestCLISetWaiterShownQueued(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	cl := etcdtest.Client(t, ep)
+	holdingRun(t, ep, dir, "eu", "db-eu")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "eu") != "" }, "the holder of db-eu did not start")
+	holdingRun(t, ep, dir, "set", "db-us", "db-eu")
+	// Cleanups run last first: the holder ends, then the set, which runs.
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "eu.stop"), nil, 0o644) })
+	waitQueued(t, testCtx(t, time.Minute), cl, "db-us", 1)
+
+	text := cli(t, ep, nil, "status", "db-us").stdout
+	if strings.Contains(text, "free") || !strings.Contains(text, "waiter 1:") || !strings.Contains(text, "db-eu") {
+		t.Errorf("status of a name a set waits at:\n%s\nwant its waiter, waiting for db-eu, and not \"free\"", text)
+	}
+	var st struct {
+		Holder  *json.RawMessage `json:"holder"`
+		Waiters []struct {
+			Names []string `json:"names"`
+		} `json:"waiters"`
+	}
+	if r := cli(t, ep, nil, "-w", "json", "status", "db-us"); json.Unmarshal([]byte(r.stdout), &st) != nil || st.Holder != nil ||
+		len(st.Waiters) != 1 || strings.Join(st.Waiters[0].Names, ",") != "db-us,db-eu" {
+		t.Errorf("status -w json: %s", r.stdout)
+	}
+	list := cli(t, ep, nil, "list").stdout
+	var row string
+	for _, l := range strings.Split(list, "\n") {
+		if strings.HasPrefix(l, "db-us ") {
+			row = l
+		}
+	}
+	if f := strings.Fields(row); len(f) == 0 || f[len(f)-1] != "1" {
+		t.Errorf("list does not show db-us with its waiter:\n%s", list)
+	}
+}
