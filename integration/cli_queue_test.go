@@ -49,3 +49,24 @@ func TestCLISetWaiterShownQueued(t *testing.T) {
 		t.Errorf("list does not show db-us with its waiter:\n%s", list)
 	}
 }
+
+// A --try refused by a full semaphore names a holder with the token that
+// status shows for it (its slot's), and break takes that token.
+func TestCLISemaphoreRefusalToken(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	holdingRun(t, ep, dir, "a", "pool", "--limit", "2")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "a") != "" }, "the first holder did not start")
+	holdingRun(t, ep, dir, "b", "pool", "--limit", "2")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "b") != "" }, "the second holder did not start")
+	held := strings.Fields(running(dir, "a"))[1] // the oldest holder's
+	r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "2", "--", "true")
+	if r.code != 75 || !strings.Contains(r.stderr, "(token "+held+",") {
+		t.Fatalf("refused --try: exit %d, stderr %q; want 75 naming the holder's token %s", r.code, r.stderr, held)
+	}
+	if st := cli(t, ep, nil, "status", "pool").stdout; !strings.Contains(st, "(token "+held+",") {
+		t.Errorf("status does not show token %s:\n%s", held, st)
+	}
+	if r := cli(t, ep, nil, "break", "pool", "--token", held); r.code != 0 {
+		t.Errorf("break --token %s (the refusal's): exit %d %s", held, r.code, r.stderr)
+	}
+}
