@@ -70,3 +70,37 @@ func TestCLISemaphoreRefusalToken(t *testing.T) {
 		t.Errorf("break --token %s (the refusal's): exit %d %s", held, r.code, r.stderr)
 	}
 }
+
+// A --shared --try refused because a writer waits behind the readers
+// names the readers that hold the lock, not the writer that waits.
+func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	cl := etcdtest.Client(t, ep)
+	for _, id := range []string{"r1", "r2"} {
+		holdingRun(t, ep, dir, id, "catalog", "--shared")
+		etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, id) != "" }, "a reader did not start")
+	}
+	holdingRun(t, ep, dir, "w", "catalog")
+	t.Cleanup(func() {
+		for _, id := range []string{"r1", "r2"} {
+			_ = os.WriteFile(filepath.Join(dir, id+".stop"), nil, 0o644)
+		}
+	})
+	waitQueued(t, testCtx(t, time.Minute), cl, "catalog", 3)
+	var st struct {
+		Waiters []struct {
+			Token string `json:"token"`
+		} `json:"waiters"`
+	}
+	if r := cli(t, ep, nil, "-w", "json", "status", "catalog"); json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Waiters) != 1 {
+		t.Fatalf("status: %s", r.stdout)
+	}
+	r := cli(t, ep, nil, "run", "--try", "--shared", "catalog", "--", "true")
+	r1 := strings.Fields(running(dir, "r1"))[1]
+	t.Logf("refusal: %s", r.stderr)
+	if r.code != 75 || !strings.Contains(r.stderr, "(token "+r1+",") || strings.Contains(r.stderr, "(token "+st.Waiters[0].Token+",") ||
+		!strings.Contains(r.stderr, "2 readers") {
+		t.Errorf("refused --shared --try: exit %d, stderr %q; want 75 naming the 2 readers (oldest token %s), not the waiting writer (token %s)",
+			r.code, r.stderr, r1, st.Waiters[0].Token)
+	}
+}

@@ -117,6 +117,10 @@ func (g *globalOptions) explain(err error, code int) string {
 	}
 	switch code {
 	case exitcode.NotAcquired:
+		var held *heldError
+		if errors.As(err, &held) {
+			return held.explain()
+		}
 		var locked *lock.LockedError
 		if errors.As(err, &locked) && locked.Foreign {
 			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))

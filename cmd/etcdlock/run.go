@@ -299,7 +299,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		if err != nil {
-			return nil, err
+			return nil, g.withHolders(ctx, s.Client(), err, name)
 		}
 		return l, nil
 	}

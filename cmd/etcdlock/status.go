@@ -72,11 +72,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		case len(v.Holders) == 1 && !h.Shared && h.Slot == nil:
 			fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
 		default:
-			held := plural(len(v.Holders), "reader")
-			if h.Slot != nil {
-				held = fmt.Sprintf("%d of %d slots", len(v.Holders), h.Limit)
-			}
-			fmt.Fprintf(w, "%s: held by %s\n", name, held)
+			fmt.Fprintf(w, "%s: held by %s\n", name, heldBy(v.Holders))
 			for _, h := range v.Holders {
 				fmt.Fprintf(w, "  %s: %s (token %s%s, lease %s, %ds left)\n", h.role(), h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
 			}
@@ -86,4 +82,12 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		}
 	})
 	return nil
+}
+
+// heldBy counts the holders of a read-write lock or a semaphore.
+func heldBy(holders []contenderView) string {
+	if h := holders[0]; h.Slot != nil {
+		return fmt.Sprintf("%d of %d slots", len(holders), h.Limit)
+	}
+	return plural(len(holders), "reader")
 }
