@@ -104,3 +104,31 @@ func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
 			r.code, r.stderr, r1, st.Waiters[0].Token)
 	}
 }
+
+// A waiter cut off from etcd past its lease loses its session before its
+// command ran: it exits with the code of a loss while waiting, not 79
+// (lost while the command ran).
+func TestCLIWaiterLostBeforeRunning(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	cl := etcdtest.Client(t, ep)
+	holdingRun(t, ep, dir, "h", "job")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+	p, proxyURL := etcdtest.Proxy(t, ep)
+	ran := filepath.Join(dir, "ran")
+	w := cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "2", "--", "touch", ran)
+	var stderr strings.Builder
+	w.Stderr = &stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(t, testCtx(t, time.Minute), cl, "job", 2)
+	p.BlackholeTx()
+	p.BlackholeRx()
+	err := w.Wait()
+	if code := exitCodeOf(err); code != 80 || !strings.Contains(stderr.String(), "while waiting") {
+		t.Errorf("waiter cut off: exit %d, stderr %q; want 80, lost while waiting", code, stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the command ran")
+	}
+}

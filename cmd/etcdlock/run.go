@@ -299,7 +299,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		if err != nil {
-			return nil, g.withHolders(ctx, s.Client(), err, name)
+			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
 		}
 		return l, nil
 	}
@@ -366,5 +366,15 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	case errors.Is(cause, errWaitTimeout):
 		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}
-	return nil, err
+	return nil, lostWaiting(err, name)
+}
+
+// lostWaiting is err with its own exit code if it says that the session
+// was lost while waiting for name: nothing ran, unlike a loss (79) while
+// the command runs.
+func lostWaiting(err error, name string) error {
+	if errors.Is(err, lock.ErrLost) || errors.Is(err, lock.ErrSessionLost) {
+		return withCode(exitcode.LostWaiting, fmt.Errorf("session lost while waiting for lock %q, before the command ran: %w", name, err))
+	}
+	return err
 }

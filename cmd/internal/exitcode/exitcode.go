@@ -20,6 +20,7 @@ const (
 	Permission    = 77  // etcd refused: authentication or RBAC
 	Config        = 78  // configuration error: unreadable TLS files, bad certificates
 	Lost          = 79  // the lock was lost, or renew/release/break's token does not hold it (see Table)
+	LostWaiting   = 80  // run/elect's session was lost while it waited: the command never ran
 	Timeout       = 124 // --timeout passed while waiting for the lock
 	CannotExecute = 126 // the command of run/elect could not be executed
 	NotFound      = 127 // the command of run/elect was not found
@@ -48,6 +49,7 @@ var Table = []Row{
 		"`renew`: the token's lock is gone (expired, released, broken), is another owner's or is not the holder; " +
 		"`release`: the token is a lock of another owner (a lock already gone is a success); " +
 		"`break`: no holder of the name has the token"},
+	{fmt.Sprint(LostWaiting), "`run`/`elect`: the session was lost while waiting for the lock (etcd unreachable for longer than `--ttl`, or its lease revoked): the command never ran, a retry is safe"},
 	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
 	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
 	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; if SIGINT, SIGTERM or SIGHUP killed it, etcdlock dies of the same signal (as flock does, so that a shell stops the script); %d+N for another signal N", SignalBase)},
