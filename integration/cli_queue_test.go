@@ -132,3 +132,20 @@ func TestCLIWaiterLostBeforeRunning(t *testing.T) {
 		t.Error("the command ran")
 	}
 }
+
+// --timeout bounds the wait for a holder: a free lock is acquired however
+// short it is, and a held one still times out.
+func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	for _, flags := range [][]string{{"--timeout", "1ms"}, {"--timeout", "1ms", "--shared"}, {"--timeout", "1ms", "--limit", "2"}} {
+		args := append(append([]string{"run", "job"}, flags...), "--", "true")
+		if r := cli(t, ep, nil, args...); r.code != 0 {
+			t.Errorf("run %v on a free lock: exit %d %s, want 0", flags, r.code, r.stderr)
+		}
+	}
+	holdingRun(t, ep, dir, "h", "job")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+	if r := cli(t, ep, nil, "run", "job", "--timeout", "1ms", "--", "true"); r.code != 124 {
+		t.Errorf("run --timeout 1ms on a held lock: exit %d %s, want 124", r.code, r.stderr)
+	}
+}

@@ -35,7 +35,7 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f := cmd.Flags()
 	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s)")
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
-	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for the lock after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever")
+	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for holders after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever. A free lock is taken however short it is; with --lock-delay or several names it bounds the whole acquisition")
 	if try {
 		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet")
 	}
@@ -293,15 +293,22 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 // it waits.
 func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	name := names[0]
-	if o.try {
+	// --timeout bounds the wait for holders, not the requests that take a
+	// free lock, however short it is: try first (a lock-delay is a wait
+	// that --timeout bounds, and a set has no try).
+	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
+	if o.try || firstTry {
 		// A --try waits for no holder, but does wait out a lock-delay.
 		rctx, cancel := context.WithTimeout(ctx, g.commandTimeout+o.lockDelay)
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
-		if err != nil {
+		var locked *lock.LockedError
+		switch {
+		case err == nil:
+			return l, nil
+		case o.try || !errors.As(err, &locked):
 			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
 		}
-		return l, nil
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
