@@ -149,3 +149,26 @@ func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
 		t.Errorf("run --timeout 1ms on a held lock: exit %d %s, want 124", r.code, r.stderr)
 	}
 }
+
+// A run whose kind or limit disagrees with the name's contenders exits
+// with its own code, not the code of a held lock, and -E leaves it alone.
+func TestCLIKindMismatchExitCode(t *testing.T) {
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	holdingRun(t, ep, dir, "plain", "plain")
+	holdingRun(t, ep, dir, "pool", "pool", "--limit", "2")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "plain") != "" && running(dir, "pool") != "" },
+		"the holders did not start")
+	for _, args := range [][]string{
+		{"run", "--try", "plain", "--limit", "3"},
+		{"run", "plain", "--limit", "3"},
+		{"run", "--try", "pool", "--shared"},
+		{"run", "pool", "--shared"},
+		{"run", "pool", "--limit", "3"},
+		{"-E", "3", "run", "pool"},
+	} {
+		r := cli(t, ep, nil, append(args, "--", "true")...)
+		if r.code != 76 || !strings.Contains(r.stderr, "another limit") {
+			t.Errorf("%v: exit %d %q, want 76 naming the mismatch", args, r.code, r.stderr)
+		}
+	}
+}

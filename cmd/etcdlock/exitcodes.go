@@ -91,7 +91,9 @@ func exitCode(err error) int {
 	switch {
 	case errors.Is(err, errWaitTimeout):
 		return exitcode.Timeout
-	case errors.As(err, &locked), errors.Is(err, lock.ErrLimitMismatch):
+	case errors.Is(err, lock.ErrLimitMismatch):
+		return exitcode.Mismatch
+	case errors.As(err, &locked):
 		return exitcode.NotAcquired
 	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrNotOwner), errors.Is(err, lock.ErrLost):
 		return exitcode.Lost

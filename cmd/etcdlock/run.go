@@ -132,8 +132,8 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 	}
 	o.bind(cmd, true)
 	f := cmd.Flags()
-	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N")
-	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone")
+	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N (else exit 76)")
+	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone; a semaphore's name refuses it (exit 76)")
 	f.DurationVar(&o.lockDelay, "lock-delay", 0, "after a holder of NAME ended without releasing (killed, lease expired, broken), wait this long before running COMMAND; every run of NAME must give it")
 	return cmd
 }

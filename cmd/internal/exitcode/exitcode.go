@@ -17,6 +17,7 @@ const (
 	Unavailable   = 69  // etcd could not be reached
 	Internal      = 70  // the guardian of run/elect got no command from its supervisor
 	NotAcquired   = 75  // the lock is held by someone else (--try, acquire)
+	Mismatch      = 76  // run's --limit/--shared disagrees with the name's other contenders
 	Permission    = 77  // etcd refused: authentication or RBAC
 	Config        = 78  // configuration error: unreadable TLS files, bad certificates
 	Lost          = 79  // the lock was lost, or renew/release/break's token does not hold it (see Table)
@@ -42,7 +43,8 @@ var Table = []Row{
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
 	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
 	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
-	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`), or `run --limit`/`--shared` disagrees with the name's holders"},
+	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
+	{fmt.Sprint(Mismatch), "`run --limit N` or `--shared` disagrees with how the name's holders and waiters use it (another limit, a semaphore against a plain lock or a read-write lock, or the other way round); not changed by `-E`"},
 	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
 	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
 	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed); " +
