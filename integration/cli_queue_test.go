@@ -172,3 +172,21 @@ func TestCLIKindMismatchExitCode(t *testing.T) {
 		}
 	}
 }
+
+// As flock: `run NAME COMMAND ARGS...` needs no "--", and COMMAND's flags
+// are its own; after "--" a name may start with "-".
+func TestCLICommandWithoutDash(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	r := cli(t, ep, nil, "run", "--ttl", "5", "job", "printf", "%s|", "-q", "--ttl", "-w")
+	if r.code != 0 || r.stdout != "-q|--ttl|-w|" {
+		t.Errorf("run job printf ...: exit %d, stdout %q, stderr %q; want the command's flags passed to it", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, ep, nil, "run", "--", "-job", "sh", "-c", `printf %s "$ETCDLOCK_NAME"`)
+	if r.code != 0 || r.stdout != "-job" {
+		t.Errorf("run -- -job sh -c ...: exit %d, stdout %q, stderr %q; want the name -job", r.code, r.stdout, r.stderr)
+	}
+	r = cli(t, ep, nil, "run", "-q", "--", "-a", "-b", "--", "sh", "-c", `printf %s "$ETCDLOCK_NAMES"`)
+	if r.code != 0 || r.stdout != "-a\n-b" {
+		t.Errorf("run -- -a -b -- sh -c ...: exit %d, stdout %q, stderr %q; want the names -a and -b", r.code, r.stdout, r.stderr)
+	}
+}

@@ -157,7 +157,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"killed by signal", nil, []string{"run", "a", "--", "sh", "-c", "kill -9 $$"}, 128 + 9, ""},
 		{"command not found", nil, []string{"run", "a", "--", filepath.Join(dir, "nope")}, 127, "cannot start"},
 		{"unknown flag", nil, []string{"run", "--bogus", "a", "--", "true"}, 64, "unknown flag"},
-		{"no dash", nil, []string{"run", "a", "true"}, 64, "--"},
+		{"no command", nil, []string{"run", "a"}, 64, "missing COMMAND"},
 		{"bad ttl", nil, []string{"run", "--ttl", "0s", "a", "--", "true"}, 64, "--ttl"},
 		{"bad ttl env", []string{"ETCDLOCK_TTL=soon"}, []string{"run", "a", "--", "true"}, 64, "ETCDLOCK_TTL"},
 		{"huge ttl", nil, []string{"run", "--ttl", "2562047h", "a", "--", "true"}, 64, "maximum"},

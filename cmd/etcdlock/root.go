@@ -58,7 +58,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
 	root := newRootCommand(g)
-	root.SetArgs(args)
+	root.SetArgs(implicitDash(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -47,7 +46,7 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 func newRunCommand(g *globalOptions) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run NAME [NAME...] [flags] -- COMMAND [ARGS...]",
+		Use:   "run [flags] NAME [NAME...] [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
@@ -60,6 +59,13 @@ COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
 ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
 override inherited values. Pass ETCDLOCK_TOKEN with every write the command
 makes to a fenced resource.
+
+As with flock, "--" is optional: in 'etcdlock run [flags] NAME COMMAND
+[ARGS...]' COMMAND's flags are its own. A command line with "--" is read the
+explicit way: the first "--" ends the names ('run NAME [NAME...] [flags] --
+COMMAND'), so several names need it, and so does a COMMAND whose arguments
+hold a "--" ('run job -- git log -- file'). A name that starts with "-" goes
+after a "--": 'run -- -job COMMAND', 'run -- -a -b -- COMMAND'.
 
 With --limit N, NAME is a semaphore: up to N commands run at once, each in a
 slot 0..N-1 given as ETCDLOCK_SLOT; ETCDLOCK_TOKEN then increases per slot, so
@@ -124,10 +130,10 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 
   # a shell pipeline:
   etcdlock run deploy --shell -- 'make build && make deploy'`,
-		Args: namesCommandArgs,
+		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dash := cmd.ArgsLenAtDash()
-			return runLocked(cmd.Context(), g, o, args[:dash], args[dash:])
+			names, argv, _ := splitCommand(cmd, args)
+			return runLocked(cmd.Context(), g, o, names, argv)
 		},
 	}
 	o.bind(cmd, true)
@@ -151,52 +157,6 @@ func (o *runOptions) acquireOptions() []lock.Option {
 		opts = append(opts, lock.WithLockDelay(o.lockDelay))
 	}
 	return opts
-}
-
-// namesCommandArgs checks run's NAME [NAME...] -- COMMAND [ARGS...] form.
-func namesCommandArgs(cmd *cobra.Command, args []string) error {
-	dash := cmd.ArgsLenAtDash()
-	if dash <= 1 {
-		return commandArgs(cmd, args)
-	}
-	if dash == len(args) {
-		return usageErr("missing COMMAND after --")
-	}
-	if dash > lock.MaxNames {
-		return usageErr("%d names: at most %d", dash, lock.MaxNames)
-	}
-	seen := map[string]bool{}
-	for _, name := range args[:dash] {
-		if err := lock.ValidateName(name); err != nil {
-			return err
-		}
-		if seen[name] {
-			return usageErr("name %q given twice", name)
-		}
-		if strings.Contains(name, "\n") {
-			return usageErr("name %q contains a newline, which ETCDLOCK_NAMES cannot list", name)
-		}
-		seen[name] = true
-	}
-	return nil
-}
-
-// commandArgs checks the NAME -- COMMAND [ARGS...] form.
-func commandArgs(cmd *cobra.Command, args []string) error {
-	dash := cmd.ArgsLenAtDash()
-	switch {
-	case len(args) == 0:
-		return usageErr("missing lock NAME and COMMAND")
-	case dash == -1 && len(args) == 1:
-		return usageErr("missing COMMAND: use %s NAME -- COMMAND [ARGS...]", cmd.Name())
-	case dash == -1 || dash > 1:
-		return usageErr("put COMMAND after --: %s NAME [flags] -- COMMAND [ARGS...]", cmd.Name())
-	case dash == 1 && len(args) == 1:
-		return usageErr("missing COMMAND after --")
-	case dash == 0:
-		return usageErr("missing lock NAME before --")
-	}
-	return lock.ValidateName(args[0])
 }
 
 func (o *runOptions) validate() (syscall.Signal, error) {
