@@ -190,3 +190,24 @@ func TestCLICommandWithoutDash(t *testing.T) {
 		t.Errorf("run -- -a -b -- sh -c ...: exit %d, stdout %q, stderr %q; want the names -a and -b", r.code, r.stdout, r.stderr)
 	}
 }
+
+// --run-timeout stops the command as a loss does, releases the lock and
+// exits 124, -E or not; a --kill-grace cut to the lease's deadline is
+// stated, one that fits is not.
+func TestCLIRunTimeout(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	r := cli(t, ep, nil, "-E", "3", "run", "--run-timeout", "0.5", "--kill-grace", "1", "job", "sleep", "100")
+	if r.code != 124 || !strings.Contains(r.stderr, "--run-timeout") || strings.Contains(r.stderr, "cut short") {
+		t.Errorf("run --run-timeout 0.5 sleep 100: exit %d, stderr %q; want 124, the timeout named, no cut", r.code, r.stderr)
+	}
+	if st := cli(t, ep, nil, "status", "job").stdout; !strings.Contains(st, "free") {
+		t.Errorf("the lock was not released: %s", st)
+	}
+	r = cli(t, ep, nil, "run", "--ttl", "2", "--run-timeout", "0.5", "--kill-grace", "60", "job", "sh", "-c", `trap "" TERM; while :; do sleep 0.1; done`)
+	if r.code != 124 || !strings.Contains(r.stderr, "--kill-grace 1m0s cut short") {
+		t.Errorf("a grace past the lease's deadline: exit %d, stderr %q; want 124 and the cut stated", r.code, r.stderr)
+	}
+	if r := cli(t, ep, nil, "--command-timeout", "2s", "status", "job"); r.code != 0 || !strings.Contains(r.stderr, "deprecated") {
+		t.Errorf("--command-timeout: exit %d, stderr %q; want it to work, deprecated", r.code, r.stderr)
+	}
+}

@@ -188,7 +188,7 @@ func TestCLIExitCodes(t *testing.T) {
 		})
 	}
 	t.Run("unreachable", func(t *testing.T) {
-		r := cli(t, "127.0.0.1:1", nil, "--command-timeout", "500ms", "--dial-timeout", "500ms", "status", "a")
+		r := cli(t, "127.0.0.1:1", nil, "--request-timeout", "500ms", "--dial-timeout", "500ms", "status", "a")
 		if r.code != 69 || !strings.Contains(r.stderr, "cannot reach etcd") {
 			t.Errorf("exit %d stderr %q, want 69", r.code, r.stderr)
 		}
@@ -442,7 +442,7 @@ func TestCLIDevServer(t *testing.T) {
 	}
 	defer dev.Process.Kill()
 	etcdtest.Eventually(t, 20*time.Second, func() bool {
-		return cli(t, addr, nil, "--command-timeout", "500ms", "status", "job").code == 0
+		return cli(t, addr, nil, "--request-timeout", "500ms", "status", "job").code == 0
 	}, "dev server never answered")
 	if r := cli(t, addr, nil, "run", "job", "--", "true"); r.code != 0 {
 		t.Errorf("run against the dev server: %d %s", r.code, r.stderr)

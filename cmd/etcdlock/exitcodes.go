@@ -64,6 +64,10 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
+// errRunTimeout is wrapped by the error of a command stopped at
+// --run-timeout: exit 124, as timeout(1), which -E does not replace.
+var errRunTimeout = errors.New("run timed out")
+
 // errWaitTimeout is the cause of a context canceled by --timeout, and is
 // wrapped by the error that the wait then returns.
 var errWaitTimeout = errors.New("timed out")
@@ -89,7 +93,7 @@ func exitCode(err error) int {
 	}
 	var locked *lock.LockedError
 	switch {
-	case errors.Is(err, errWaitTimeout):
+	case errors.Is(err, errWaitTimeout), errors.Is(err, errRunTimeout):
 		return exitcode.Timeout
 	case errors.Is(err, lock.ErrLimitMismatch):
 		return exitcode.Mismatch

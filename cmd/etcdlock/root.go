@@ -24,7 +24,7 @@ import (
 type globalOptions struct {
 	endpoints      []string
 	dialTimeout    time.Duration
-	commandTimeout time.Duration
+	requestTimeout time.Duration
 	prefix         string
 	cacert         string
 	cert           string
@@ -67,7 +67,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 		return exitcode.OK, 0
 	}
 	code := exitCode(err)
-	conflict := code == exitcode.NotAcquired || code == exitcode.Timeout
+	conflict := (code == exitcode.NotAcquired || code == exitcode.Timeout) && !errors.Is(err, errRunTimeout)
 	if conflict && g.conflictCode != 0 {
 		code = g.conflictCode
 	}
@@ -111,14 +111,25 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
-			return g.setup()
+			if err := g.setup(); err != nil {
+				return err
+			}
+			// cobra sends pflag's own deprecation notice to a buffer.
+			for _, old := range renamed {
+				if f := cmd.Flags().Lookup(old); f != nil && f.Changed {
+					g.printer.Note("flag --%s is deprecated, %s", old, f.Deprecated)
+				}
+			}
+			return nil
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
-	f.DurationVar(&g.commandTimeout, "command-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock)")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
+	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
+	_ = f.MarkDeprecated("command-timeout", "use --request-timeout (it bounds each etcd request, not the command)")
 	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
 	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
 	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
@@ -161,8 +172,8 @@ func (g *globalOptions) setup() error {
 		return usageErr("--conflict-exit-code %d: must be between 1 and 255", g.conflictCode)
 	}
 	g.printer.quiet = g.quiet
-	if g.dialTimeout <= 0 || g.commandTimeout <= 0 {
-		return usageErr("--dial-timeout and --command-timeout must be positive")
+	if g.dialTimeout <= 0 || g.requestTimeout <= 0 {
+		return usageErr("--dial-timeout and --request-timeout must be positive")
 	}
 	return nil
 }
@@ -202,7 +213,7 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 }
 
 // request connects to etcd and calls fn with the client and a context
-// bounded by --command-timeout, for commands that make a few requests.
+// bounded by --request-timeout, for commands that make a few requests.
 func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
 	cli, err := g.client()
 	if err != nil {
@@ -225,9 +236,9 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 	})
 }
 
-// requestCtx bounds one etcd request by --command-timeout.
+// requestCtx bounds one etcd request by --request-timeout.
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.commandTimeout)
+	return context.WithTimeout(ctx, g.requestTimeout)
 }
 
 func (g *globalOptions) lockOptions(extra ...lock.Option) []lock.Option {

@@ -25,6 +25,7 @@ type runOptions struct {
 	shell      bool
 	killSignal string
 	killGrace  time.Duration
+	runTimeout time.Duration // --run-timeout; 0 for none
 	limit      int           // run: --limit
 	shared     bool          // run: --shared
 	lockDelay  time.Duration // run: --lock-delay
@@ -40,7 +41,8 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	}
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
-	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
+	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease (a cut is stated on stderr)")
+	secondsVar(f, &o.runTimeout, "run-timeout", 0, "stop COMMAND once it has run this long, in seconds or as a duration, as a lost lock stops it (--kill-signal, SIGKILL after --kill-grace), then release and exit 124; 0: no limit")
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -163,8 +165,8 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	if err := lock.ValidateTTL(o.ttl); err != nil {
 		return 0, usageErr("--ttl: %w", err)
 	}
-	if o.timeout < 0 || o.killGrace < 0 {
-		return 0, usageErr("--timeout and --kill-grace must not be negative")
+	if o.timeout < 0 || o.killGrace < 0 || o.runTimeout < 0 {
+		return 0, usageErr("--timeout, --run-timeout and --kill-grace must not be negative")
 	}
 	if o.limit < 1 || o.limit > lock.MaxLimit {
 		return 0, usageErr("--limit %d: must be between 1 and %d", o.limit, lock.MaxLimit)
@@ -259,7 +261,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
 	if o.try || firstTry {
 		// A --try waits for no holder, but does wait out a lock-delay.
-		rctx, cancel := context.WithTimeout(ctx, g.commandTimeout+o.lockDelay)
+		rctx, cancel := context.WithTimeout(ctx, g.requestTimeout+o.lockDelay)
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		var locked *lock.LockedError

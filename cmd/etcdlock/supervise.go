@@ -81,6 +81,13 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 	}
 	tick := time.NewTicker(deadlineEvery)
 	defer tick.Stop()
+	var runOut <-chan time.Time // --run-timeout
+	if o.runTimeout > 0 {
+		t := time.NewTimer(o.runTimeout)
+		defer t.Stop()
+		runOut = t.C
+	}
+	timedOut := false
 
 	var (
 		lostErr error
@@ -131,6 +138,9 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 				if lostErr != nil {
 					return 0, 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
 				}
+				if timedOut {
+					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
+				}
 				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
@@ -143,6 +153,13 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 			lostErr = l.Err()
 			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
 			ack, asked = time.After(guardian.StopAck), time.Now()
+		case <-runOut:
+			runOut = nil
+			if lost != nil { // not already stopping for a loss
+				timedOut = true
+				_ = gd.Stop(fmt.Sprintf("--run-timeout %v passed", o.runTimeout), killGrace(o.killGrace, s, nil))
+				ack, asked = time.After(guardian.StopAck), time.Now()
+			}
 		case <-ack:
 			if time.Since(asked) > 2*guardian.StopAck {
 				// This process was stopped or starved since it asked:

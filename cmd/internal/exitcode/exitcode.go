@@ -22,7 +22,7 @@ const (
 	Config        = 78  // configuration error: unreadable TLS files, bad certificates
 	Lost          = 79  // the lock was lost, or renew/release/break's token does not hold it (see Table)
 	LostWaiting   = 80  // run/elect's session was lost while it waited: the command never ran
-	Timeout       = 124 // --timeout passed while waiting for the lock
+	Timeout       = 124 // --timeout passed while waiting for the lock, or --run-timeout while the command ran
 	CannotExecute = 126 // the command of run/elect could not be executed
 	NotFound      = 127 // the command of run/elect was not found
 	SignalBase    = 128 // plus N: signal N killed the command (or interrupted the wait)
@@ -41,7 +41,7 @@ var Table = []Row{
 	{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
 	{fmt.Sprint(Error), "other failure"},
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
-	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
+	{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`"},
 	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
 	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
 	{fmt.Sprint(Mismatch), "`run --limit N` or `--shared` disagrees with how the name's holders and waiters use it (another limit, a semaphore against a plain lock or a read-write lock, or the other way round); not changed by `-E`"},
@@ -52,7 +52,7 @@ var Table = []Row{
 		"`release`: the token is a lock of another owner (a lock already gone is a success); " +
 		"`break`: no holder of the name has the token"},
 	{fmt.Sprint(LostWaiting), "`run`/`elect`: the session was lost while waiting for the lock (etcd unreachable for longer than `--ttl`, or its lease revoked): the command never ran, a retry is safe"},
-	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
+	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`); `run`/`elect`: the command ran past `--run-timeout` and was stopped (not replaced by `-E`)"},
 	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
 	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; if SIGINT, SIGTERM or SIGHUP killed it, etcdlock dies of the same signal (as flock does, so that a shell stops the script); %d+N for another signal N", SignalBase)},
 }

@@ -320,7 +320,11 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	g.signalBelow(syscall.SIGCONT)
-	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v", reason, signals.Name(g.killSignal), wait)
+	cut := ""
+	if wait < g.killGrace.Round(time.Millisecond) {
+		cut = fmt.Sprintf(" (--kill-grace %v cut short: SIGKILL must go out before etcd could give the lock to someone else)", g.killGrace)
+	}
+	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v%s", reason, signals.Name(g.killSignal), wait, cut)
 	g.refused(denied)
 }
 
