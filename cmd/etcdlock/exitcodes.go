@@ -137,7 +137,16 @@ func (g *globalOptions) explain(err error, code int) string {
 	case exitcode.Permission:
 		return "etcd refused access: " + err.Error()
 	case exitcode.Unavailable:
+		var u *unreachableError
+		if errors.As(err, &u) {
+			return "cannot reach etcd: " + err.Error()
+		}
 		return fmt.Sprintf("cannot reach etcd at %s: %v", strings.Join(g.endpoints, ","), err)
+	case exitcode.Config:
+		var u *unreachableError
+		if errors.As(err, &u) {
+			return "etcd's TLS does not match the configuration: " + err.Error()
+		}
 	}
 	return err.Error()
 }

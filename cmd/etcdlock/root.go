@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type globalOptions struct {
 	cert           string
 	key            string
 	insecureTLS    bool
+	tlsConfig      *tls.Config // built from the TLS flags by client; nil without TLS
 	user           string
 	password       string
 	output         string
@@ -65,6 +67,9 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
 		return exitcode.OK, 0
+	}
+	if exitCode(err) == exitcode.Unavailable {
+		err = g.diagnose(err)
 	}
 	code := exitCode(err)
 	conflict := (code == exitcode.NotAcquired || code == exitcode.Timeout) && !errors.Is(err, errRunTimeout)
@@ -208,6 +213,7 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 			return nil, withCode(exitcode.Config, fmt.Errorf("TLS configuration: %w", err))
 		}
 		cfg.TLS = tlsCfg
+		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
 }
@@ -239,8 +245,4 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 // requestCtx bounds one etcd request by --request-timeout.
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, g.requestTimeout)
-}
-
-func (g *globalOptions) lockOptions(extra ...lock.Option) []lock.Option {
-	return append([]lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(g.logger.Named("lock"))}, extra...)
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -208,7 +211,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := g.lockOptions(lock.WithTTL(o.ttl))
+	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
 	if o.owner != "" {
 		opts = append(opts, lock.WithOwner(o.owner))
 	}
@@ -279,15 +282,24 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		wctx, c2 = context.WithTimeoutCause(wctx, o.timeout, errWaitTimeout)
 		defer c2()
 	}
-	done := make(chan struct{})
-	defer func() { <-done }() // the reporter ends when wctx does
 	rctx, stopReport := context.WithCancel(wctx)
 	defer stopReport()
-	var waited bool // the reporter said who holds the lock; read after done
+	// A reporter per name: a set waits for whichever of its names is held.
+	var reporters sync.WaitGroup
+	defer reporters.Wait() // the reporters end when rctx does
+	var waited atomic.Bool // a reporter said who holds a name
 	began := time.Now()
+	for _, n := range names {
+		reporters.Go(func() {
+			if reportHolders(rctx, g, s, n) {
+				waited.Store(true)
+			}
+		})
+	}
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		waited = reportHolders(rctx, g, s, name)
+		reporters.Wait()
 	}()
 	intr := make(chan os.Signal, 1)
 	watched := make(chan struct{})
@@ -322,8 +334,8 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		_ = l.Release(relCtx)
 	}
 	if err == nil && interrupted == nil {
-		if waited {
-			g.printer.Note("acquired lock %q (token %s) after waiting %v", name, l.Token(), time.Since(began).Round(time.Millisecond))
+		if waited.Load() {
+			g.printer.Note("acquired lock %q (token %s) after waiting %v", strings.Join(names, `", "`), l.Token(), time.Since(began).Round(time.Millisecond))
 		}
 		return l, nil
 	}

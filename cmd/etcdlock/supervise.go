@@ -88,6 +88,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 		runOut = t.C
 	}
 	timedOut := false
+	var renewals renewWarning
 
 	var (
 		lostErr error
@@ -176,6 +177,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 			if lost == nil {
 				continue
 			}
+			renewals.check(g.printer, s)
 			if next, nextHard := guardDeadlines(s); next.After(soft) {
 				soft = next
 				_ = gd.SetDeadline(soft, nextHard)
