@@ -155,6 +155,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	root.AddCommand(extraCommands()...)
+	registerCompletions(g, root)
 	return root
 }
 

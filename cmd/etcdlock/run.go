@@ -36,7 +36,7 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f := cmd.Flags()
-	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s)")
+	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s); renewed every third of it, so it is how long a crashed holder keeps the lock: shorter than acquire's 60s, whose lease nobody renews")
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
 	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for holders after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever. A free lock is taken however short it is; with --lock-delay or several names it bounds the whole acquisition")
 	if try {
@@ -61,7 +61,8 @@ list after Ctrl-C ($? is 128+N either way); another signal N gives exit 128+N.
 A wait interrupted by one of these signals ends the same way.
 
 COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
-ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
+ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339: the lease's deadline when
+COMMAND started; renewals move the deadline on, the variable is not updated) in its environment; these
 override inherited values. Pass ETCDLOCK_TOKEN with every write the command
 makes to a fenced resource.
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -145,7 +146,7 @@ func superviseCommand(g *globalOptions, l *lock.Lock, s *lock.Session, argv []st
 				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
-			g.logger.Info("forwarding signal", zap.Stringer("signal", sig))
+			g.logger.Info("forwarding signal", zap.String("signal", signals.Name(sig.(syscall.Signal))))
 			_ = gd.Signal(sig.(syscall.Signal))
 		case <-contc:
 			_ = gd.Continue(inForeground(g.stdin))

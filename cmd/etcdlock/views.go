@@ -22,7 +22,7 @@ type contenderView struct {
 	PID      int           `json:"pid,omitempty"`
 	Since    string        `json:"since"`
 	Key      string        `json:"key"`
-	Lease    string        `json:"lease"`
+	Lease    string        `json:"lease,omitempty"`             // "" in leader's output
 	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
 	// Foreign: the key has no etcdlock record (etcdctl lock, concurrency.Mutex).
 	Foreign bool `json:"foreign,omitempty"`

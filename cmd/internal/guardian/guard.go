@@ -162,7 +162,7 @@ func (g *guard) run(ctrl *os.File) int {
 					g.stopAll("etcdlock exited")
 				}
 			default:
-				g.stopAll(fmt.Sprintf("the guardian received %v", sig))
+				g.stopAll(fmt.Sprintf("the guardian received %s", signals.Name(sig.(syscall.Signal))))
 			}
 		case <-timer.C:
 		}
