@@ -18,7 +18,16 @@ import (
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/logging"
+	"github.com/etcdlock/etcdlock/cmd/internal/notes"
 	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// noteQueue is how many of etcdlock's messages may wait for a slow
+// stderr, and noteFlush how long etcdlock waits at its exit for them to
+// be written before it drops them.
+const (
+	noteQueue = 64
+	noteFlush = time.Second
 )
 
 // globalOptions are the flags every command accepts.
@@ -41,6 +50,7 @@ type globalOptions struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
 }
@@ -57,8 +67,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // after its exit code is known, as a wrapper such as flock would have died
 // of it (see signals.Reraise); 0 for none.
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, syscall.Signal) {
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
-	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
+	// etcdlock's own messages never wait on stderr (a pipe nobody reads,
+	// a paused terminal): a note on the path that stops the command, or
+	// the last error, would hold up the stop or the exit.
+	errq := notes.New(stderr, noteQueue, nil)
+	defer errq.Close(noteFlush)
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
+	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
 	root.SetArgs(implicitDash(root, args))
 	root.SetIn(stdin)
@@ -82,7 +97,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	if msg := g.explain(err, exitCode(err)); msg != "" {
 		g.printer.Error(msg, code)
 		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
-			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
+			fmt.Fprintln(errq, "Run 'etcdlock --help' for usage.")
 		}
 	}
 	return code, diedOf(err)
@@ -166,7 +181,7 @@ func (g *globalOptions) setup() error {
 	default:
 		return usageErr("--write-out %q: want simple or json", g.output)
 	}
-	lg, err := logging.New(g.logLevel)
+	lg, err := logging.New(g.logLevel, g.errq)
 	if err != nil {
 		return usageErr("--log-level %q: %v", g.logLevel, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/notes"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
@@ -64,13 +65,13 @@ func Main(stderr io.Writer) int {
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
-	defer g.notes.close(noteFlush)
+	defer g.notes.Close(noteFlush)
 	return g.run(ctrl)
 }
 
 // guard is the guardian's state; only run's goroutine touches it.
 type guard struct {
-	notes      *notes // stderr, written without blocking the loop
+	notes      *notes.Queue // stderr, written without blocking the loop
 	status     *json.Encoder
 	supervisor int // pid of the supervisor; the guardian's parent
 	self       int
@@ -392,10 +393,10 @@ func (g *guard) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if g.jsonNotes {
 		b, _ := json.Marshal(map[string]string{"note": msg})
-		g.notes.add(append(b, '\n'))
+		_, _ = g.notes.Write(append(b, '\n'))
 		return
 	}
-	g.notes.add([]byte("etcdlock: " + msg + "\n"))
+	_, _ = g.notes.Write([]byte("etcdlock: " + msg + "\n"))
 }
 
 // exit reports code to the supervisor and returns it.
