@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
 // What the commands print agrees: counts in the singular, signals by
@@ -18,8 +16,7 @@ import (
 // completion of lock names and of flag values.
 func TestCLIConsistentOutput(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
-	holdingRun(t, ep, dir, "r", "catalog", "--shared")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "r") != "" }, "the reader did not start")
+	startedRun(t, ep, dir, "r", "catalog", "--shared")
 	if st := cli(t, ep, nil, "status", "catalog").stdout; !strings.Contains(st, "held by 1 reader\n") {
 		t.Errorf("status of one reader:\n%s", st)
 	}

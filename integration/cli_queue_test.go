@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,14 +12,21 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
+// startedRun is holdingRun once its command runs.
+func startedRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
+	t.Helper()
+	cmd := holdingRun(t, ep, dir, id, name, flags...)
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, id) != "" }, "the run "+id+" did not start")
+	return cmd
+}
+
 // A run of several names that waits for one of them holds none, but its
 // key heads the queue of the others: status and list show it waiting
 // there, as they show a waiter behind a holder, not a free name.
 func TestCLISetWaiterShownQueued(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
-	holdingRun(t, ep, dir, "eu", "db-eu")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "eu") != "" }, "the holder of db-eu did not start")
+	startedRun(t, ep, dir, "eu", "db-eu")
 	holdingRun(t, ep, dir, "set", "db-us", "db-eu")
 	// Cleanups run last first: the holder ends, then the set, which runs.
 	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "eu.stop"), nil, 0o644) })
@@ -54,10 +62,8 @@ func TestCLISetWaiterShownQueued(t *testing.T) {
 // status shows for it (its slot's), and break takes that token.
 func TestCLISemaphoreRefusalToken(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
-	holdingRun(t, ep, dir, "a", "pool", "--limit", "2")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "a") != "" }, "the first holder did not start")
-	holdingRun(t, ep, dir, "b", "pool", "--limit", "2")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "b") != "" }, "the second holder did not start")
+	startedRun(t, ep, dir, "a", "pool", "--limit", "2")
+	startedRun(t, ep, dir, "b", "pool", "--limit", "2")
 	held := strings.Fields(running(dir, "a"))[1] // the oldest holder's
 	r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "2", "--", "true")
 	if r.code != 75 || !strings.Contains(r.stderr, "(token "+held+",") {
@@ -77,8 +83,7 @@ func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
 	for _, id := range []string{"r1", "r2"} {
-		holdingRun(t, ep, dir, id, "catalog", "--shared")
-		etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, id) != "" }, "a reader did not start")
+		startedRun(t, ep, dir, id, "catalog", "--shared")
 	}
 	holdingRun(t, ep, dir, "w", "catalog")
 	t.Cleanup(func() {
@@ -111,8 +116,7 @@ func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
 func TestCLIWaiterLostBeforeRunning(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
-	holdingRun(t, ep, dir, "h", "job")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+	startedRun(t, ep, dir, "h", "job")
 	p, proxyURL := etcdtest.Proxy(t, ep)
 	ran := filepath.Join(dir, "ran")
 	w := cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "2", "--", "touch", ran)
@@ -143,8 +147,7 @@ func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
 			t.Errorf("run %v on a free lock: exit %d %s, want 0", flags, r.code, r.stderr)
 		}
 	}
-	holdingRun(t, ep, dir, "h", "job")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+	startedRun(t, ep, dir, "h", "job")
 	if r := cli(t, ep, nil, "run", "job", "--timeout", "1ms", "--", "true"); r.code != 124 {
 		t.Errorf("run --timeout 1ms on a held lock: exit %d %s, want 124", r.code, r.stderr)
 	}
@@ -154,10 +157,8 @@ func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
 // with its own code, not the code of a held lock, and -E leaves it alone.
 func TestCLIKindMismatchExitCode(t *testing.T) {
 	ep, dir := shared.Endpoints()[0], t.TempDir()
-	holdingRun(t, ep, dir, "plain", "plain")
-	holdingRun(t, ep, dir, "pool", "pool", "--limit", "2")
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "plain") != "" && running(dir, "pool") != "" },
-		"the holders did not start")
+	startedRun(t, ep, dir, "plain", "plain")
+	startedRun(t, ep, dir, "pool", "pool", "--limit", "2")
 	for _, args := range [][]string{
 		{"run", "--try", "plain", "--limit", "3"},
 		{"run", "plain", "--limit", "3"},

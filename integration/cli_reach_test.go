@@ -58,8 +58,7 @@ func TestCLIProgressNotes(t *testing.T) {
 		dir := t.TempDir()
 		for _, quiet := range []bool{false, true} {
 			id := fmt.Sprint("eu-", quiet)
-			holdingRun(t, ep, dir, id, "db-eu")
-			etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, id) != "" }, "the holder did not start")
+			startedRun(t, ep, dir, id, "db-eu")
 			args := []string{"run", "db-us", "db-eu", "--", "true"}
 			if quiet {
 				args = append([]string{"-q"}, args...)
@@ -88,8 +87,7 @@ func TestCLIProgressNotes(t *testing.T) {
 	})
 	t.Run("lock-delay", func(t *testing.T) {
 		dir := t.TempDir()
-		holder := holdingRun(t, ep, dir, "h", "job", "--lock-delay", "2s", "--ttl", "2")
-		etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "h") != "" }, "the holder did not start")
+		holder := startedRun(t, ep, dir, "h", "job", "--lock-delay", "2s", "--ttl", "2")
 		if err := holder.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
