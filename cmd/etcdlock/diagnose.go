@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,15 +28,28 @@ const diagnoseTimeout = 2 * time.Second
 // reason found by probing the endpoints; err as it is if every endpoint
 // answers as configured (etcd itself is slow, or has no leader).
 func (g *globalOptions) diagnose(err error) error {
+	// All at once: an endpoint that drops packets takes the whole
+	// diagnoseTimeout.
+	type result struct {
+		reason   string
+		isConfig bool
+	}
+	results := make([]result, len(g.endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range g.endpoints {
+		wg.Go(func() {
+			results[i].reason, results[i].isConfig = g.probe(ep)
+		})
+	}
+	wg.Wait()
 	var reasons []string
 	config := false
-	for _, ep := range g.endpoints {
-		reason, isConfig := g.probe(ep)
-		if reason == "" {
+	for _, r := range results {
+		if r.reason == "" {
 			return err
 		}
-		reasons = append(reasons, reason)
-		config = config || isConfig
+		reasons = append(reasons, r.reason)
+		config = config || r.isConfig
 	}
 	d := &unreachableError{reason: strings.Join(reasons, "; "), err: err}
 	if config {
