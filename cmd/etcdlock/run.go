@@ -255,7 +255,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	return nil
 }
 
-// acquireWaiting acquires names, reporting the holder of the first while
+// acquireWaiting acquires names, reporting who holds each of them while
 // it waits.
 func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	name := names[0]
