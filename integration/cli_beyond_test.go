@@ -56,8 +56,8 @@ func TestCLISemaphore(t *testing.T) {
 	if r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "2", "--", "true"); r.code != 75 {
 		t.Fatalf("third --try run of a full semaphore: exit %d (%s), want 75", r.code, r.stderr)
 	}
-	if r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "3", "--", "true"); r.code != 75 || !strings.Contains(r.stderr, "another limit") {
-		t.Fatalf("run with --limit 3 beside holders of limit 2: exit %d (%s), want 75 naming the limit", r.code, r.stderr)
+	if r := cli(t, ep, nil, "run", "--try", "pool", "--limit", "3", "--", "true"); r.code != 76 || !strings.Contains(r.stderr, "another limit") {
+		t.Fatalf("run with --limit 3 beside holders of limit 2: exit %d (%s), want 76 naming the limit", r.code, r.stderr)
 	}
 	if r := cli(t, ep, nil, "run", "pool", "--limit", "2", "--shared", "--", "true"); r.code != 64 {
 		t.Fatalf("--limit with --shared: exit %d, want 64", r.code)

@@ -79,7 +79,7 @@ func TestCLIDevCluster(t *testing.T) {
 	}
 	var after int
 	etcdtest.Eventually(t, 30*time.Second, func() bool {
-		r := cli(t, eps, nil, "--command-timeout", "2s", "run", "job", "--", "sh", "-c", `echo "$ETCDLOCK_TOKEN"`)
+		r := cli(t, eps, nil, "--request-timeout", "2s", "run", "job", "--", "sh", "-c", `echo "$ETCDLOCK_TOKEN"`)
 		after, _ = strconv.Atoi(strings.TrimSpace(r.stdout))
 		return r.code == 0
 	}, "the cluster stopped serving locks after one member was killed")

@@ -87,3 +87,33 @@ func TestCLIOutputReaderGoneExitCode(t *testing.T) {
 		t.Errorf("waiter with its output gone: %v, want exit 124", err)
 	}
 }
+
+// etcdlock's own notes and errors never hold up the loss: with stderr on
+// a pipe that is full and never read, a run cut off from etcd still stops
+// its command and exits 79 (its last words are dropped after a bound).
+func TestCLILossWithStalledStderr(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	p, proxyURL := etcdtest.Proxy(t, ep)
+	dir := t.TempDir()
+	ran := dir + "/ran"
+	cmd := cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "3", "sh", "-c", "touch "+ran+"; exec sleep 100")
+	cmd.Stderr = fullPipe(t)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 20*time.Second, func() bool { _, err := os.Stat(ran); return err == nil }, "the command did not start")
+	p.BlackholeTx()
+	p.BlackholeRx()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if code := exitCodeOf(err); code != 79 {
+			t.Errorf("exit %v, want 79", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("etcdlock did not exit after the loss: it waits on its stderr")
+	}
+}

@@ -158,7 +158,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"killed by signal", nil, []string{"run", "a", "--", "sh", "-c", "kill -9 $$"}, 128 + 9, ""},
 		{"command not found", nil, []string{"run", "a", "--", filepath.Join(dir, "nope")}, 127, "cannot start"},
 		{"unknown flag", nil, []string{"run", "--bogus", "a", "--", "true"}, 64, "unknown flag"},
-		{"no dash", nil, []string{"run", "a", "true"}, 64, "--"},
+		{"no command", nil, []string{"run", "a"}, 64, "missing COMMAND"},
 		{"bad ttl", nil, []string{"run", "--ttl", "0s", "a", "--", "true"}, 64, "--ttl"},
 		{"bad ttl env", []string{"ETCDLOCK_TTL=soon"}, []string{"run", "a", "--", "true"}, 64, "ETCDLOCK_TTL"},
 		{"huge ttl", nil, []string{"run", "--ttl", "2562047h", "a", "--", "true"}, 64, "maximum"},
@@ -189,7 +189,7 @@ func TestCLIExitCodes(t *testing.T) {
 		})
 	}
 	t.Run("unreachable", func(t *testing.T) {
-		r := cli(t, "127.0.0.1:1", nil, "--command-timeout", "500ms", "--dial-timeout", "500ms", "status", "a")
+		r := cli(t, "127.0.0.1:1", nil, "--request-timeout", "500ms", "--dial-timeout", "500ms", "status", "a")
 		if r.code != 69 || !strings.Contains(r.stderr, "cannot reach etcd") {
 			t.Errorf("exit %d stderr %q, want 69", r.code, r.stderr)
 		}
@@ -443,7 +443,7 @@ func TestCLIDevServer(t *testing.T) {
 	}
 	defer dev.Process.Kill()
 	etcdtest.Eventually(t, 20*time.Second, func() bool {
-		return cli(t, addr, nil, "--command-timeout", "500ms", "status", "job").code == 0
+		return cli(t, addr, nil, "--request-timeout", "500ms", "status", "job").code == 0
 	}, "dev server never answered")
 	if r := cli(t, addr, nil, "run", "job", "--", "true"); r.code != 0 {
 		t.Errorf("run against the dev server: %d %s", r.code, r.stderr)

@@ -81,7 +81,7 @@ runs; the member is not restarted.`,
 func run(ctx context.Context, o *options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	lg, err := logging.New(o.logLevel)
+	lg, err := logging.New(o.logLevel, os.Stderr)
 	if err != nil {
 		return fmt.Errorf("--log-level %q: %w", o.logLevel, err)
 	}

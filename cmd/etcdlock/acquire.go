@@ -56,7 +56,7 @@ other.`,
 	// script that acquires twice under one owner would take the lock from
 	// itself. acquire's owner is new unless the command line names it.
 	_ = cmd.Flags().SetAnnotation("owner", noEnv, []string{"true"})
-	secondsVar(cmd.Flags(), &o.ttl, "ttl", 60*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum)")
+	secondsVar(cmd.Flags(), &o.ttl, "ttl", 60*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum); nobody renews it but the script's renew, so longer than run's 10s, which etcdlock renews")
 	return cmd
 }
 

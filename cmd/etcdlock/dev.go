@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 )
@@ -29,7 +30,15 @@ This runs the etcdlock-dev program, found next to etcdlock or on PATH
 (go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest); its flags
 are --data-dir, --listen, --members and --log-level.`,
 		DisableFlagParsing: true,
-		RunE:               func(_ *cobra.Command, args []string) error { return runDev(args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Flags are etcdlock-dev's: --help too, which would print
+			// etcdlock-dev's usage line; this command's help says
+			// "etcdlock dev".
+			if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
+				return cmd.Help()
+			}
+			return runDev(args)
+		},
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 func newElectCommand(g *globalOptions) *cobra.Command {
 	o := &runOptions{limit: 1} // leadership is a plain lock: elect has no --limit
 	cmd := &cobra.Command{
-		Use:   "elect NAME [flags] -- COMMAND [ARGS...]",
+		Use:   "elect [flags] NAME [--] COMMAND [ARGS...]",
 		Short: "Run a command while this process is the elected leader",
 		Long: `Campaign for leadership of NAME and run COMMAND while leader. Candidates are
 served in the order they started campaigning; followers learn of a new leader
@@ -21,7 +21,8 @@ and hands leadership to the next candidate.`,
   etcdlock elect my-controller --owner "$(hostname)" -- ./controller --leader`,
 		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLocked(cmd.Context(), g, o, args[:1], args[1:])
+			names, argv, _ := splitCommand(cmd, args)
+			return runLocked(cmd.Context(), g, o, names, argv)
 		},
 	}
 	o.bind(cmd, false)

@@ -17,6 +17,11 @@ const noEnv = "etcdlock/no-env"
 // lock they belong to.
 var grantFlags = []string{"owner", "token"}
 
+// renamed maps a flag to its deprecated old name, which still sets it: on
+// the command line (a flag of its own, marked deprecated) and as
+// ETCDLOCK_<OLD> when ETCDLOCK_<NEW> is not set.
+var renamed = map[string]string{"request-timeout": "command-timeout"}
+
 // applyEnv sets every flag not given on the command line from
 // ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
 // Flags annotated noEnv are only read from the command line.
@@ -32,7 +37,11 @@ func applyEnv(cmd *cobra.Command, args []string) error {
 	onThatLock := len(args) > 0 && args[0] == scoped
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil {
+		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil || f.Deprecated != "" {
+			return
+		}
+		old, isRenamed := renamed[f.Name]
+		if isRenamed && cmd.Flags().Changed(old) {
 			return
 		}
 		if inGrant && slices.Contains(grantFlags, f.Name) && (acquires || !onThatLock) {
@@ -43,6 +52,10 @@ func applyEnv(cmd *cobra.Command, args []string) error {
 		if !ok && f.Name == "endpoints" {
 			v, ok = os.LookupEnv("ETCDCTL_ENDPOINTS")
 			env = "ETCDCTL_ENDPOINTS"
+		}
+		if !ok && isRenamed {
+			env = envName(old)
+			v, ok = os.LookupEnv(env)
 		}
 		if !ok {
 			return

@@ -24,7 +24,7 @@ func clearEnv(t *testing.T) {
 func TestEnvName(t *testing.T) {
 	for flag, want := range map[string]string{
 		"endpoints":       "ETCDLOCK_ENDPOINTS",
-		"command-timeout": "ETCDLOCK_COMMAND_TIMEOUT",
+		"request-timeout": "ETCDLOCK_REQUEST_TIMEOUT",
 		"write-out":       "ETCDLOCK_WRITE_OUT",
 		"kill-signal":     "ETCDLOCK_KILL_SIGNAL",
 		"key":             "ETCDLOCK_KEY_FILE", // ETCDLOCK_KEY is the lock key run gives its command
@@ -51,8 +51,12 @@ func TestApplyEnv(t *testing.T) {
 			map[string]string{"owner": ""}, ""},
 		{"flag at its default still wins", map[string]string{"ETCDLOCK_TTL": "5s"}, []string{"--ttl", "1m0s"},
 			map[string]string{"ttl": "1m0s"}, ""},
-		{"global flag", map[string]string{"ETCDLOCK_COMMAND_TIMEOUT": "2s"}, nil,
-			map[string]string{"command-timeout": "2s", "ttl": "1m0s"}, ""},
+		{"global flag", map[string]string{"ETCDLOCK_REQUEST_TIMEOUT": "2s"}, nil,
+			map[string]string{"request-timeout": "2s", "ttl": "1m0s"}, ""},
+		{"a renamed flag's old variable", map[string]string{"ETCDLOCK_COMMAND_TIMEOUT": "2s"}, nil,
+			map[string]string{"request-timeout": "2s"}, ""},
+		{"a renamed flag's old name wins over its new variable", map[string]string{"ETCDLOCK_REQUEST_TIMEOUT": "2s"}, []string{"--command-timeout", "3s"},
+			map[string]string{"request-timeout": "3s"}, ""},
 		{"no env keeps defaults", nil, nil,
 			map[string]string{"owner": "", "ttl": "1m0s", "endpoints": "[127.0.0.1:2379]"}, ""},
 		{"ETCDCTL_ENDPOINTS as fallback", map[string]string{"ETCDCTL_ENDPOINTS": "e1:2379,e2:2379"}, nil,

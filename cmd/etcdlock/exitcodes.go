@@ -64,6 +64,10 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
+// errRunTimeout is wrapped by the error of a command stopped at
+// --run-timeout: exit 124, as timeout(1), which -E does not replace.
+var errRunTimeout = errors.New("run timed out")
+
 // errWaitTimeout is the cause of a context canceled by --timeout, and is
 // wrapped by the error that the wait then returns.
 var errWaitTimeout = errors.New("timed out")
@@ -89,9 +93,11 @@ func exitCode(err error) int {
 	}
 	var locked *lock.LockedError
 	switch {
-	case errors.Is(err, errWaitTimeout):
+	case errors.Is(err, errWaitTimeout), errors.Is(err, errRunTimeout):
 		return exitcode.Timeout
-	case errors.As(err, &locked), errors.Is(err, lock.ErrLimitMismatch):
+	case errors.Is(err, lock.ErrLimitMismatch):
+		return exitcode.Mismatch
+	case errors.As(err, &locked):
 		return exitcode.NotAcquired
 	case errors.Is(err, lock.ErrNotHeld), errors.Is(err, lock.ErrNotOwner), errors.Is(err, lock.ErrLost):
 		return exitcode.Lost
@@ -117,6 +123,10 @@ func (g *globalOptions) explain(err error, code int) string {
 	}
 	switch code {
 	case exitcode.NotAcquired:
+		var held *heldError
+		if errors.As(err, &held) {
+			return held.explain()
+		}
 		var locked *lock.LockedError
 		if errors.As(err, &locked) && locked.Foreign {
 			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))
@@ -127,7 +137,16 @@ func (g *globalOptions) explain(err error, code int) string {
 	case exitcode.Permission:
 		return "etcd refused access: " + err.Error()
 	case exitcode.Unavailable:
+		var u *unreachableError
+		if errors.As(err, &u) {
+			return "cannot reach etcd: " + err.Error()
+		}
 		return fmt.Sprintf("cannot reach etcd at %s: %v", strings.Join(g.endpoints, ","), err)
+	case exitcode.Config:
+		var u *unreachableError
+		if errors.As(err, &u) {
+			return "etcd's TLS does not match the configuration: " + err.Error()
+		}
 	}
 	return err.Error()
 }

@@ -41,6 +41,7 @@ func TestExitCode(t *testing.T) {
 		// lock's sentinels
 		{"held by another", locked, exitcode.NotAcquired},
 		{"held by another, wrapped", fmt.Errorf("try: %w", locked), exitcode.NotAcquired},
+		{"another limit", fmt.Errorf("lock: acquire %q: %w", "a", lock.ErrLimitMismatch), exitcode.Mismatch},
 		{"renew: not held", fmt.Errorf("cannot renew: %w", fmt.Errorf("%w: %q with token %s", lock.ErrNotHeld, "a", fencing.Token(1))), exitcode.Lost},
 		{"release: not the owner", fmt.Errorf("cannot release: %w", fmt.Errorf("%w: token 3", lock.ErrNotOwner)), exitcode.Lost},
 		{"lost while the command ran", fmt.Errorf("lock %q lost while the command ran: %w", "a", lost), exitcode.Lost},

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -36,4 +40,53 @@ func holderNote(ctx context.Context, s *lock.Session, h lock.Contender) string {
 		left = fmt.Sprintf(", %ds left", ttl.TTL)
 	}
 	return fmt.Sprintf("%s (token %s, lease %s%s)", v.who(), v.Token, v.Lease, left)
+}
+
+// heldError is a refusal (a *lock.LockedError, which names one contender:
+// for a reader, the writer it would queue behind, which may itself wait)
+// with every holder of the name, read just after it, when they are
+// readers or a semaphore's holders.
+type heldError struct {
+	err error
+	st  lock.Status
+}
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
+
+// withHolders is err, a refusal of name, with the name's holders unless
+// it names the one holder; err as it is if it is no refusal or they cannot
+// be read.
+func (g *globalOptions) withHolders(ctx context.Context, cli *clientv3.Client, err error, name string) error {
+	var locked *lock.LockedError
+	if !errors.As(err, &locked) {
+		return err
+	}
+	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	st, ierr := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
+	if ierr != nil || len(st.Holders) == 0 {
+		return err
+	}
+	if h := st.Holders[0]; len(st.Holders) == 1 && (h.Token == locked.Token || !h.Shared && h.Slot < 0) {
+		return err // the refusal names the one holder
+	}
+	return &heldError{err: err, st: st}
+}
+
+// explain is the message of a refusal by several holders: each of them,
+// and the writer that a reader would queue behind.
+func (e *heldError) explain() string {
+	views := make([]contenderView, len(e.st.Holders))
+	parts := make([]string, len(e.st.Holders))
+	for i, c := range e.st.Holders {
+		views[i] = viewOf(c)
+		parts[i] = fmt.Sprintf("%s (token %s%s)", views[i].who(), views[i].Token, views[i].when())
+	}
+	msg := fmt.Sprintf("lock %q is held by %s: %s", e.st.Name, heldBy(views), strings.Join(parts, ", "))
+	if views[0].Shared && len(e.st.Waiters) > 0 && !e.st.Waiters[0].Shared {
+		w := viewOf(e.st.Waiters[0])
+		msg += fmt.Sprintf("; a writer waits for them first (%s, token %s), and readers queue behind it", w.who(), w.Token)
+	}
+	return msg
 }

@@ -9,18 +9,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 type leaderOptions struct{ watch bool }
 
+// leaderView is shaped as status's JSON: the leader is the holder, null
+// when there is none.
 type leaderView struct {
-	Name   string        `json:"name"`
-	Leader string        `json:"leader,omitempty"`
-	Token  fencing.Token `json:"token,omitempty"`
-	Since  string        `json:"since,omitempty"`
+	Name   string         `json:"name"`
+	Holder *contenderView `json:"holder"`
 }
 
 func newLeaderCommand(g *globalOptions) *cobra.Command {
@@ -72,15 +71,15 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 }
 
 func printLeader(g *globalOptions, name string, l election.Leader) {
-	v := leaderView{Name: name, Leader: l.Identity, Token: l.Token}
+	v := leaderView{Name: name}
 	if l.Token != 0 {
-		v.Since = since(l.Since)
+		v.Holder = &contenderView{Owner: l.Identity, Token: l.Token, Since: since(l.Since), Key: l.Key}
 	}
 	g.printer.Print(v, func(w io.Writer) {
-		if v.Token == 0 {
+		if v.Holder == nil {
 			fmt.Fprintln(w, "none")
 			return
 		}
-		fmt.Fprintf(w, "%s (token %s, since %s)\n", printable(v.Leader), v.Token, v.Since)
+		fmt.Fprintf(w, "%s (token %s, since %s)\n", printable(v.Holder.Owner), v.Holder.Token, v.Holder.Since)
 	})
 }

@@ -57,6 +57,11 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS")
 		for _, v := range views {
 			if v.Holder == nil {
+				if v.Waiters > 0 {
+					// A set of names waiting for another of its names
+					// heads this one's queue, as status shows.
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), "(none: queued)", "-", "-", v.Waiters)
+				}
 				continue
 			}
 			owner, since := printable(v.Holder.Owner), v.Holder.Since

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,19 +18,29 @@ import (
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/logging"
+	"github.com/etcdlock/etcdlock/cmd/internal/notes"
 	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// noteQueue is how many of etcdlock's messages may wait for a slow
+// stderr, and noteFlush how long etcdlock waits at its exit for them to
+// be written before it drops them.
+const (
+	noteQueue = 64
+	noteFlush = time.Second
 )
 
 // globalOptions are the flags every command accepts.
 type globalOptions struct {
 	endpoints      []string
 	dialTimeout    time.Duration
-	commandTimeout time.Duration
+	requestTimeout time.Duration
 	prefix         string
 	cacert         string
 	cert           string
 	key            string
 	insecureTLS    bool
+	tlsConfig      *tls.Config // built from the TLS flags by client; nil without TLS
 	user           string
 	password       string
 	output         string
@@ -39,6 +50,7 @@ type globalOptions struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
 }
@@ -55,10 +67,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // after its exit code is known, as a wrapper such as flock would have died
 // of it (see signals.Reraise); 0 for none.
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, syscall.Signal) {
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, logger: zap.NewNop()}
-	g.printer = &printer{format: "simple", out: stdout, errOut: stderr}
+	// etcdlock's own messages never wait on stderr (a pipe nobody reads,
+	// a paused terminal): a note on the path that stops the command, or
+	// the last error, would hold up the stop or the exit.
+	errq := notes.New(stderr, noteQueue, nil)
+	defer errq.Close(noteFlush)
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
+	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
-	root.SetArgs(args)
+	root.SetArgs(implicitDash(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -66,8 +83,11 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	if err == nil {
 		return exitcode.OK, 0
 	}
+	if exitCode(err) == exitcode.Unavailable {
+		err = g.diagnose(err)
+	}
 	code := exitCode(err)
-	conflict := code == exitcode.NotAcquired || code == exitcode.Timeout
+	conflict := (code == exitcode.NotAcquired || code == exitcode.Timeout) && !errors.Is(err, errRunTimeout)
 	if conflict && g.conflictCode != 0 {
 		code = g.conflictCode
 	}
@@ -77,7 +97,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	if msg := g.explain(err, exitCode(err)); msg != "" {
 		g.printer.Error(msg, code)
 		if code == exitcode.Usage && !strings.Contains(msg, "--help") {
-			fmt.Fprintln(stderr, "Run 'etcdlock --help' for usage.")
+			fmt.Fprintln(errq, "Run 'etcdlock --help' for usage.")
 		}
 	}
 	return code, diedOf(err)
@@ -111,14 +131,25 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
-			return g.setup()
+			if err := g.setup(); err != nil {
+				return err
+			}
+			// cobra sends pflag's own deprecation notice to a buffer.
+			for _, old := range renamed {
+				if f := cmd.Flags().Lookup(old); f != nil && f.Changed {
+					g.printer.Note("flag --%s is deprecated, %s", old, f.Deprecated)
+				}
+			}
+			return nil
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
-	f.DurationVar(&g.commandTimeout, "command-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock)")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
+	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
+	_ = f.MarkDeprecated("command-timeout", "use --request-timeout (it bounds each etcd request, not the command)")
 	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
 	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
 	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
@@ -139,6 +170,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	root.AddCommand(extraCommands()...)
+	registerCompletions(g, root)
 	return root
 }
 
@@ -149,7 +181,7 @@ func (g *globalOptions) setup() error {
 	default:
 		return usageErr("--write-out %q: want simple or json", g.output)
 	}
-	lg, err := logging.New(g.logLevel)
+	lg, err := logging.New(g.logLevel, g.errq)
 	if err != nil {
 		return usageErr("--log-level %q: %v", g.logLevel, err)
 	}
@@ -161,8 +193,8 @@ func (g *globalOptions) setup() error {
 		return usageErr("--conflict-exit-code %d: must be between 1 and 255", g.conflictCode)
 	}
 	g.printer.quiet = g.quiet
-	if g.dialTimeout <= 0 || g.commandTimeout <= 0 {
-		return usageErr("--dial-timeout and --command-timeout must be positive")
+	if g.dialTimeout <= 0 || g.requestTimeout <= 0 {
+		return usageErr("--dial-timeout and --request-timeout must be positive")
 	}
 	return nil
 }
@@ -197,12 +229,13 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 			return nil, withCode(exitcode.Config, fmt.Errorf("TLS configuration: %w", err))
 		}
 		cfg.TLS = tlsCfg
+		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
 }
 
 // request connects to etcd and calls fn with the client and a context
-// bounded by --command-timeout, for commands that make a few requests.
+// bounded by --request-timeout, for commands that make a few requests.
 func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
 	cli, err := g.client()
 	if err != nil {
@@ -225,11 +258,7 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 	})
 }
 
-// requestCtx bounds one etcd request by --command-timeout.
+// requestCtx bounds one etcd request by --request-timeout.
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.commandTimeout)
-}
-
-func (g *globalOptions) lockOptions(extra ...lock.Option) []lock.Option {
-	return append([]lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(g.logger.Named("lock"))}, extra...)
+	return context.WithTimeout(ctx, g.requestTimeout)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +29,7 @@ type runOptions struct {
 	shell      bool
 	killSignal string
 	killGrace  time.Duration
+	runTimeout time.Duration // --run-timeout; 0 for none
 	limit      int           // run: --limit
 	shared     bool          // run: --shared
 	lockDelay  time.Duration // run: --lock-delay
@@ -34,21 +37,22 @@ type runOptions struct {
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f := cmd.Flags()
-	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s)")
+	secondsVar(f, &o.ttl, "ttl", 10*time.Second, "lease TTL, in seconds or as a duration (whole seconds; etcd raises it to its minimum, about 2s); renewed every third of it, so it is how long a crashed holder keeps the lock: shorter than acquire's 60s, whose lease nobody renews")
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
-	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for the lock after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever")
+	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for holders after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever. A free lock is taken however short it is; with --lock-delay or several names it bounds the whole acquisition")
 	if try {
 		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet")
 	}
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
-	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease")
+	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease (a cut is stated on stderr)")
+	secondsVar(f, &o.runTimeout, "run-timeout", 0, "stop COMMAND once it has run this long, in seconds or as a duration, as a lost lock stops it (--kill-signal, SIGKILL after --kill-grace), then release and exit 124; 0: no limit")
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run NAME [NAME...] [flags] -- COMMAND [ARGS...]",
+		Use:   "run [flags] NAME [NAME...] [--] COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
 		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
@@ -58,9 +62,17 @@ list after Ctrl-C ($? is 128+N either way); another signal N gives exit 128+N.
 A wait interrupted by one of these signals ends the same way.
 
 COMMAND gets ETCDLOCK_NAME, ETCDLOCK_KEY, ETCDLOCK_TOKEN (the fencing token),
-ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339) in its environment; these
+ETCDLOCK_OWNER and ETCDLOCK_DEADLINE (RFC 3339: the lease's deadline when
+COMMAND started; renewals move the deadline on, the variable is not updated) in its environment; these
 override inherited values. Pass ETCDLOCK_TOKEN with every write the command
 makes to a fenced resource.
+
+As with flock, "--" is optional: in 'etcdlock run [flags] NAME COMMAND
+[ARGS...]' COMMAND's flags are its own. A command line with "--" is read the
+explicit way: the first "--" ends the names ('run NAME [NAME...] [flags] --
+COMMAND'), so several names need it, and so does a COMMAND whose arguments
+hold a "--" ('run job -- git log -- file'). A name that starts with "-" goes
+after a "--": 'run -- -job COMMAND', 'run -- -a -b -- COMMAND'.
 
 With --limit N, NAME is a semaphore: up to N commands run at once, each in a
 slot 0..N-1 given as ETCDLOCK_SLOT; ETCDLOCK_TOKEN then increases per slot, so
@@ -125,16 +137,16 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 
   # a shell pipeline:
   etcdlock run deploy --shell -- 'make build && make deploy'`,
-		Args: namesCommandArgs,
+		Args: commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dash := cmd.ArgsLenAtDash()
-			return runLocked(cmd.Context(), g, o, args[:dash], args[dash:])
+			names, argv, _ := splitCommand(cmd, args)
+			return runLocked(cmd.Context(), g, o, names, argv)
 		},
 	}
 	o.bind(cmd, true)
 	f := cmd.Flags()
-	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N")
-	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone")
+	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N (else exit 76)")
+	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone; a semaphore's name refuses it (exit 76)")
 	f.DurationVar(&o.lockDelay, "lock-delay", 0, "after a holder of NAME ended without releasing (killed, lease expired, broken), wait this long before running COMMAND; every run of NAME must give it")
 	return cmd
 }
@@ -154,58 +166,12 @@ func (o *runOptions) acquireOptions() []lock.Option {
 	return opts
 }
 
-// namesCommandArgs checks run's NAME [NAME...] -- COMMAND [ARGS...] form.
-func namesCommandArgs(cmd *cobra.Command, args []string) error {
-	dash := cmd.ArgsLenAtDash()
-	if dash <= 1 {
-		return commandArgs(cmd, args)
-	}
-	if dash == len(args) {
-		return usageErr("missing COMMAND after --")
-	}
-	if dash > lock.MaxNames {
-		return usageErr("%d names: at most %d", dash, lock.MaxNames)
-	}
-	seen := map[string]bool{}
-	for _, name := range args[:dash] {
-		if err := lock.ValidateName(name); err != nil {
-			return err
-		}
-		if seen[name] {
-			return usageErr("name %q given twice", name)
-		}
-		if strings.Contains(name, "\n") {
-			return usageErr("name %q contains a newline, which ETCDLOCK_NAMES cannot list", name)
-		}
-		seen[name] = true
-	}
-	return nil
-}
-
-// commandArgs checks the NAME -- COMMAND [ARGS...] form.
-func commandArgs(cmd *cobra.Command, args []string) error {
-	dash := cmd.ArgsLenAtDash()
-	switch {
-	case len(args) == 0:
-		return usageErr("missing lock NAME and COMMAND")
-	case dash == -1 && len(args) == 1:
-		return usageErr("missing COMMAND: use %s NAME -- COMMAND [ARGS...]", cmd.Name())
-	case dash == -1 || dash > 1:
-		return usageErr("put COMMAND after --: %s NAME [flags] -- COMMAND [ARGS...]", cmd.Name())
-	case dash == 1 && len(args) == 1:
-		return usageErr("missing COMMAND after --")
-	case dash == 0:
-		return usageErr("missing lock NAME before --")
-	}
-	return lock.ValidateName(args[0])
-}
-
 func (o *runOptions) validate() (syscall.Signal, error) {
 	if err := lock.ValidateTTL(o.ttl); err != nil {
 		return 0, usageErr("--ttl: %w", err)
 	}
-	if o.timeout < 0 || o.killGrace < 0 {
-		return 0, usageErr("--timeout and --kill-grace must not be negative")
+	if o.timeout < 0 || o.killGrace < 0 || o.runTimeout < 0 {
+		return 0, usageErr("--timeout, --run-timeout and --kill-grace must not be negative")
 	}
 	if o.limit < 1 || o.limit > lock.MaxLimit {
 		return 0, usageErr("--limit %d: must be between 1 and %d", o.limit, lock.MaxLimit)
@@ -255,7 +221,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := g.lockOptions(lock.WithTTL(o.ttl))
+	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
 	if o.owner != "" {
 		opts = append(opts, lock.WithOwner(o.owner))
 	}
@@ -298,19 +264,26 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	return nil
 }
 
-// acquireWaiting acquires names, reporting the holder of the first while
+// acquireWaiting acquires names, reporting who holds each of them while
 // it waits.
 func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	name := names[0]
-	if o.try {
+	// --timeout bounds the wait for holders, not the requests that take a
+	// free lock, however short it is: try first (a lock-delay is a wait
+	// that --timeout bounds, and a set has no try).
+	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
+	if o.try || firstTry {
 		// A --try waits for no holder, but does wait out a lock-delay.
-		rctx, cancel := context.WithTimeout(ctx, g.commandTimeout+o.lockDelay)
+		rctx, cancel := context.WithTimeout(ctx, g.requestTimeout+o.lockDelay)
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
-		if err != nil {
-			return nil, err
+		var locked *lock.LockedError
+		switch {
+		case err == nil:
+			return l, nil
+		case o.try || !errors.As(err, &locked):
+			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
 		}
-		return l, nil
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -319,15 +292,24 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		wctx, c2 = context.WithTimeoutCause(wctx, o.timeout, errWaitTimeout)
 		defer c2()
 	}
-	done := make(chan struct{})
-	defer func() { <-done }() // the reporter ends when wctx does
 	rctx, stopReport := context.WithCancel(wctx)
 	defer stopReport()
-	var waited bool // the reporter said who holds the lock; read after done
+	// A reporter per name: a set waits for whichever of its names is held.
+	var reporters sync.WaitGroup
+	defer reporters.Wait() // the reporters end when rctx does
+	var waited atomic.Bool // a reporter said who holds a name
 	began := time.Now()
+	for _, n := range names {
+		reporters.Go(func() {
+			if reportHolders(rctx, g, s, n) {
+				waited.Store(true)
+			}
+		})
+	}
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		waited = reportHolders(rctx, g, s, name)
+		reporters.Wait()
 	}()
 	intr := make(chan os.Signal, 1)
 	watched := make(chan struct{})
@@ -362,8 +344,8 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 		_ = l.Release(relCtx)
 	}
 	if err == nil && interrupted == nil {
-		if waited {
-			g.printer.Note("acquired lock %q (token %s) after waiting %v", name, l.Token(), time.Since(began).Round(time.Millisecond))
+		if waited.Load() {
+			g.printer.Note("acquired lock %q (token %s) after waiting %v", strings.Join(names, `", "`), l.Token(), time.Since(began).Round(time.Millisecond))
 		}
 		return l, nil
 	}
@@ -375,5 +357,15 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	case errors.Is(cause, errWaitTimeout):
 		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
 	}
-	return nil, err
+	return nil, lostWaiting(err, name)
+}
+
+// lostWaiting is err with its own exit code if it says that the session
+// was lost while waiting for name: nothing ran, unlike a loss (79) while
+// the command runs.
+func lostWaiting(err error, name string) error {
+	if errors.Is(err, lock.ErrLost) || errors.Is(err, lock.ErrSessionLost) {
+		return withCode(exitcode.LostWaiting, fmt.Errorf("session lost while waiting for lock %q, before the command ran: %w", name, err))
+	}
+	return err
 }

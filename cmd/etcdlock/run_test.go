@@ -1,54 +1,69 @@
 package main
 
 import (
+	"io"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
+// split parses a command line of run or elect as Main does and returns
+// the names and the command.
+func split(t *testing.T, args []string) (names, argv []string, err error) {
+	t.Helper()
+	root := newRootCommand(&globalOptions{stdout: io.Discard, stderr: io.Discard})
+	args = implicitDash(root, args)
+	cmd, rest, err := root.Find(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		return nil, nil, err
+	}
+	return splitCommand(cmd, cmd.Flags().Args())
+}
+
 func TestCommandArgs(t *testing.T) {
 	tests := []struct {
 		args    []string
-		wantErr string // "" for valid
+		names   string // joined by spaces
+		argv    string
+		wantErr string // "" for valid; %s is the command's name
 	}{
-		{[]string{"a", "--", "true"}, ""},
-		{[]string{"a", "--", "sh", "-c", "exit 3"}, ""},
-		{[]string{"--ttl", "5s", "a", "--", "true"}, ""},
-		{[]string{"a", "--ttl", "5s", "--", "true", "--ttl"}, ""},
-		{nil, "missing lock NAME and COMMAND"},
-		{[]string{"a"}, "missing COMMAND: use %s NAME -- COMMAND"},
-		{[]string{"a", "true"}, "put COMMAND after --: %s NAME"},
-		{[]string{"a", "b", "--", "true"}, "put COMMAND after --"}, // run: a set of names (below)
-		{[]string{"a", "--"}, "missing COMMAND after --"},
-		{[]string{"--", "true"}, "missing lock NAME before --"},
-		{[]string{"", "--", "true"}, "invalid name"},
+		{[]string{"a", "--", "true"}, "a", "true", ""},
+		{[]string{"a", "--", "sh", "-c", "exit 3"}, "a", "sh -c exit 3", ""},
+		{[]string{"--ttl", "5s", "a", "--", "true"}, "a", "true", ""},
+		{[]string{"a", "--ttl", "5s", "--", "true", "--ttl"}, "a", "true --ttl", ""},
+		// As flock: no "--", COMMAND after NAME, its flags its own.
+		{[]string{"a", "true"}, "a", "true", ""},
+		{[]string{"a", "ls", "-l", "--ttl", "5"}, "a", "ls -l --ttl 5", ""},
+		{[]string{"--ttl", "5", "-q", "a", "ls", "-l"}, "a", "ls -l", ""},
+		// With a "--", the first one ends the names.
+		{[]string{"a", "--", "git", "log", "--", "f"}, "a", "git log -- f", ""},
+		// A name that starts with "-", after "--".
+		{[]string{"--", "-a", "true"}, "-a", "true", ""},
+		{[]string{"--ttl", "5", "--", "-a", "sh", "-c", "exit 3"}, "-a", "sh -c exit 3", ""},
+		{nil, "", "", "missing lock NAME"},
+		{[]string{"a"}, "", "", "missing COMMAND: use %s NAME COMMAND"},
+		{[]string{"a", "--"}, "", "", "missing COMMAND"},
+		{[]string{"--", "true"}, "", "", "missing COMMAND"},
+		{[]string{"", "--", "true"}, "", "", "invalid name"},
 	}
-	for _, newCmd := range []func(*globalOptions) *cobra.Command{newRunCommand, newElectCommand} {
+	for _, name := range []string{"run", "elect"} {
 		for _, tt := range tests {
-			cmd := newCmd(&globalOptions{})
-			t.Run(cmd.Name()+" "+strings.Join(tt.args, " "), func(t *testing.T) {
-				if err := cmd.ParseFlags(tt.args); err != nil {
-					t.Fatal(err)
-				}
-				err := cmd.Args(cmd, cmd.Flags().Args())
+			t.Run(name+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+				names, argv, err := split(t, append([]string{name}, tt.args...))
 				if tt.wantErr == "" {
-					if err != nil {
-						t.Fatalf("commandArgs: %v", err)
+					if err != nil || strings.Join(names, " ") != tt.names || strings.Join(argv, " ") != tt.argv {
+						t.Fatalf("names %q command %q err %v; want %q and %q", names, argv, err, tt.names, tt.argv)
 					}
 					return
 				}
-				if cmd.Name() == "run" && len(tt.args) == 4 && tt.args[1] == "b" {
-					if err != nil {
-						t.Fatalf("run with two names: %v", err)
-					}
-					return
-				}
-				want := strings.ReplaceAll(tt.wantErr, "%s", cmd.Name())
+				want := strings.ReplaceAll(tt.wantErr, "%s", name)
 				if err == nil || exitCode(err) != exitcode.Usage || !strings.Contains(err.Error(), want) {
-					t.Fatalf("commandArgs = %v (exit %d), want a usage error mentioning %q", err, exitCode(err), want)
+					t.Fatalf("split = %v (exit %d), want a usage error mentioning %q", err, exitCode(err), want)
 				}
 			})
 		}
@@ -58,20 +73,23 @@ func TestCommandArgs(t *testing.T) {
 func TestRunNamesArgs(t *testing.T) {
 	for _, tt := range []struct {
 		args    []string
+		names   []string
 		wantErr string
 	}{
-		{[]string{"a", "b", "c", "--", "true"}, ""},
-		{[]string{"a", "b", "a", "--", "true"}, "given twice"},
-		{[]string{"a", "", "--", "true"}, "invalid name"},
-		{[]string{"a", "b", "--"}, "missing COMMAND after --"},
+		{[]string{"a", "b", "c", "--", "true"}, []string{"a", "b", "c"}, ""},
+		{[]string{"--", "-a", "-b", "--", "true"}, []string{"-a", "-b"}, ""},
+		{[]string{"a", "b", "true"}, []string{"a"}, ""}, // without "--", one name: b is the command
+		{[]string{"a", "b", "a", "--", "true"}, nil, "given twice"},
+		{[]string{"a", "", "--", "true"}, nil, "invalid name"},
+		{[]string{"a", "b", "--"}, nil, "missing COMMAND"},
 	} {
-		cmd := newRunCommand(&globalOptions{})
-		if err := cmd.ParseFlags(tt.args); err != nil {
-			t.Fatal(err)
+		names, _, err := split(t, append([]string{"run"}, tt.args...))
+		if tt.wantErr == "" && (err != nil || !slices.Equal(names, tt.names)) ||
+			tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("run %v: names %q, %v; want %q %q", tt.args, names, err, tt.names, tt.wantErr)
 		}
-		err := cmd.Args(cmd, cmd.Flags().Args())
-		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-			t.Errorf("run %v: %v, want %q", tt.args, err, tt.wantErr)
-		}
+	}
+	if _, _, err := split(t, []string{"elect", "a", "b", "--", "true"}); err == nil || !strings.Contains(err.Error(), "one NAME") {
+		t.Errorf("elect a b -- true: %v, want a usage error", err)
 	}
 }

@@ -60,19 +60,19 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	}
 	g.printer.Print(v, func(w io.Writer) {
 		name := printable(name)
-		if v.Holder == nil {
+		h := v.Holder
+		switch {
+		case h == nil && len(v.Waiters) == 0:
 			fmt.Fprintf(w, "%s: free\n", name)
 			return
-		}
-		h := v.Holder
-		if len(v.Holders) == 1 && !h.Shared && h.Slot == nil {
+		case h == nil:
+			// The first waiter is a set of names that waits for another
+			// of its names: it holds none, but comes first here.
+			fmt.Fprintf(w, "%s: not held, %s queued (the first waits for another name of its set)\n", name, plural(len(v.Waiters), "waiter"))
+		case len(v.Holders) == 1 && !h.Shared && h.Slot == nil:
 			fmt.Fprintf(w, "%s: held by %s (token %s%s, lease %s, %ds left)\n", name, h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
-		} else {
-			kind := "readers"
-			if h.Slot != nil {
-				kind = fmt.Sprintf("of %d slots", h.Limit)
-			}
-			fmt.Fprintf(w, "%s: held by %d %s\n", name, len(v.Holders), kind)
+		default:
+			fmt.Fprintf(w, "%s: held by %s\n", name, heldBy(v.Holders))
 			for _, h := range v.Holders {
 				fmt.Fprintf(w, "  %s: %s (token %s%s, lease %s, %ds left)\n", h.role(), h.who(), h.Token, h.when(), h.Lease, h.LeaseTTL)
 			}
@@ -82,4 +82,12 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		}
 	})
 	return nil
+}
+
+// heldBy counts the holders of a read-write lock or a semaphore.
+func heldBy(holders []contenderView) string {
+	if h := holders[0]; h.Slot != nil {
+		return fmt.Sprintf("%d of %d slots", len(holders), h.Limit)
+	}
+	return plural(len(holders), "reader")
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -79,6 +80,14 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 	}
 	tick := time.NewTicker(deadlineEvery)
 	defer tick.Stop()
+	var runOut <-chan time.Time // --run-timeout
+	if o.runTimeout > 0 {
+		t := time.NewTimer(o.runTimeout)
+		defer t.Stop()
+		runOut = t.C
+	}
+	timedOut := false
+	var renewals renewWarning
 
 	var (
 		lostErr error
@@ -129,10 +138,13 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 				if lostErr != nil {
 					return 0, 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
 				}
+				if timedOut {
+					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
+				}
 				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
-			g.logger.Info("forwarding signal", zap.Stringer("signal", sig))
+			g.logger.Info("forwarding signal", zap.String("signal", signals.Name(sig.(syscall.Signal))))
 			_ = gd.Signal(sig.(syscall.Signal))
 		case <-contc:
 			_ = gd.Continue(inForeground(g.stdin))
@@ -141,6 +153,13 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 			lostErr = l.Err()
 			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
 			ack, asked = time.After(guardian.StopAck), time.Now()
+		case <-runOut:
+			runOut = nil
+			if lost != nil { // not already stopping for a loss
+				timedOut = true
+				_ = gd.Stop(fmt.Sprintf("--run-timeout %v passed", o.runTimeout), killGrace(o.killGrace, s, nil))
+				ack, asked = time.After(guardian.StopAck), time.Now()
+			}
 		case <-ack:
 			if time.Since(asked) > 2*guardian.StopAck {
 				// This process was stopped or starved since it asked:
@@ -157,6 +176,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 			if lost == nil {
 				continue
 			}
+			renewals.check(g.printer, s)
 			if next, nextHard := guardDeadlines(s); next.After(soft) {
 				soft = next
 				_ = gd.SetDeadline(soft, nextHard)

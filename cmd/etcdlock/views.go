@@ -22,18 +22,20 @@ type contenderView struct {
 	PID      int           `json:"pid,omitempty"`
 	Since    string        `json:"since"`
 	Key      string        `json:"key"`
-	Lease    string        `json:"lease"`
+	Lease    string        `json:"lease,omitempty"`             // "" in leader's output
 	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
 	// Foreign: the key has no etcdlock record (etcdctl lock, concurrency.Mutex).
 	Foreign bool `json:"foreign,omitempty"`
 	Shared  bool `json:"shared,omitempty"` // a reader of a read-write lock (run --shared)
 	Limit   int  `json:"limit,omitempty"`  // a semaphore's limit (run --limit)
 	Slot    *int `json:"slot,omitempty"`   // a semaphore holder's slot
+	// Names lists the set of a run of several names, in its order.
+	Names []string `json:"names,omitempty"`
 }
 
 func viewOf(c lock.Contender) contenderView {
 	v := contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
-		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign, Shared: c.Shared, Limit: c.Limit}
+		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign, Shared: c.Shared, Limit: c.Limit, Names: c.Names}
 	if c.Slot >= 0 {
 		slot := c.Slot
 		v.Slot = &slot
@@ -75,12 +77,21 @@ func printable(s string) string {
 	return s
 }
 
-// when is how a contender's start is printed: a foreign key has none.
+// when is how a contender's start is printed: a foreign key has none. A
+// member of a set of names also says which names the set holds with it.
 func (v contenderView) when() string {
 	if v.Foreign {
 		return ""
 	}
-	return ", since " + v.Since
+	s := ", since " + v.Since
+	if len(v.Names) > 1 {
+		names := make([]string, len(v.Names))
+		for i, n := range v.Names {
+			names[i] = printable(n)
+		}
+		s += ", set " + strings.Join(names, " ")
+	}
+	return s
 }
 
 // grantView is how acquire and renew print a grant.
@@ -127,4 +138,12 @@ func since(t time.Time) string {
 // fieldsOf is how a held lock appears in the log.
 func fieldsOf(l *lock.Lock) []zap.Field {
 	return []zap.Field{zap.String("name", l.Name()), zap.Stringer("token", l.Token()), zap.String("key", l.Key())}
+}
+
+// plural is n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

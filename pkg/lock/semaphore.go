@@ -383,13 +383,7 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 			}
 		}
 		if len(queue) >= l.opts.limit || slot < 0 {
-			if len(queue) == 0 {
-				// Every slot is held by a holder whose contender key is
-				// gone (broken, or deleted by hand): the slot keys hold
-				// the same records.
-				return 0, lockedError(l.name, slots[0])
-			}
-			return 0, lockedError(l.name, queue[0])
+			return 0, semaphoreHolder(l.name, queue, slots)
 		}
 		key := spfx + strconv.Itoa(slot)
 		l.mu.Lock()
@@ -410,6 +404,26 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 		l.slotKey = ""
 		l.mu.Unlock()
 	}
+}
+
+// semaphoreHolder is the *LockedError of a full semaphore: its oldest
+// holder, with its slot key's token, as Inspect reports it.
+func semaphoreHolder(name string, queue, slots []*mvccpb.KeyValue) *LockedError {
+	bySlot := slotsByValue(slots)
+	for _, kv := range queue {
+		if sk, ok := bySlot[string(kv.Value)]; ok && sk.Lease == kv.Lease {
+			e := lockedError(name, kv)
+			e.Token = fencing.Token(sk.CreateRevision)
+			return e
+		}
+	}
+	if len(slots) > 0 {
+		// Every slot is held by a holder whose contender key is gone
+		// (broken, or deleted by hand): the slot keys hold the same
+		// records.
+		return lockedError(name, slots[0])
+	}
+	return lockedError(name, queue[0])
 }
 
 func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {

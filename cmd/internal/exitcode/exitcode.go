@@ -17,10 +17,12 @@ const (
 	Unavailable   = 69  // etcd could not be reached
 	Internal      = 70  // the guardian of run/elect got no command from its supervisor
 	NotAcquired   = 75  // the lock is held by someone else (--try, acquire)
+	Mismatch      = 76  // run's --limit/--shared disagrees with the name's other contenders
 	Permission    = 77  // etcd refused: authentication or RBAC
 	Config        = 78  // configuration error: unreadable TLS files, bad certificates
 	Lost          = 79  // the lock was lost, or renew/release/break's token does not hold it (see Table)
-	Timeout       = 124 // --timeout passed while waiting for the lock
+	LostWaiting   = 80  // run/elect's session was lost while it waited: the command never ran
+	Timeout       = 124 // --timeout passed while waiting for the lock, or --run-timeout while the command ran
 	CannotExecute = 126 // the command of run/elect could not be executed
 	NotFound      = 127 // the command of run/elect was not found
 	SignalBase    = 128 // plus N: signal N killed the command (or interrupted the wait)
@@ -39,16 +41,18 @@ var Table = []Row{
 	{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
 	{fmt.Sprint(Error), "other failure"},
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
-	{fmt.Sprint(Unavailable), "etcd unreachable within `--command-timeout`"},
+	{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`, with the reason found by dialing it (connection refused, unknown host), or no answer in time"},
 	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
-	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`), or `run --limit`/`--shared` disagrees with the name's holders"},
+	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
+	{fmt.Sprint(Mismatch), "`run --limit N` or `--shared` disagrees with how the name's holders and waiters use it (another limit, a semaphore against a plain lock or a read-write lock, or the other way round); not changed by `-E`"},
 	{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
-	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate"},
+	{fmt.Sprint(Config), "configuration error: TLS files missing or unreadable, bad certificate; TLS that does not match the server's (TLS to a plain server, plain to a TLS server, a certificate the CA does not verify)"},
 	{fmt.Sprint(Lost), "lock lost while the command ran (the command was killed); " +
 		"`renew`: the token's lock is gone (expired, released, broken), is another owner's or is not the holder; " +
 		"`release`: the token is a lock of another owner (a lock already gone is a success); " +
 		"`break`: no holder of the name has the token"},
-	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`)"},
+	{fmt.Sprint(LostWaiting), "`run`/`elect`: the session was lost while waiting for the lock (etcd unreachable for longer than `--ttl`, or its lease revoked): the command never ran, a retry is safe"},
+	{fmt.Sprint(Timeout), "timed out waiting (`--timeout`); `run`/`elect`: the command ran past `--run-timeout` and was stopped (not replaced by `-E`)"},
 	{fmt.Sprintf("%d, %d", CannotExecute, NotFound), "the command could not be executed / was not found"},
 	{fmt.Sprintf("N, %d+N", SignalBase), fmt.Sprintf("the command's own exit code; if SIGINT, SIGTERM or SIGHUP killed it, etcdlock dies of the same signal (as flock does, so that a shell stops the script); %d+N for another signal N", SignalBase)},
 }

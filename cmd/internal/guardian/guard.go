@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
+	"github.com/etcdlock/etcdlock/cmd/internal/notes"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
@@ -71,7 +72,7 @@ func Main(stderr io.Writer) int {
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
-	defer g.notes.close(noteFlush)
+	defer g.notes.Close(noteFlush)
 	if err := g.status.Encode(message{Op: opReady}); err != nil {
 		return exitcode.Internal // the supervisor is gone
 	}
@@ -80,7 +81,7 @@ func Main(stderr io.Writer) int {
 
 // guard is the guardian's state; only run's goroutine touches it.
 type guard struct {
-	notes      *notes // stderr, written without blocking the loop
+	notes      *notes.Queue // stderr, written without blocking the loop
 	status     *json.Encoder
 	supervisor int // pid of the supervisor; the guardian's parent
 	self       int
@@ -175,7 +176,7 @@ func (g *guard) run(ctrl *os.File) int {
 					g.stopAll("etcdlock exited")
 				}
 			default:
-				g.stopAll(fmt.Sprintf("the guardian received %v", sig))
+				g.stopAll(fmt.Sprintf("the guardian received %s", signals.Name(sig.(syscall.Signal))))
 			}
 		case <-timer.C:
 		}
@@ -337,7 +338,11 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 		_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
 	}
 	g.signalBelow(syscall.SIGCONT)
-	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v", reason, signals.Name(g.killSignal), wait)
+	cut := ""
+	if wait < g.killGrace.Round(time.Millisecond) {
+		cut = fmt.Sprintf(" (--kill-grace %v cut short: SIGKILL must go out before etcd could give the lock to someone else)", g.killGrace)
+	}
+	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v%s", reason, signals.Name(g.killSignal), wait, cut)
 	g.refused(denied)
 }
 
@@ -405,10 +410,10 @@ func (g *guard) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if g.jsonNotes {
 		b, _ := json.Marshal(map[string]string{"note": msg})
-		g.notes.add(append(b, '\n'))
+		_, _ = g.notes.Write(append(b, '\n'))
 		return
 	}
-	g.notes.add([]byte("etcdlock: " + msg + "\n"))
+	_, _ = g.notes.Write([]byte("etcdlock: " + msg + "\n"))
 }
 
 // exit reports code to the supervisor and returns it.

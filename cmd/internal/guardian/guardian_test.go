@@ -488,7 +488,7 @@ func TestRefusedBacksOff(t *testing.T) {
 	if g.nextWake() != reapEvery {
 		t.Errorf("next wake %v after the refusal ended, want %v", g.nextWake(), reapEvery)
 	}
-	g.notes.close(time.Minute)
+	g.notes.Close(time.Minute)
 	if n := strings.Count(out.String(), "cannot be signalled (pid [4242])"); n != 1 {
 		t.Errorf("refusal reported %d times, want once:\n%s", n, out.String())
 	}

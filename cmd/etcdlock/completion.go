@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// completionTimeout bounds the etcd requests of a shell completion: a
+// shell waits for it at every Tab.
+const completionTimeout = time.Second
+
+// nameArgs are the commands whose first argument is a lock name (list's is
+// a prefix of one); run and elect complete their COMMAND as the shell does.
+var nameArgs = map[string]bool{
+	"run": true, "elect": true, "acquire": true, "renew": true, "release": true,
+	"status": true, "leader": true, "break": true, "list": true,
+}
+
+// completeNames lists the lock names under --prefix that start with
+// toComplete, for a command's first argument.
+func (g *globalOptions) completeNames(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		if cmd.Name() == "run" || cmd.Name() == "elect" {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	// Completion runs no PersistentPreRunE: the environment's flags are
+	// applied here.
+	if err := applyEnv(cmd, args); err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	g.dialTimeout = min(g.dialTimeout, completionTimeout)
+	var names []string
+	err := g.request(context.Background(), func(ctx context.Context, cli *clientv3.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, completionTimeout)
+		defer cancel()
+		all, err := lock.List(ctx, cli, toComplete, lock.WithPrefix(g.prefix))
+		for _, st := range all {
+			if !strings.ContainsAny(st.Name, " \t\n") {
+				names = append(names, st.Name)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		cobra.CompDebugln(fmt.Sprint("lock names: ", err), false)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// registerCompletions adds the completions of lock names and of the flags
+// whose values are few.
+func registerCompletions(g *globalOptions, root *cobra.Command) {
+	fixed := func(values ...string) cobra.CompletionFunc {
+		return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+	}
+	_ = root.RegisterFlagCompletionFunc("write-out", fixed("simple", "json"))
+	_ = root.RegisterFlagCompletionFunc("log-level", fixed("debug", "info", "warn", "error"))
+	for _, c := range root.Commands() {
+		if nameArgs[c.Name()] {
+			c.ValidArgsFunction = g.completeNames
+		}
+		if c.Flags().Lookup("kill-signal") != nil {
+			_ = c.RegisterFlagCompletionFunc("kill-signal", fixed("TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2"))
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// An etcd that cannot be reached is reported with the reason, not as a
+// deadline: a refused connection or an unknown host exits 69, TLS that
+// does not match the server's exits 78.
+func TestCLIUnreachableReasons(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := newCA(t, dir), newCA(t, t.TempDir())
+	srvCert, srvKey := ca.issue(t, dir, "server", true)
+	c := etcdtest.Cluster(t, embedded.WithClientTLS(transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey}))
+	tlsEP := c.Endpoints()[0]
+	plainEP := strings.TrimPrefix(strings.TrimPrefix(shared.Endpoints()[0], "http://"), "https://")
+	fast := []string{"--request-timeout", "1s", "--dial-timeout", "1s"}
+	for _, tt := range []struct {
+		name, ep string
+		flags    []string
+		code     int
+		msg      string
+	}{
+		{"connection refused", "127.0.0.1:1", nil, 69, "connection refused"},
+		{"unknown host", "etcd.invalid:2379", nil, 69, "etcd.invalid"},
+		{"TLS to a plain server", plainEP, []string{"--cacert", ca.file}, 78, "does not speak TLS"},
+		{"plain to a TLS server", strings.TrimPrefix(tlsEP, "https://"), nil, 78, "speaks TLS"},
+		{"an unknown CA", tlsEP, []string{"--cacert", other.file}, 78, "certificate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cli(t, tt.ep, nil, append(append(append([]string{}, fast...), tt.flags...), "status", "job")...)
+			if r.code != tt.code || !strings.Contains(r.stderr, tt.msg) {
+				t.Errorf("exit %d, stderr %q; want %d naming %q", r.code, r.stderr, tt.code, tt.msg)
+			}
+		})
+	}
+	if r := cli(t, tlsEP, nil, "--cacert", ca.file, "status", "job"); r.code != 0 {
+		t.Errorf("the right CA: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// Progress on stderr at the default level, none with -q: a waiting set
+// says what it waits for and when it acquires; a run says that it waits
+// out a lock-delay; a holder says that renewals fail before the loss.
+func TestCLIProgressNotes(t *testing.T) {
+	ep := shared.Endpoints()[0]
+	t.Run("set", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, quiet := range []bool{false, true} {
+			id := fmt.Sprint("eu-", quiet)
+			startedRun(t, ep, dir, id, "db-eu")
+			args := []string{"run", "db-us", "db-eu", "--", "true"}
+			if quiet {
+				args = append([]string{"-q"}, args...)
+			}
+			w := cliCommand(t, ep, nil, args...)
+			var stderr lockedBuffer
+			w.Stderr = &stderr
+			if err := w.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitQueued(t, testCtx(t, time.Minute), etcdtest.Client(t, ep), "db-us", 1)
+			if !quiet {
+				// The note comes while the holder holds.
+				etcdtest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(stderr.String(), `waiting for lock "db-eu"`) }, "no waiting note")
+			}
+			if err := os.WriteFile(filepath.Join(dir, id+".stop"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if got := stderr.String(); quiet != (got == "") || !quiet && !strings.Contains(got, "acquired lock") {
+				t.Errorf("-q %v: stderr %q", quiet, got)
+			}
+		}
+	})
+	t.Run("lock-delay", func(t *testing.T) {
+		dir := t.TempDir()
+		holder := startedRun(t, ep, dir, "h", "job", "--lock-delay", "2s", "--ttl", "2")
+		if err := holder.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		r := cli(t, ep, nil, "run", "job", "--lock-delay", "2s", "--", "true")
+		if r.code != 0 || !strings.Contains(r.stderr, "waiting out the lock-delay") {
+			t.Errorf("run after a killed holder: exit %d, stderr %q; want a lock-delay note", r.code, r.stderr)
+		}
+	})
+	t.Run("renewals", func(t *testing.T) {
+		p, proxyURL := etcdtest.Proxy(t, ep)
+		dir := t.TempDir()
+		h := cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "4", "sh", "-c", "touch "+filepath.Join(dir, "ran")+"; sleep 100")
+		var stderr lockedBuffer
+		h.Stderr = &stderr
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		etcdtest.Eventually(t, 20*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "ran")); return err == nil }, "the command did not start")
+		p.BlackholeTx()
+		p.BlackholeRx()
+		if err := h.Wait(); exitCodeOf(err) != 79 {
+			t.Errorf("exit %v, want 79", err)
+		}
+		got := stderr.String()
+		failed, lost := strings.Index(got, "renewals of the lease are failing"), strings.Index(got, "lost")
+		if failed < 0 || lost < 0 || failed > lost {
+			t.Errorf("stderr %q: want a failing renewal noted before the loss", got)
+		}
+	})
+}
