@@ -91,9 +91,10 @@ set, written in one transaction, so runs with overlapping sets cannot
 deadlock); ETCDLOCK_NAME is the first, ETCDLOCK_NAMES lists them all, one per
 line. Several NAMEs take neither --try, --limit nor --shared.
 
-COMMAND never outlives the lock. It runs below a guardian (etcdlock itself,
-re-executed; "etcdlock guardian" in ps) that keeps every process COMMAND
-starts, including ones that call setsid or double-fork, and stops them all:
+COMMAND never outlives the lock. It runs below a guardian ("etcdlock
+guardian" in ps: etcdlock-guardian if installed beside etcdlock, else
+etcdlock itself, re-executed) that keeps every process COMMAND starts,
+including ones that call setsid or double-fork, and stops them all:
   - when COMMAND exits: whatever it left running is stopped (and reported)
     before the lock is released;
   - when the lock is lost (the lease could not be renewed in time, or the lock
