@@ -63,8 +63,17 @@ type run struct {
 func start(t *testing.T, script string, grace, soft, hard time.Duration) *run {
 	t.Helper()
 	r := &run{t: t, stderr: &syncBuffer{}, dir: t.TempDir()}
+	// The deadlines count from when the guardian is ready, not from its
+	// start-up, which a loaded machine may stretch.
+	g, err := Spawn(Stdio{Stdout: os.Stdout, Stderr: r.stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.p.awaitReady(); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now()
-	g, err := Start(Stdio{Stdout: os.Stdout, Stderr: r.stderr}, Config{
+	err = g.Run(Config{
 		Argv:       []string{"/bin/sh", "-c", script},
 		Env:        append(os.Environ(), "DIR="+r.dir),
 		KillSignal: syscall.SIGTERM,
@@ -219,7 +228,7 @@ func TestSupervisorGoneStopsEverything(t *testing.T) {
 // SIGTERM at the soft deadline and, as it ignores it, SIGKILL at the hard
 // one — though the grace period is longer.
 func TestDeadlinePassesWithoutRenewal(t *testing.T) {
-	const soft, hard = 400 * time.Millisecond, 900 * time.Millisecond
+	const soft, hard = time.Second, 1500 * time.Millisecond
 	begin := time.Now()
 	r := start(t, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
 	pids := append(r.pids("pids", 3), r.pid)
@@ -240,11 +249,13 @@ func TestDeadlinePassesWithoutRenewal(t *testing.T) {
 
 // Fresh deadlines keep the command running past the first one.
 func TestRenewedDeadlineKeepsTheCommand(t *testing.T) {
-	r := start(t, `sleep 1; exit 4`, time.Hour, 200*time.Millisecond, 300*time.Millisecond)
+	// Deadlines a second ahead, renewed every 50 ms, for a command that runs
+	// two seconds: only a stall of a second on this machine could end it.
+	r := start(t, `sleep 2; exit 4`, time.Hour, time.Second, 1500*time.Millisecond)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
+		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -252,7 +263,7 @@ func TestRenewedDeadlineKeepsTheCommand(t *testing.T) {
 				return
 			case <-tick.C:
 				now := time.Now()
-				_ = r.g.SetDeadline(now.Add(200*time.Millisecond), now.Add(300*time.Millisecond))
+				_ = r.g.SetDeadline(now.Add(time.Second), now.Add(1500*time.Millisecond))
 			}
 		}
 	})
