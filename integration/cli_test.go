@@ -406,12 +406,18 @@ func TestCLIInterruptWhileWaiting(t *testing.T) {
 	cl := etcdtest.Client(t, ep)
 	waitQueued(t, context.Background(), cl, "job", 1)
 	waiter := cliCommand(t, ep, nil, "run", "job", "--", "true")
-	var stderr bytes.Buffer
-	waiter.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	waiter.Stderr = stderr
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitQueued(t, context.Background(), cl, "job", 2)
+	// Interrupted once it has said whom it waits for.
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "held by"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no holder note within 30s; stderr %q", stderr.String())
+		}
+	}
 	if err := waiter.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
