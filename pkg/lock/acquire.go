@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
@@ -68,7 +69,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	}
 	ctx, stop := l.bind(ctx)
 	defer stop()
-	pfx := contendersPrefix(s.cfg.prefix, name)
+	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var resp *clientv3.TxnResponse
 	for {
 		// The Get before the Put returns the newest key already under the
@@ -144,7 +145,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	}
 	ctx, stop := l.bind(ctx)
 	defer stop()
-	pfx := contendersPrefix(s.cfg.prefix, name)
+	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	if ac.shared || ac.semaphore() {
 		try := s.tryShared
 		if ac.semaphore() {
@@ -374,10 +375,10 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		if old == nil {
 			s.seq++
 			ac.names = names
-			l := &Lock{s: s, name: names[0], key: contenderKey(s.cfg.prefix, names[0], s.lease), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
+			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
 				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
 			for _, name := range names[1:] {
-				l.more = append(l.more, member{name: name, key: contenderKey(s.cfg.prefix, name, s.lease)})
+				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
 			}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
 			l.since = s.cfg.clock.Now()
@@ -566,7 +567,7 @@ func (s *Session) removeLeftoverOf(ctx context.Context, name string, kv *mvccpb.
 	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
 	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
 	if name != "" {
-		del = append(del, clientv3.OpDelete(markerKey(s.cfg.prefix, name, s.lease, kv.CreateRevision)))
+		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.lease), kv.CreateRevision)))
 	}
 	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
 	if err != nil {

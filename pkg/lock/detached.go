@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Detached performs single lock operations whose lease nobody renews in the
@@ -81,8 +82,8 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}
-	pfx := contendersPrefix(d.cfg.prefix, name)
-	key := contenderKey(d.cfg.prefix, name, lease.ID)
+	pfx := keyspace.Of(d.cfg.prefix, name).Contenders()
+	key := keyspace.Of(d.cfg.prefix, name).Contender(int64(lease.ID))
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
@@ -102,7 +103,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 		holder := resp.Responses[0].GetResponseRange().Kvs[0]
 		// Replaced once at most: holding it again under owner means a
 		// concurrent acquire under the same owner, which wins.
-		if replaced || recordOwner(holder.Value) != owner {
+		if replaced || keyspace.Owner(holder.Value) != owner {
 			d.revoke(lease.ID)
 			return Grant{}, lockedError(name, holder)
 		}
@@ -156,7 +157,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 	if !token.IsValid() {
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	pfx := contendersPrefix(d.cfg.prefix, name)
+	pfx := keyspace.Of(d.cfg.prefix, name).Contenders()
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
 		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
@@ -169,7 +170,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 		return nil, fmt.Errorf("%w: %q with token %s", ErrNotHeld, name, token)
 	}
 	kv := kvs[0]
-	if got := recordOwner(kv.Value); got != owner {
+	if got := keyspace.Owner(kv.Value); got != owner {
 		return nil, fmt.Errorf("%w: token %s of %q belongs to %q, not %q", ErrNotOwner, token, name, got, owner)
 	}
 	if holder := resp.Responses[1].GetResponseRange().Kvs; mustHold && (len(holder) == 0 || holder[0].CreateRevision != int64(token)) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Follow calls fn with the status of name now and after every change of
@@ -29,7 +31,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	if err != nil {
 		return err
 	}
-	prefix := contendersPrefix(cfg.prefix, name)
+	prefix := keyspace.Of(cfg.prefix, name).Contenders()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		st, err := readStatus(ctx, client, cfg.prefix, name)

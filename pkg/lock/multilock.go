@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxNames is the most names one AcquireAll takes: its transaction puts
@@ -28,7 +29,7 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 	const framing = 32 // per operation: tags, lengths, options
 	size := 0
 	for i, key := range l.Keys() {
-		size += 3*len(key) + 2*len(contendersPrefix(prefix, names[i])) + len(l.value) + 4*framing
+		size += 3*len(key) + 2*len(keyspace.Of(prefix, names[i]).Contenders()) + len(l.value) + 4*framing
 	}
 	return size
 }
@@ -100,7 +101,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 		then := make([]clientv3.Op, 0, 2*len(keys))
 		elses := make([]clientv3.Op, len(keys))
 		for i, key := range keys {
-			pfxs[i] = contendersPrefix(s.cfg.prefix, names[i])
+			pfxs[i] = keyspace.Of(s.cfg.prefix, names[i]).Contenders()
 			cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 			then = append(then, clientv3.OpGet(pfxs[i], clientv3.WithLastCreate()...))
 			elses[i] = clientv3.OpGet(key)

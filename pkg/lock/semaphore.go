@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -11,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxLimit is the largest limit WithLimit accepts.
@@ -79,19 +79,12 @@ func (l *Lock) Slot() int {
 // semaphore reports whether ac acquires a semaphore.
 func (ac acquireConfig) semaphore() bool { return ac.limit > 1 }
 
-// slotsPrefix is the prefix of the slot keys of name: outside the name's
-// contender range ('%' is escaped in names, so "%slot" ends no escaped
-// name), and skipped by List as a lock name.
-func slotsPrefix(prefix, name string) string { return prefix + escapeName(name) + slotSegment + "/" }
-
-const slotSegment = "%slot"
-
 // checkLimits fails with ErrLimitMismatch if a key in older — keys older
 // than l's under its name — was written with another limit (a plain lock,
 // a reader, another lock client, or a semaphore of another limit).
 func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	for _, kv := range older {
-		r, ok := parseRecord(kv.Value)
+		r, ok := keyspace.Decode(kv.Value)
 		lim := max(r.Limit, 1)
 		if !ok || r.Shared || lim != max(l.opts.limit, 1) {
 			what := fmt.Sprintf("limit %d", lim)
@@ -228,7 +221,7 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 // slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
 // leaves out the lease, which tells this session's own slot keys.
 func slotsOp(prefix, name string) clientv3.Op {
-	return clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix())
+	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
 }
 
 // removeOwnSlots deletes the slot keys of this session's lease from
@@ -259,7 +252,7 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 //
 // get lists the slot keys as of a recent read; its Header is set.
 func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
-	spfx := slotsPrefix(s.cfg.prefix, l.name)
+	keys := keyspace.Of(s.cfg.prefix, l.name)
 	queueRev := int64(l.token)
 	for first := true; ; first = false {
 		if !first {
@@ -274,7 +267,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.Rang
 			taken[string(kv.Key)] = true
 		}
 		for slot := range l.opts.limit {
-			key := spfx + strconv.Itoa(slot)
+			key := keys.Slot(slot)
 			if taken[key] {
 				continue
 			}
@@ -301,7 +294,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.Rang
 		l.slotKey = ""
 		l.mu.Unlock()
 		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, spfx, get.Header.Revision, clientv3.WithPrefix()); err != nil {
+		if err := s.waitDelete(ctx, l, keys.Slots(), get.Header.Revision, clientv3.WithPrefix()); err != nil {
 			return 0, err
 		}
 	}
@@ -335,7 +328,7 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64
 // theirs (a slot's token is written when the slot is claimed, after the
 // holder queued), and a fenced resource would refuse it.
 func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
-	if r, _ := parseRecord(pred.Value); r.Limit > 1 {
+	if r, _ := keyspace.Decode(pred.Value); r.Limit > 1 {
 		return fmt.Errorf("%w: %q is held or awaited as a semaphore of limit %d (key %s)", ErrLimitMismatch, l.name, r.Limit, pred.Key)
 	}
 	return nil
@@ -347,7 +340,6 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 // contender key and a free slot's key in one transaction, if no key under
 // the name was written since the read. It returns the write's revision.
 func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
-	spfx := slotsPrefix(s.cfg.prefix, l.name)
 	for {
 		resp, err := s.client.Txn(ctx).Then(
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
@@ -377,7 +369,7 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 		}
 		slot := -1
 		for i := range l.opts.limit {
-			if !taken[spfx+strconv.Itoa(i)] {
+			if !taken[keyspace.Of(s.cfg.prefix, l.name).Slot(i)] {
 				slot = i
 				break
 			}
@@ -391,7 +383,7 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 			}
 			return 0, lockedError(l.name, queue[0])
 		}
-		key := spfx + strconv.Itoa(slot)
+		key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
 		l.mu.Lock()
 		l.slot, l.slotKey = slot, key
 		l.mu.Unlock()
