@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -129,7 +130,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 // It returns the started record, for the caller to delete with the
 // markers.
 func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Duration) (string, error) {
-	timer, started := keyspace.Of(s.cfg.prefix, l.name).Delay(rev, ttlSeconds(d))
+	timer, started := keyspace.Of(s.cfg.prefix, l.name).Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.
 		get, err := s.client.Txn(ctx).Then(clientv3.OpGet(timer), clientv3.OpGet(started, clientv3.WithCountOnly())).Commit()
@@ -161,7 +162,7 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string, d time.Duration) error {
 	// etcd counts in whole seconds and raises a TTL below its minimum: the
 	// delay is never shorter than asked.
-	g, err := s.client.Grant(ctx, ttlSeconds(d))
+	g, err := s.client.Grant(ctx, lease.Seconds(d))
 	if err != nil {
 		return err
 	}
