@@ -6,6 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -32,18 +33,14 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		return err
 	}
 	prefix := keyspace.Of(cfg.prefix, name).Contenders()
-	backoff := 100 * time.Millisecond
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		st, err := readStatus(ctx, client, cfg.prefix, name)
 		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+			_ = backoff.Sleep(ctx, retry.Next())
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 		if !fn(st) {
 			return nil
 		}

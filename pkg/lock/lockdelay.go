@@ -142,10 +142,8 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 			if err := s.waitDelete(ctx, l, timer, get.Header.Revision); err != nil {
 				return "", err
 			}
-			select {
-			case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending
-			case <-ctx.Done():
-				return "", ctx.Err()
+			if err := l.pause(ctx, 50*time.Millisecond); err != nil { // paces a watch etcd keeps ending
+				return "", err
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
 			return started, nil // started, and expired since

@@ -146,16 +146,7 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 	// the next, so that an unavailable etcd is not asked in a tight loop.
 	rewatch := func() error {
 		wch = nil
-		t := time.NewTimer(100 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-l.ctx.Done():
-			return context.Cause(l.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return l.pause(ctx, 100*time.Millisecond)
 	}
 	for {
 		if wch == nil {

@@ -3,13 +3,14 @@ package watchmux
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/backoff"
 )
 
 var (
@@ -22,7 +23,7 @@ var (
 // has ended and every goroutine it started has returned; no callback runs
 // after that. Run must be called once.
 func (m *Mux) Run(ctx context.Context) {
-	reconnect := backoff{next: minBackoff}
+	reconnect := backoff.Backoff{Min: minBackoff, Max: maxBackoff, Jitter: true}
 	for m.awaitWork(ctx) {
 		err := m.serve(ctx)
 		if ctx.Err() != nil {
@@ -33,9 +34,9 @@ func (m *Mux) Run(ctx context.Context) {
 			continue
 		}
 		if m.worked() {
-			reconnect = backoff{next: minBackoff}
+			reconnect.Reset()
 		}
-		d := reconnect.wait()
+		d := reconnect.Next()
 		m.log.Debug("watch stream ended; reopening", zap.Error(err), zap.Duration("after", d))
 		if !m.sleep(ctx, d) {
 			return
@@ -97,7 +98,7 @@ func (m *Mux) serve(ctx context.Context) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- m.receive(ws) }()
 	var rd *reading // the re-read in flight
-	readRetry := backoff{next: minBackoff}
+	readRetry := backoff.Backoff{Min: minBackoff, Max: maxBackoff, Jitter: true}
 	var readAt time.Time // no re-read before
 	var idleSince time.Time
 	var probe probe
@@ -169,9 +170,9 @@ func (m *Mux) serve(ctx context.Context) error {
 		case <-tc:
 		case res := <-readDone:
 			if m.finishRead(rd, res) {
-				readRetry = backoff{next: minBackoff}
+				readRetry.Reset()
 			} else {
-				readAt = m.clk.Now().Add(readRetry.wait())
+				readAt = m.clk.Now().Add(readRetry.Next())
 			}
 			rd = nil
 		case err := <-recvErr:
@@ -349,14 +350,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// backoff is an exponential backoff with equal jitter: each wait is drawn
-// from [next/2, next), and next doubles up to maxBackoff.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) wait() time.Duration {
-	d := b.next/2 + rand.N(b.next/2)
-	b.next = min(2*b.next, maxBackoff)
-	return d
 }
