@@ -139,10 +139,8 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 		}
 		switch {
 		case len(get.Responses[0].GetResponseRange().Kvs) > 0:
-			if err := s.waitDelete(ctx, l, timer, get.Header.Revision); err != nil {
-				return "", err
-			}
-			if err := l.pause(ctx, 50*time.Millisecond); err != nil { // paces a watch etcd keeps ending
+			kv := get.Responses[0].GetResponseRange().Kvs[0]
+			if err := s.waitGone(ctx, l, timer, get.Header.Revision+1, kv.CreateRevision); err != nil {
 				return "", err
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
@@ -152,6 +150,26 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 				return "", err
 			}
 		}
+	}
+}
+
+// waitGone waits until key, which exists with create revision createRev,
+// is deleted at revision rev or later. It watches on the session's watch
+// stream (watchmux.Mux.WatchKey), which re-creates the watch after a
+// broken stream and re-reads the key after a compaction: it returns only
+// once the key is gone (or re-created), l or ctx ended, or etcd refused
+// the watch (ErrWatchRefused).
+func (s *Session) waitGone(ctx context.Context, l *Lock, key string, rev, createRev int64) error {
+	gone := make(chan error, 1)
+	w := s.mux.WatchKey(key, rev, createRev, 0, func(err error) { gone <- err })
+	defer s.mux.Remove(w)
+	select {
+	case err := <-gone:
+		return refused(err)
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
