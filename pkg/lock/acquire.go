@@ -2,8 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -143,104 +141,6 @@ func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcd
 	return nil
 }
 
-// TryAcquire acquires name if no one holds it or waits for it, in one round
-// trip (more for a reader, a semaphore or a lock-delay: see their
-// options), and otherwise returns a *LockedError (wrapping ErrLocked)
-// naming the current holder, leaving no key behind. Like Acquire it never adopts an
-// existing key (a leftover of this session's earlier acquisition of name is
-// removed and, if the name is then free, replaced by a fresh key), and it
-// returns ErrAlreadyClaimed while the session already claims name.
-func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	ac, err := s.newAcquireConfig(opts)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.claim(ctx, []string{name}, ac)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.bind(ctx)
-	defer stop()
-	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
-	var rev int64
-	switch {
-	case ac.semaphore():
-		rev, err = s.trySemaphore(ctx, l, pfx)
-	case ac.shared:
-		rev, err = s.tryShared(ctx, l, pfx)
-	default:
-		rev, err = s.tryLock(ctx, l, pfx)
-	}
-	if err != nil {
-		return nil, s.failTry(ctx, l, err)
-	}
-	if ac.semaphore() {
-		s.watchKey(l, fencing.Token(rev), rev+1)
-		s.holdSlot(l, fencing.Token(rev))
-		return s.activated(ctx, l)
-	}
-	return s.tryAcquired(ctx, l, rev)
-}
-
-// tryLock is TryAcquire for a plain lock: it writes l's key only if no key
-// exists under the name (a range comparison is true for an empty range),
-// and returns the write's revision, or a *LockedError naming the holder.
-// A key of this session's earlier acquisition of the name is removed, and
-// the name tried again if that key was its holder.
-func (s *Session) tryLock(ctx context.Context, l *Lock, pfx string) (int64, error) {
-	for {
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
-			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
-			Commit()
-		if err != nil {
-			return 0, err
-		}
-		if resp.Succeeded {
-			return resp.Header.Revision, nil
-		}
-		holder := resp.Responses[0].GetResponseRange().Kvs[0]
-		mine := resp.Responses[1].GetResponseRange().Kvs
-		if len(mine) == 0 {
-			return 0, lockedError(l.name, holder)
-		}
-		// Left by an earlier acquisition: never adopted.
-		if err := s.removeLeftoverOf(ctx, l.name, mine[0]); err != nil {
-			return 0, err
-		}
-		if string(holder.Key) != l.key {
-			return 0, lockedError(l.name, holder)
-		}
-	}
-}
-
-// failTry ends a TryAcquire that failed with err: one that found the name
-// taken (a *LockedError) or of another kind (ErrLimitMismatch) wrote no
-// key, or removed it, and only drops its claim; any other is a failed
-// acquisition (failAcquire).
-func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
-	var locked *LockedError
-	if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
-		s.unclaim(l)
-		l.finish(StateReleased, ErrReleased)
-		return err
-	}
-	return s.failAcquire(ctx, l, err)
-}
-
-// tryAcquired activates l, whose key a TryAcquire wrote at rev, after the
-// lock-delay if there is one to wait.
-func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
-	s.watchKey(l, fencing.Token(rev), rev+1)
-	if l.opts.lockDelay > 0 {
-		if err := s.holdMarker(ctx, l); err != nil {
-			return nil, s.failAcquire(ctx, l, err)
-		}
-	}
-	return s.activated(ctx, l)
-}
-
 // activated activates l, or cleans up if it was lost meanwhile.
 func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	if err := l.activate(); err != nil {
@@ -274,74 +174,6 @@ func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pre
 		}
 	}
 	return older.More, ""
-}
-
-// claim registers a new claim on name, or explains why there can be none.
-// A claim whose lock is already released or lost but whose clean-up (the
-// key's deletion) is still in flight is waited for, so that the new claim
-// usually finds the name clean; what a failed clean-up leaves behind is
-// replaced, not adopted (see removeLeftover).
-//
-// An AcquireAll claims every name of its set at once, or none.
-func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (*Lock, error) {
-	for _, name := range names {
-		if err := ValidateName(name); err != nil {
-			return nil, err
-		}
-	}
-	for {
-		s.mu.Lock()
-		if s.err != nil {
-			s.mu.Unlock()
-			return nil, s.err
-		}
-		var old *Lock
-		for _, name := range names {
-			if o, ok := s.claims[name]; ok {
-				old = o
-				break
-			}
-		}
-		if old == nil {
-			s.seq++
-			ac.names = names
-			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
-				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
-			for _, name := range names[1:] {
-				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
-			}
-			l.ctx, l.cancel = context.WithCancelCause(s.alive)
-			l.since = s.cfg.clock.Now()
-			for _, name := range names {
-				s.claims[name] = l
-			}
-			s.inflight.Add(1) // done by bind's stop; under mu, before Close's end
-			s.mu.Unlock()
-			s.cfg.metrics.Waiting(1)
-			return l, nil
-		}
-		s.mu.Unlock()
-		if st := old.State(); st != StateLost && st != StateReleased {
-			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
-		}
-		select {
-		case <-old.unclaimed:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// unclaim drops l's claims on its names, where l still has them.
-func (s *Session) unclaim(l *Lock) {
-	s.mu.Lock()
-	for _, name := range l.Names() {
-		if s.claims[name] == l {
-			delete(s.claims, name)
-		}
-	}
-	s.mu.Unlock()
-	l.unclaimOnce.Do(func() { close(l.unclaimed) })
 }
 
 // watchKey records l's token and watches its key from rev on.
