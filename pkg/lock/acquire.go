@@ -53,15 +53,10 @@ import (
 // opts are the options for Acquire listed in options.go; any other is
 // rejected with ErrInvalidOption.
 func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	ac, err := s.newAcquireConfig(opts)
+	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.claim(ctx, []string{name}, ac)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.bind(ctx)
 	defer stop()
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	resp, err := s.enqueue(ctx, l, pfx)
@@ -79,6 +74,22 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	return s.activated(ctx, l)
+}
+
+// start checks opts and claims name for an acquisition: it returns the
+// Lock being acquired, ctx bound to it (see Lock.bind), and bind's stop,
+// which the caller defers.
+func (s *Session) start(ctx context.Context, name string, opts []Option) (*Lock, context.Context, func(), error) {
+	ac, err := s.newAcquireConfig(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := s.claim(ctx, []string{name}, ac)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := l.bind(ctx)
+	return l, ctx, stop, nil
 }
 
 // enqueue writes l's contender key under pfx in the acquiring transaction,

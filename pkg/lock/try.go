@@ -18,22 +18,17 @@ import (
 // removed and, if the name is then free, replaced by a fresh key), and it
 // returns ErrAlreadyClaimed while the session already claims name.
 func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
-	ac, err := s.newAcquireConfig(opts)
+	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := s.claim(ctx, []string{name}, ac)
-	if err != nil {
-		return nil, err
-	}
-	ctx, stop := l.bind(ctx)
 	defer stop()
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var rev int64
 	switch {
-	case ac.semaphore():
+	case l.opts.semaphore():
 		rev, err = s.trySemaphore(ctx, l, pfx)
-	case ac.shared:
+	case l.opts.shared:
 		rev, err = s.tryShared(ctx, l, pfx)
 	default:
 		rev, err = s.tryLock(ctx, l, pfx)
@@ -41,7 +36,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	if err != nil {
 		return nil, s.failTry(ctx, l, err)
 	}
-	if ac.semaphore() {
+	if l.opts.semaphore() {
 		s.watchKey(l, fencing.Token(rev), rev+1)
 		s.holdSlot(l, fencing.Token(rev))
 		return s.activated(ctx, l)
