@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -118,14 +119,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer cancel()
 		_ = s.Close(cctx)
 	}()
-	backoff := e.cfg.RetryMin
-	wait := func() {
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, e.cfg.RetryMax)
-	}
+	retry := backoff.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}
 	for ctx.Err() == nil {
 		if s == nil || s.Err() != nil {
 			if s != nil {
@@ -138,8 +132,9 @@ func (e *Elector) Run(ctx context.Context) error {
 			if err != nil {
 				s = nil
 				if ctx.Err() == nil {
-					log.Warn("cannot start a session; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-					wait()
+					d := retry.Next()
+					log.Warn("cannot start a session; retrying", zap.Error(err), zap.Duration("backoff", d))
+					_ = backoff.Sleep(ctx, d)
 				}
 				continue
 			}
@@ -147,12 +142,13 @@ func (e *Elector) Run(ctx context.Context) error {
 		l, err := s.Acquire(ctx, e.cfg.Name)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Warn("campaign failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-				wait()
+				d := retry.Next()
+				log.Warn("campaign failed; retrying", zap.Error(err), zap.Duration("backoff", d))
+				_ = backoff.Sleep(ctx, d)
 			}
 			continue
 		}
-		backoff = e.cfg.RetryMin
+		retry.Reset()
 		keepLease = e.lead(ctx, s, l, log)
 	}
 	return nil

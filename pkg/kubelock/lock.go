@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -216,12 +217,12 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	sent := time.Now()
-	g, err := l.client.Grant(ctx, int64((l.cfg.ttl+time.Second-1)/time.Second))
+	g, err := l.client.Grant(ctx, lease.Seconds(l.cfg.ttl))
 	if err != nil {
 		return err
 	}
 	granted := time.Duration(g.TTL) * time.Second
-	deadline := sent.Add(granted - l.cfg.marginFor(granted))
+	deadline := lease.Deadline(sent, granted, l.cfg.marginFor(granted))
 	value, err := encode(ler, g.ID, 0)
 	if err != nil {
 		l.revokeLater(g.ID)
@@ -338,7 +339,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 			return err
 		}
 		if resp.Succeeded {
-			return l.renewed(t, resp.Header.Revision, sent.Add(granted-l.cfg.marginFor(granted)))
+			return l.renewed(t, resp.Header.Revision, lease.Deadline(sent, granted, l.cfg.marginFor(granted)))
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 1 && kvs[0].Lease == int64(t.lease) {

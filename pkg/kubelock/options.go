@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -127,8 +128,5 @@ func invalid(format string, args ...any) error {
 
 // marginFor returns the safety margin for a granted TTL.
 func (c config) marginFor(granted time.Duration) time.Duration {
-	if c.margin > 0 {
-		return c.margin
-	}
-	return max(granted/10, 250*time.Millisecond)
+	return lease.Margin(c.margin, granted)
 }

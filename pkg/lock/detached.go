@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lease"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Detached performs single lock operations whose lease nobody renews in the
@@ -77,16 +79,16 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 		return Grant{}, err
 	}
 	send := d.cfg.clock.Now()
-	lease, err := d.client.Grant(ctx, ttlSeconds(ttl))
+	gr, err := d.client.Grant(ctx, lease.Seconds(ttl))
 	if err != nil {
 		return Grant{}, fmt.Errorf("lock: grant lease: %w", err)
 	}
-	pfx := contendersPrefix(d.cfg.prefix, name)
-	key := contenderKey(d.cfg.prefix, name, lease.ID)
+	pfx := keyspace.Of(d.cfg.prefix, name).Contenders()
+	key := keyspace.Of(d.cfg.prefix, name).Contender(int64(gr.ID))
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(key, newRecord(owner, d.cfg.origin, send, 0, acquireConfig{}), clientv3.WithLease(lease.ID))).
+			Then(clientv3.OpPut(key, newRecord(owner, d.cfg.origin, send, 0, acquireConfig{}), clientv3.WithLease(gr.ID))).
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)).
 			Commit()
 		if err != nil {
@@ -95,19 +97,19 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 			return Grant{}, fmt.Errorf("lock: acquire %q: %w", name, err)
 		}
 		if resp.Succeeded {
-			g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: lease.ID, TTL: time.Duration(lease.TTL) * time.Second}
-			g.Deadline = send.Add(g.TTL - d.cfg.safetyMargin(g.TTL))
+			g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: gr.ID, TTL: time.Duration(gr.TTL) * time.Second}
+			g.Deadline = lease.Deadline(send, g.TTL, d.cfg.safetyMargin(g.TTL))
 			return g, nil
 		}
 		holder := resp.Responses[0].GetResponseRange().Kvs[0]
 		// Replaced once at most: holding it again under owner means a
 		// concurrent acquire under the same owner, which wins.
-		if replaced || recordOwner(holder.Value) != owner {
-			d.revoke(lease.ID)
+		if replaced || keyspace.Owner(holder.Value) != owner {
+			d.revoke(gr.ID)
 			return Grant{}, lockedError(name, holder)
 		}
 		if _, err := compareAndDelete(ctx, d.client, string(holder.Key), holder.CreateRevision); err != nil {
-			d.revoke(lease.ID)
+			d.revoke(gr.ID)
 			return Grant{}, fmt.Errorf("lock: acquire %q: replace the earlier grant of %q: %w", name, owner, err)
 		}
 		d.revoke(clientv3.LeaseID(holder.Lease))
@@ -156,7 +158,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 	if !token.IsValid() {
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	pfx := contendersPrefix(d.cfg.prefix, name)
+	pfx := keyspace.Of(d.cfg.prefix, name).Contenders()
 	resp, err := d.client.Txn(ctx).Then(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
 		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
@@ -169,7 +171,7 @@ func (d *Detached) find(ctx context.Context, name, owner string, token fencing.T
 		return nil, fmt.Errorf("%w: %q with token %s", ErrNotHeld, name, token)
 	}
 	kv := kvs[0]
-	if got := recordOwner(kv.Value); got != owner {
+	if got := keyspace.Owner(kv.Value); got != owner {
 		return nil, fmt.Errorf("%w: token %s of %q belongs to %q, not %q", ErrNotOwner, token, name, got, owner)
 	}
 	if holder := resp.Responses[1].GetResponseRange().Kvs; mustHold && (len(holder) == 0 || holder[0].CreateRevision != int64(token)) {
@@ -190,7 +192,7 @@ func (d *Detached) renewKV(ctx context.Context, name, owner string, kv *mvccpb.K
 	ttl := time.Duration(resp.TTL) * time.Second
 	return Grant{
 		Name: name, Key: string(kv.Key), Owner: owner, Token: fencing.Token(kv.CreateRevision),
-		LeaseID: clientv3.LeaseID(kv.Lease), TTL: ttl, Deadline: send.Add(ttl - d.cfg.safetyMargin(ttl)),
+		LeaseID: clientv3.LeaseID(kv.Lease), TTL: ttl, Deadline: lease.Deadline(send, ttl, d.cfg.safetyMargin(ttl)),
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Sentinel errors. Errors returned by this package wrap them; test with
@@ -95,7 +96,7 @@ func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // lockedError describes kv, the holder of name.
 func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
-	r, ok := parseRecord(kv.Value)
+	r, ok := keyspace.Decode(kv.Value)
 	return &LockedError{Name: name, Owner: r.Owner, Token: fencing.Token(kv.CreateRevision), Key: string(kv.Key), Since: r.Acquired,
 		LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok}
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Follow calls fn with the status of name now and after every change of
@@ -29,53 +32,57 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	if err != nil {
 		return err
 	}
-	prefix := contendersPrefix(cfg.prefix, name)
-	backoff := 100 * time.Millisecond
+	prefix := keyspace.Of(cfg.prefix, name).Contenders()
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		st, err := readStatus(ctx, client, cfg.prefix, name)
 		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+			_ = backoff.Sleep(ctx, retry.Next())
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		retry.Reset()
 		if !fn(st) {
 			return nil
 		}
-		// Only a change of holder matters: wait for the holder's key to
-		// go, or, while the name is free, for the first key to appear.
-		// Waiters joining or leaving wake no one.
-		wctx, cancel := context.WithCancel(ctx)
-		var wch clientv3.WatchChan
-		if st.Holder != nil {
-			wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
-		} else {
-			wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
-		}
-		// An AcquireAll set at the head of the queue that waits for
-		// another of its names becomes the holder without any change under
-		// this name: read again every second while one does.
-		var recheck <-chan time.Time
-		if st.Holder == nil && len(st.Waiters) > 0 {
-			recheck = time.After(time.Second)
-		}
-	watch:
-		for {
-			select {
-			case wr, ok := <-wch:
-				if !ok || len(wr.Events) > 0 || wr.Err() != nil {
-					break watch
-				}
-			case <-recheck:
-				break watch
-			}
-		}
+		waitChange(ctx, client, prefix, st)
+	}
+	return nil
+}
+
+// waitChange waits until the holder of the name whose contenders prefix is
+// prefix may have changed since st, or ctx ends. Only a change of holder
+// matters: it waits for the holder's key to go, or, while the name is
+// free, for the first key to appear. Waiters joining or leaving wake no
+// one. Any end of the watch (an error, compaction) returns too: the caller
+// reads again.
+func waitChange(ctx context.Context, client *clientv3.Client, prefix string, st Status) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wch clientv3.WatchChan
+	if st.Holder != nil {
+		wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
+	} else {
+		wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
+	}
+	// An AcquireAll set at the head of the queue that waits for another
+	// of its names becomes the holder without any change under this name:
+	// read again every second while one does.
+	var recheck <-chan time.Time
+	if st.Holder == nil && len(st.Waiters) > 0 {
+		recheck = time.After(time.Second)
+	}
+	defer func() {
 		cancel()
 		for range wch { // drained once the watcher sees the cancel
 		}
+	}()
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || len(wr.Events) > 0 || wr.Err() != nil {
+				return
+			}
+		case <-recheck:
+			return
+		}
 	}
-	return nil
 }

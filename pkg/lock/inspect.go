@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -15,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Contender is one key under a lock name: the holder or a waiter.
@@ -70,10 +69,10 @@ func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...
 // use it too.
 func readStatus(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
 	resp, err := client.Txn(ctx).Then(
-		clientv3.OpGet(contendersPrefix(prefix, name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(keyspace.Of(prefix, name).Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		// Not keys-only: etcd's keys-only range leaves out the lease,
 		// which ties a slot key to its contender.
-		clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix()),
+		clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
@@ -108,7 +107,7 @@ func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, st
 		for _, n := range st.Holder.Names {
 			if n != st.Name && ValidateName(n) == nil {
 				checks = append(checks, check{st, n})
-				ops = append(ops, clientv3.OpGet(contendersPrefix(prefix, n), clientv3.WithFirstCreate()...))
+				ops = append(ops, clientv3.OpGet(keyspace.Of(prefix, n).Contenders(), clientv3.WithFirstCreate()...))
 			}
 		}
 	}
@@ -134,7 +133,7 @@ func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, st
 }
 
 // slotsByValue maps the values of slot keys (keys under a name's
-// slotsPrefix) to those keys. A slot key holds the record of the
+// Slots prefix) to those keys. A slot key holds the record of the
 // acquisition that claimed it, the same as that acquisition's contender
 // key, and records are unique within a lease (Record.Seq): the value and
 // the lease pair a slot with its contender exactly, where a lease alone
@@ -145,19 +144,6 @@ func slotsByValue(kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
 		m[string(kv.Value)] = kv
 	}
 	return m
-}
-
-// slotNumber is the slot of a slot key, -1 if key is not one.
-func slotNumber(key string) int {
-	i := strings.LastIndex(key, slotSegment+"/")
-	if i < 0 {
-		return -1
-	}
-	n, err := strconv.Atoi(key[i+len(slotSegment)+1:])
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
 }
 
 // List returns the status of every lock name under the prefix whose name
@@ -173,7 +159,7 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	}
 	// Escaping works character by character, so the escaped names that
 	// start with namePrefix are the keys that start with its escaped form.
-	resp, err := client.Get(ctx, cfg.prefix+escapeName(namePrefix), clientv3.WithPrefix(),
+	resp, err := client.Get(ctx, cfg.prefix+keyspace.Escape(namePrefix), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("lock: list: %w", err)
@@ -183,22 +169,12 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	var contenders []*mvccpb.KeyValue
 	var names []string
 	for _, kv := range resp.Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), cfg.prefix)
-		seg, _, ok := strings.Cut(rest, "/")
-		if !ok {
-			continue // not a lock key
+		switch name, kind := keyspace.Parse(cfg.prefix, string(kv.Key)); kind {
+		case keyspace.Slot:
+			slots[name] = append(slots[name], kv)
+		case keyspace.Contender:
+			contenders, names = append(contenders, kv), append(names, name)
 		}
-		if base, isSlot := strings.CutSuffix(seg, slotSegment); isSlot {
-			if name, ok := nameOfSegment(base); ok {
-				slots[name] = append(slots[name], kv)
-			}
-			continue
-		}
-		name, ok := nameOfSegment(seg)
-		if !ok {
-			continue // not a lock key
-		}
-		contenders, names = append(contenders, kv), append(names, name)
 	}
 	for i, kv := range contenders {
 		st, ok := byName[names[i]]
@@ -299,10 +275,10 @@ func (st *Status) add(c Contender) {
 // contenderOf is the contender of kv; slots are the slot keys of its name
 // by value (see slotsByValue).
 func contenderOf(kv *mvccpb.KeyValue, slots map[string]*mvccpb.KeyValue) Contender {
-	r, ok := parseRecord(kv.Value)
+	r, ok := keyspace.Decode(kv.Value)
 	c := Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok, Slot: -1}
 	if sk, ok := slots[string(kv.Value)]; ok && r.Limit > 1 && sk.Lease == kv.Lease {
-		c.Slot, c.SlotKey, c.Token = slotNumber(string(sk.Key)), string(sk.Key), fencing.Token(sk.CreateRevision)
+		c.Slot, c.SlotKey, c.Token = keyspace.SlotNumber(string(sk.Key)), string(sk.Key), fencing.Token(sk.CreateRevision)
 	}
 	return c
 }

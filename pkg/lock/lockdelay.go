@@ -2,11 +2,13 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/pkg/lease"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxLockDelay is the longest delay WithLockDelay accepts.
@@ -67,30 +69,16 @@ func WithLockDelay(d time.Duration) Option {
 	}}
 }
 
-// markersPrefix is the prefix of name's lock-delay markers: like
-// slotsPrefix, outside every name's contender range and not a name to
-// List.
-func markersPrefix(prefix, name string) string {
-	return prefix + escapeName(name) + markerSegment + "/"
-}
-
-const markerSegment = "%held"
-
-// markerKey is the lock-delay marker of the acquisition of name whose
-// contender key, under lease, has create revision token.
-func markerKey(prefix, name string, lease clientv3.LeaseID, token int64) string {
-	return fmt.Sprintf("%s%x-%x", markersPrefix(prefix, name), int64(lease), token)
-}
-
 // holdMarker is the lock-delay step of an acquisition whose contender key
 // l wrote and that is now eligible: it writes l's marker, reads the
 // others, waits the delay if there are any, and deletes them.
 func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
-	mpfx := markersPrefix(s.cfg.prefix, l.name)
+	keys := keyspace.Of(s.cfg.prefix, l.name)
+	mpfx := keys.Markers()
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := markerKey(s.cfg.prefix, l.name, s.lease, int64(l.token))
+	marker := keys.Marker(int64(s.lease), int64(l.token))
 	l.mu.Lock()
 	l.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
@@ -114,7 +102,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 		deletes = append(deletes, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
 			[]clientv3.Op{clientv3.OpDelete(string(kv.Key))}, nil))
-		if r, ok := parseRecord(kv.Value); ok {
+		if r, ok := keyspace.Decode(kv.Value); ok {
 			delay = max(delay, r.LockDelay)
 		}
 		newest = max(newest, kv.ModRevision)
@@ -133,18 +121,6 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(started)))
 }
 
-// delayKeys are the keys that time the delay d after the unclean end
-// whose newest marker has revision rev: the timer, with a lease of d, and
-// the record that the timer was started, without a lease, written in the
-// same transaction. Contenders that find the same end and need the same
-// delay share them, and they never count for a later end. A record
-// without its timer says that the delay has passed.
-func delayKeys(prefix, name string, rev int64, d time.Duration) (timer, started string) {
-	id := fmt.Sprintf("%x-%d", rev, ttlSeconds(d))
-	base := prefix + escapeName(name)
-	return base + delaySegment + "/" + id, base + startedSegment + "/" + id
-}
-
 // waitDelay waits out the lock-delay d of l's name after the unclean end
 // whose newest marker has revision rev: until the timer, written by the
 // first contender that found the end, expires. The clock is etcd's, and it
@@ -154,7 +130,7 @@ func delayKeys(prefix, name string, rev int64, d time.Duration) (timer, started 
 // It returns the started record, for the caller to delete with the
 // markers.
 func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Duration) (string, error) {
-	timer, started := delayKeys(s.cfg.prefix, l.name, rev, d)
+	timer, started := keyspace.Of(s.cfg.prefix, l.name).Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.
 		get, err := s.client.Txn(ctx).Then(clientv3.OpGet(timer), clientv3.OpGet(started, clientv3.WithCountOnly())).Commit()
@@ -163,13 +139,9 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 		}
 		switch {
 		case len(get.Responses[0].GetResponseRange().Kvs) > 0:
-			if err := s.waitDelete(ctx, l, timer, get.Header.Revision); err != nil {
+			kv := get.Responses[0].GetResponseRange().Kvs[0]
+			if err := s.waitGone(ctx, l, timer, get.Header.Revision+1, kv.CreateRevision); err != nil {
 				return "", err
-			}
-			select {
-			case <-time.After(50 * time.Millisecond): // paces a watch etcd keeps ending
-			case <-ctx.Done():
-				return "", ctx.Err()
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
 			return started, nil // started, and expired since
@@ -181,12 +153,32 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 	}
 }
 
+// waitGone waits until key, which exists with create revision createRev,
+// is deleted at revision rev or later. It watches on the session's watch
+// stream (watchmux.Mux.WatchKey), which re-creates the watch after a
+// broken stream and re-reads the key after a compaction: it returns only
+// once the key is gone (or re-created), l or ctx ended, or etcd refused
+// the watch (ErrWatchRefused).
+func (s *Session) waitGone(ctx context.Context, l *Lock, key string, rev, createRev int64) error {
+	gone := make(chan error, 1)
+	w := s.mux.WatchKey(key, rev, createRev, 0, func(err error) { gone <- err })
+	defer s.mux.Remove(w)
+	select {
+	case err := <-gone:
+		return refused(err)
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // startDelay writes the timer, with a lease of d, and its started record,
 // unless another contender started them first.
 func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string, d time.Duration) error {
 	// etcd counts in whole seconds and raises a TTL below its minimum: the
 	// delay is never shorter than asked.
-	g, err := s.client.Grant(ctx, ttlSeconds(d))
+	g, err := s.client.Grant(ctx, lease.Seconds(d))
 	if err != nil {
 		return err
 	}
@@ -206,11 +198,6 @@ func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string
 	}
 	return nil
 }
-
-const (
-	delaySegment   = "%delay"
-	startedSegment = "%delayed"
-)
 
 // markerDeletes are the operations that delete the markers of the locks
 // in ls that ended cleanly (see Lock.clean), each only if it still holds

@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxNames is the most names one AcquireAll takes: its transaction puts
@@ -28,7 +29,7 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 	const framing = 32 // per operation: tags, lengths, options
 	size := 0
 	for i, key := range l.Keys() {
-		size += 3*len(key) + 2*len(contendersPrefix(prefix, names[i])) + len(l.value) + 4*framing
+		size += 3*len(key) + 2*len(keyspace.Of(prefix, names[i]).Contenders()) + len(l.value) + 4*framing
 	}
 	return size
 }
@@ -71,15 +72,8 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 	if ac.shared || ac.semaphore() || ac.lockDelay > 0 {
 		return nil, invalid("AcquireAll takes neither WithLimit, WithShared nor WithLockDelay")
 	}
-	if len(names) == 0 || len(names) > MaxNames {
-		return nil, fmt.Errorf("%w: AcquireAll of %d names, want 1 to %d", ErrInvalidName, len(names), MaxNames)
-	}
-	seen := make(map[string]bool, len(names))
-	for _, name := range names {
-		if seen[name] {
-			return nil, fmt.Errorf("%w: %q given twice", ErrInvalidName, name)
-		}
-		seen[name] = true
+	if err := validateSet(names); err != nil {
+		return nil, err
 	}
 	l, err := s.claim(ctx, append([]string(nil), names...), ac)
 	if err != nil {
@@ -92,56 +86,87 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option
 		l.finish(StateReleased, ErrReleased)
 		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
-	keys := l.Keys()
-	pfxs := make([]string, len(names))
-	var resp *clientv3.TxnResponse
+	resp, err := s.enqueueSet(ctx, l)
+	if err != nil {
+		return nil, s.failAcquire(ctx, l, err)
+	}
+	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	if err := s.waitSet(ctx, l, resp); err != nil {
+		return nil, s.failAcquire(ctx, l, err)
+	}
+	return s.activated(ctx, l)
+}
+
+// validateSet checks the size of an AcquireAll's set and that no name
+// comes twice; claim checks each name.
+func validateSet(names []string) error {
+	if len(names) == 0 || len(names) > MaxNames {
+		return fmt.Errorf("%w: AcquireAll of %d names, want 1 to %d", ErrInvalidName, len(names), MaxNames)
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		if seen[name] {
+			return fmt.Errorf("%w: %q given twice", ErrInvalidName, name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// enqueueSet writes the key of every name of l's set in one transaction,
+// first replacing the keys that an earlier acquisition of any of them on
+// this session left. Its reply's first responses hold each name's newest
+// key before the write: the set's predecessor under that name.
+func (s *Session) enqueueSet(ctx context.Context, l *Lock) (*clientv3.TxnResponse, error) {
+	names, keys := l.Names(), l.Keys()
+	cmps := make([]clientv3.Cmp, len(keys))
+	then := make([]clientv3.Op, 0, 2*len(keys))
+	elses := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		then = append(then, clientv3.OpGet(keyspace.Of(s.cfg.prefix, names[i]).Contenders(), clientv3.WithLastCreate()...))
+		elses[i] = clientv3.OpGet(key)
+	}
+	for _, key := range keys {
+		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
+	}
 	for {
-		cmps := make([]clientv3.Cmp, len(keys))
-		then := make([]clientv3.Op, 0, 2*len(keys))
-		elses := make([]clientv3.Op, len(keys))
-		for i, key := range keys {
-			pfxs[i] = contendersPrefix(s.cfg.prefix, names[i])
-			cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-			then = append(then, clientv3.OpGet(pfxs[i], clientv3.WithLastCreate()...))
-			elses[i] = clientv3.OpGet(key)
-		}
-		for _, key := range keys {
-			then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
-		}
-		resp, err = s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
-		if err != nil {
-			return nil, s.failAcquire(ctx, l, err)
-		}
-		if resp.Succeeded {
-			break
+		resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
+		if err != nil || resp.Succeeded {
+			return resp, err
 		}
 		for _, r := range resp.Responses {
 			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
 				if err := s.removeLeftover(ctx, kvs[0]); err != nil {
-					return nil, s.failAcquire(ctx, l, err)
+					return nil, err
 				}
 			}
 		}
 	}
-	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
-	// One name after the other: once no key older than l's is left under a
-	// name, none can appear there, so the names already waited for stay
-	// clear while l waits for the next.
+}
+
+// waitSet waits until l's set is first in every name's queue, given the
+// reply of enqueueSet. One name after the other: once no key older than
+// l's is left under a name, none can appear there, so the names already
+// waited for stay clear while l waits for the next.
+func (s *Session) waitSet(ctx context.Context, l *Lock, resp *clientv3.TxnResponse) error {
+	names, keys := l.Names(), l.Keys()
+	preds := make([]string, len(names))
 	for i := range names {
 		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
 			if err := behindSemaphore(l, kvs[0]); err != nil {
-				return nil, s.failAcquire(ctx, l, err)
+				return err
 			}
+			preds[i] = string(kvs[0].Key)
 		}
 	}
-	for i := range names {
-		kvs := resp.Responses[i].GetResponseRange().Kvs
-		if len(kvs) == 0 {
+	for i, name := range names {
+		if preds[i] == "" {
 			continue
 		}
-		if err := s.waitTurn(ctx, l, keys[i], pfxs[i], string(kvs[0].Key)); err != nil {
-			return nil, s.failAcquire(ctx, l, err)
+		if err := s.waitTurn(ctx, l, keys[i], keyspace.Of(s.cfg.prefix, name).Contenders(), preds[i]); err != nil {
+			return err
 		}
 	}
-	return s.activated(ctx, l)
+	return nil
 }

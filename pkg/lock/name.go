@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // ValidateName reports whether name can be used as a lock name: it must be
@@ -39,28 +39,5 @@ func NamePrefix(prefix, name string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
-	return contendersPrefix(prefix, name), nil
-}
-
-// contendersPrefix is NamePrefix for a prefix and a name already checked.
-func contendersPrefix(prefix, name string) string { return prefix + escapeName(name) + "/" }
-
-var (
-	nameEscaper   = strings.NewReplacer("%", "%25", "/", "%2F")
-	nameUnescaper = strings.NewReplacer("%25", "%", "%2F", "/")
-)
-
-func escapeName(name string) string { return nameEscaper.Replace(name) }
-
-// nameOfSegment is the name whose escaped form is seg; ok is false if seg
-// is not one (a key that etcdlock did not write).
-func nameOfSegment(seg string) (name string, ok bool) {
-	name = nameUnescaper.Replace(seg)
-	return name, ValidateName(name) == nil && escapeName(name) == seg
-}
-
-// contenderKey is the deterministic key of lease's claim on name, so that a
-// retry after a lost reply finds the key its first attempt wrote.
-func contenderKey(prefix, name string, lease clientv3.LeaseID) string {
-	return fmt.Sprintf("%s%x", contendersPrefix(prefix, name), int64(lease))
+	return keyspace.Of(prefix, name).Contenders(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/clock"
+	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
 // DefaultPrefix is the etcd key prefix under which locks live by default.
@@ -32,17 +33,6 @@ func ValidateTTL(ttl time.Duration) error {
 		return invalid("TTL %v is above etcd's maximum %v", ttl, MaxTTL)
 	}
 	return nil
-}
-
-// ttlSeconds is ttl rounded up to whole seconds, as etcd grants them. It
-// does not overflow: ValidateTTL bounds ttl far below the largest Duration,
-// and the rounding never adds to ttl itself.
-func ttlSeconds(ttl time.Duration) int64 {
-	s := int64(ttl / time.Second)
-	if ttl%time.Second != 0 {
-		s++
-	}
-	return s
 }
 
 // DefaultCleanupTimeout is the bound of WithCleanupTimeout by default.
@@ -372,13 +362,8 @@ func (c config) marginBelow(ttl time.Duration) error {
 }
 
 // safetyMargin is the margin for a lease granted ttl: the one given to
-// WithSafetyMargin, else the default max(ttl/10, 250ms).
-func (c config) safetyMargin(ttl time.Duration) time.Duration {
-	if c.margin > 0 {
-		return c.margin
-	}
-	return max(ttl/10, 250*time.Millisecond)
-}
+// WithSafetyMargin, else lease.DefaultMargin.
+func (c config) safetyMargin(ttl time.Duration) time.Duration { return lease.Margin(c.margin, ttl) }
 
 // WithRenewHook calls fn after every lease renewal attempt with its latency
 // and error (nil on success), for metrics. fn runs on the renewal goroutine

@@ -1,36 +1,19 @@
 package lock
 
 import (
-	"encoding/json"
 	"os"
 	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
-// Record is the JSON value stored in every contender's key.
-type Record struct {
-	Owner    string    `json:"owner"`
-	Host     string    `json:"host"`
-	PID      int       `json:"pid"`
-	Acquired time.Time `json:"acquired"` // when the key was written, on the writer's clock
-	// Seq numbers a session's acquisitions (0 for Detached). It makes the
-	// value of every key a lease writes unique, so that the clean-up of an
-	// acquisition whose reply was lost can delete exactly the key that
-	// acquisition wrote (a compare on the value), never a later one.
-	Seq uint64 `json:"seq,omitempty"`
-	// Limit is the number of holders a semaphore admits at once (see
-	// WithLimit); 0 for a mutex or a read-write lock.
-	Limit int `json:"limit,omitempty"`
-	// Shared is set for a reader of a read-write lock (see WithShared).
-	Shared bool `json:"shared,omitempty"`
-	// Names lists every name of an AcquireAll, in the order given; empty
-	// for a lock of one name.
-	Names []string `json:"names,omitempty"`
-	// LockDelay is the holder's lock-delay (see WithLockDelay), 0 if none.
-	// A contender with a lock-delay of its own that finds this holder
-	// ended uncleanly waits at least this long, even if its own delay is
-	// shorter.
-	LockDelay time.Duration `json:"lockDelay,omitempty"`
-}
+// Record is the JSON value stored in every contender's key: owner, host,
+// pid, acquired (the writer's clock), seq (the session's acquisition
+// number, which makes every value a lease writes unique), limit (a
+// semaphore's, see WithLimit), shared (a reader, see WithShared), names
+// (an AcquireAll's, in the order given) and lockDelay (see WithLockDelay).
+// The fields are documented on the type it names.
+type Record = keyspace.Record
 
 // origin is the host and process that write a record: read once per
 // session (or Detached), not per acquisition.
@@ -52,22 +35,5 @@ func newRecord(owner string, o origin, now time.Time, seq uint64, ac acquireConf
 	if ac.limit > 1 {
 		r.Limit = ac.limit
 	}
-	b, _ := json.Marshal(r)
-	return string(b)
-}
-
-// parseRecord decodes a key's value; ok is false if it is not an etcdlock
-// record (a key written by another lock client, such as etcdctl lock or
-// concurrency.Mutex, whose value is empty), and r is then the zero Record.
-func parseRecord(v []byte) (r Record, ok bool) {
-	if json.Unmarshal(v, &r) != nil || r.Owner == "" {
-		return Record{}, false
-	}
-	return r, true
-}
-
-// recordOwner is the owner in a key's record, "" for a foreign key.
-func recordOwner(v []byte) string {
-	r, _ := parseRecord(v)
-	return r.Owner
+	return r.Encode()
 }

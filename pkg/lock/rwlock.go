@@ -5,6 +5,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // WithShared makes an acquisition a reader of a read-write lock: readers of
@@ -40,7 +42,7 @@ func (l *Lock) Shared() bool { return l.opts.shared }
 // excludes reports whether a reader must wait for kv, an older key under
 // its name: a writer's key, or a key without an etcdlock record.
 func excludesReader(value []byte) bool {
-	r, ok := parseRecord(value)
+	r, ok := keyspace.Decode(value)
 	return !ok || !r.Shared
 }
 

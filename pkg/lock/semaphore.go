@@ -3,14 +3,13 @@ package lock
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxLimit is the largest limit WithLimit accepts.
@@ -79,19 +78,12 @@ func (l *Lock) Slot() int {
 // semaphore reports whether ac acquires a semaphore.
 func (ac acquireConfig) semaphore() bool { return ac.limit > 1 }
 
-// slotsPrefix is the prefix of the slot keys of name: outside the name's
-// contender range ('%' is escaped in names, so "%slot" ends no escaped
-// name), and skipped by List as a lock name.
-func slotsPrefix(prefix, name string) string { return prefix + escapeName(name) + slotSegment + "/" }
-
-const slotSegment = "%slot"
-
 // checkLimits fails with ErrLimitMismatch if a key in older — keys older
 // than l's under its name — was written with another limit (a plain lock,
 // a reader, another lock client, or a semaphore of another limit).
 func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	for _, kv := range older {
-		r, ok := parseRecord(kv.Value)
+		r, ok := keyspace.Decode(kv.Value)
 		lim := max(r.Limit, 1)
 		if !ok || r.Shared || lim != max(l.opts.limit, 1) {
 			what := fmt.Sprintf("limit %d", lim)
@@ -107,128 +99,10 @@ func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// waitRank waits until fewer than l's limit keys under pfx are older than
-// l's; older counts them as of the acquiring transaction, which read the
-// slot keys too (slots, Header set). It returns the latest listing of the
-// slot keys, read with the count that made l eligible.
-//
-// A waiter watches the name's keys from the revision etcd creates the
-// watch at (a watch from a past revision may wait up to 100 ms for etcd to
-// catch it up), then reads the count, and from then on counts deletions of
-// older keys from the watch's events: a release costs a waiter one event
-// and no read. When the events say l is eligible, one read confirms it.
-// A watch that etcd cancels (compaction, lost leader) is created anew and
-// the count read again.
-func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64, slots *etcdserverpb.RangeResponse) (*etcdserverpb.RangeResponse, error) {
-	limit, mine := int64(l.opts.limit), int64(l.token)
-	if older < limit {
-		return slots, nil
-	}
-	var (
-		wch     clientv3.WatchChan
-		cancel  context.CancelFunc = func() {}
-		counted int64              // the revision of the count: events up to it are in it
-	)
-	defer func() { cancel() }()
-	read := func() error {
-		resp, err := s.waitRead(ctx, l,
-			clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
-			// Not count-only: etcd counts before it applies the create
-			// revision filter.
-			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
-			slotsOp(s.cfg.prefix, l.name),
-		)
-		if err != nil {
-			return err
-		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != mine {
-			return ErrKeyDeleted
-		}
-		older, counted = int64(len(resp.Responses[1].GetResponseRange().Kvs)), resp.Header.Revision
-		slots = resp.Responses[2].GetResponseRange()
-		slots.Header = resp.Header
-		return nil
-	}
-	// rewatch drops a watch etcd ended (no leader, compaction) and paces
-	// the next, so that an unavailable etcd is not asked in a tight loop.
-	rewatch := func() error {
-		wch = nil
-		t := time.NewTimer(100 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-l.ctx.Done():
-			return context.Cause(l.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	for {
-		if wch == nil {
-			cancel()
-			wctx, stop := context.WithCancel(ctx)
-			cancel = stop
-			wch = s.client.Watch(clientv3.WithRequireLeader(wctx), pfx, clientv3.WithPrefix(),
-				clientv3.WithFilterPut(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
-			select {
-			case wr, ok := <-wch:
-				if !ok || wr.Canceled || wr.Err() != nil {
-					if err := rewatch(); err != nil {
-						return nil, err
-					}
-					continue
-				}
-			case <-l.ctx.Done():
-				return nil, context.Cause(l.ctx)
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			if err := read(); err != nil {
-				return nil, err
-			}
-		}
-		if older < limit {
-			return slots, nil
-		}
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil {
-				if err := rewatch(); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= counted {
-					continue // in the count already
-				}
-				if string(ev.Kv.Key) == l.key {
-					return nil, ErrKeyDeleted
-				}
-				// Without PrevKv the key cannot be told apart; the read
-				// that confirms eligibility corrects the count.
-				if ev.PrevKv == nil || ev.PrevKv.CreateRevision < mine {
-					older--
-				}
-			}
-			if older < limit {
-				if err := read(); err != nil {
-					return nil, err
-				}
-			}
-		case <-l.ctx.Done():
-			return nil, context.Cause(l.ctx)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
 // slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
 // leaves out the lease, which tells this session's own slot keys.
 func slotsOp(prefix, name string) clientv3.Op {
-	return clientv3.OpGet(slotsPrefix(prefix, name), clientv3.WithPrefix())
+	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
 }
 
 // removeOwnSlots deletes the slot keys of this session's lease from
@@ -259,7 +133,7 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 //
 // get lists the slot keys as of a recent read; its Header is set.
 func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
-	spfx := slotsPrefix(s.cfg.prefix, l.name)
+	keys := keyspace.Of(s.cfg.prefix, l.name)
 	queueRev := int64(l.token)
 	for first := true; ; first = false {
 		if !first {
@@ -274,7 +148,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.Rang
 			taken[string(kv.Key)] = true
 		}
 		for slot := range l.opts.limit {
-			key := spfx + strconv.Itoa(slot)
+			key := keys.Slot(slot)
 			if taken[key] {
 				continue
 			}
@@ -301,7 +175,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.Rang
 		l.slotKey = ""
 		l.mu.Unlock()
 		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, spfx, get.Header.Revision, clientv3.WithPrefix()); err != nil {
+		if err := s.waitDelete(ctx, l, keys.Slots(), get.Header.Revision, clientv3.WithPrefix()); err != nil {
 			return 0, err
 		}
 	}
@@ -335,7 +209,7 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64
 // theirs (a slot's token is written when the slot is claimed, after the
 // holder queued), and a fenced resource would refuse it.
 func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
-	if r, _ := parseRecord(pred.Value); r.Limit > 1 {
+	if r, _ := keyspace.Decode(pred.Value); r.Limit > 1 {
 		return fmt.Errorf("%w: %q is held or awaited as a semaphore of limit %d (key %s)", ErrLimitMismatch, l.name, r.Limit, pred.Key)
 	}
 	return nil
@@ -347,7 +221,6 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 // contender key and a free slot's key in one transaction, if no key under
 // the name was written since the read. It returns the write's revision.
 func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
-	spfx := slotsPrefix(s.cfg.prefix, l.name)
 	for {
 		resp, err := s.client.Txn(ctx).Then(
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
@@ -357,52 +230,23 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 			return 0, err
 		}
 		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-		if i := indexOfKey(queue, l.key); i >= 0 {
-			if err := s.removeLeftover(ctx, queue[i]); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if kept, err := s.removeOwnSlots(ctx, slots); err != nil {
+		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
+		if err != nil {
 			return 0, err
-		} else if len(kept) < len(slots) {
+		}
+		if removed {
 			continue
 		}
 		if err := checkLimits(l, queue); err != nil {
 			return 0, err
 		}
-		taken := make(map[string]bool, len(slots))
-		for _, kv := range slots {
-			taken[string(kv.Key)] = true
-		}
-		slot := -1
-		for i := range l.opts.limit {
-			if !taken[spfx+strconv.Itoa(i)] {
-				slot = i
-				break
-			}
-		}
+		slot := freeSlot(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, slots)
 		if len(queue) >= l.opts.limit || slot < 0 {
 			return 0, semaphoreHolder(l.name, queue, slots)
 		}
-		key := spfx + strconv.Itoa(slot)
-		l.mu.Lock()
-		l.slot, l.slotKey = slot, key
-		l.mu.Unlock()
-		txn, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(pfx), "<", resp.Header.Revision+1).WithPrefix(),
-				clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)), clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
-			Commit()
-		if err != nil {
-			return 0, err
+		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, slot); err != nil || ok {
+			return rev, err
 		}
-		if txn.Succeeded {
-			return txn.Header.Revision, nil
-		}
-		l.mu.Lock()
-		l.slotKey = ""
-		l.mu.Unlock()
 	}
 }
 
@@ -424,6 +268,58 @@ func semaphoreHolder(name string, queue, slots []*mvccpb.KeyValue) *LockedError 
 		return lockedError(name, slots[0])
 	}
 	return lockedError(name, queue[0])
+}
+
+// removeOwnKeys removes the keys this session's earlier acquisition of l's
+// name left in queue (its contender key) or slots (its slot keys), and
+// reports whether there were any: the name must then be read again.
+func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mvccpb.KeyValue) (bool, error) {
+	if i := indexOfKey(queue, l.key); i >= 0 {
+		return true, s.removeLeftover(ctx, queue[i])
+	}
+	kept, err := s.removeOwnSlots(ctx, slots)
+	return len(kept) < len(slots), err
+}
+
+// freeSlot is the lowest-numbered of a semaphore's limit slots not among
+// slots, the slot keys of name; -1 if none is free.
+func freeSlot(name keyspace.Name, limit int, slots []*mvccpb.KeyValue) int {
+	taken := make(map[string]bool, len(slots))
+	for _, kv := range slots {
+		taken[string(kv.Key)] = true
+	}
+	for i := range limit {
+		if !taken[name.Slot(i)] {
+			return i
+		}
+	}
+	return -1
+}
+
+// takeSlot writes l's contender key and the key of slot in one
+// transaction, if no key under pfx was written after revision read and
+// the slot is still free, and returns the write's revision; ok is false if
+// the transaction did not apply.
+func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
+	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
+	l.mu.Lock()
+	l.slot, l.slotKey = slot, key
+	l.mu.Unlock()
+	txn, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)), clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
+		Commit()
+	if err != nil {
+		return 0, false, err
+	}
+	if txn.Succeeded {
+		return txn.Header.Revision, true, nil
+	}
+	l.mu.Lock()
+	l.slotKey = ""
+	l.mu.Unlock()
+	return 0, false, nil
 }
 
 func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
@@ -183,7 +184,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		return nil, err
 	}
 	send := cfg.clock.Now()
-	resp, err := client.Grant(ctx, ttlSeconds(cfg.ttl))
+	resp, err := client.Grant(ctx, lease.Seconds(cfg.ttl))
 	if err != nil {
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}
@@ -213,7 +214,7 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*
 		sweepNow: make(chan struct{}, 1),
 	}
 	s.alive, s.cancel = context.WithCancelCause(context.Background())
-	s.deadline = send.Add(ttl - margin)
+	s.deadline = lease.Deadline(send, ttl, margin)
 	s.mux = newMux(client, s.log)
 	s.wg.Add(3)
 	go s.renewLoop(send)
@@ -446,7 +447,7 @@ func (s *Session) renewed(send time.Time, ttl time.Duration) {
 		return
 	}
 	s.lastErr = nil
-	if d := send.Add(ttl - s.margin); d.After(s.deadline) {
+	if d := lease.Deadline(send, ttl, s.margin); d.After(s.deadline) {
 		s.deadline = d
 	}
 }

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/etcdlock/etcdlock/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
@@ -71,27 +71,35 @@ func readCreateRevisions(kv clientv3.KV) watchmux.ReadFunc {
 // error. ctx should be bound to l (Lock.bind), so that a try waiting for a
 // connection ends with the session.
 func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	backoff := 25 * time.Millisecond
+	// Jittered, so that the waiters an election interrupted do not retry
+	// in step.
+	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
 	for {
 		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
 		if err == nil || !retryableRead(err) || ctx.Err() != nil {
 			return resp, err
 		}
-		// Jittered, so that the waiters an election interrupted do not
-		// retry in step.
-		d := backoff/2 + rand.N(backoff/2+1)
+		d := retry.Next()
 		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", d), zap.Error(err))
-		t := time.NewTimer(d) // paces requests to etcd: the real clock
-		select {
-		case <-t.C:
-		case <-l.ctx.Done():
-			t.Stop()
-			return nil, context.Cause(l.ctx)
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
+		if err := l.pause(ctx, d); err != nil {
+			return nil, err
 		}
-		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pause waits d on the real clock (it paces requests to etcd) for an
+// acquisition of l running on ctx. It returns early with l's cause once l
+// has ended, or with ctx.Err() once ctx has.
+func (l *Lock) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -59,59 +59,81 @@ func (m *Mux) handle(resp *pb.WatchResponse) func() {
 	}()
 	switch {
 	case resp.Created:
-		// Creation replies come in the order of the requests; a refused
-		// one carries no ID (-1), so the order says which watch it was.
-		if len(m.pending) == 0 {
-			m.log.Error("unexpected watch creation reply", zap.Int64("watch-id", resp.WatchId))
-			m.reset = fmt.Errorf("unexpected creation reply for watch %d", resp.WatchId)
-			return nil
-		}
-		id := m.pending[0]
-		m.pending = m.pending[1:]
-		w := m.watches[id]
-		if w != nil && w.state != stateSent {
-			w = nil // re-created since; cannot happen on one stream
-		}
-		switch {
-		case !resp.Canceled && resp.WatchId == id:
-			m.works = true
-			if w != nil && w.created != nil {
-				return w.created
-			}
-			return nil
-		case resp.Canceled && resp.CancelReason == permissionDenied:
-			if w == nil {
-				return nil
-			}
-			m.log.Warn("etcd refused to watch a key", zap.String("key", w.key), zap.String("reason", resp.CancelReason))
-			delete(m.watches, w.id)
-			w.state = stateDone
-			fire, err := w.fire, &RefusedError{Key: w.key, Reason: resp.CancelReason}
-			return func() { fire(err) }
-		}
-		m.log.Debug("watch creation refused; replacing the stream", zap.Int64("watch-id", id), zap.Int64("reply-id", resp.WatchId), zap.String("reason", resp.CancelReason))
-		// The cause may be the stream's own credentials (an expired
-		// token): a new stream gets fresh ones.
-		if resp.Canceled {
-			m.reset = fmt.Errorf("watch creation refused: %s", resp.CancelReason)
-		} else {
-			m.reset = fmt.Errorf("watch %d created with ID %d", id, resp.WatchId)
-		}
-		if w != nil {
-			return m.broken(w)
+		return m.handleCreated(resp)
+	case resp.Canceled || resp.CompactRevision != 0:
+		return m.handleEnded(resp)
+	}
+	return m.handleEvents(resp)
+}
+
+// handleCreated applies a creation reply. m.mu must be held.
+func (m *Mux) handleCreated(resp *pb.WatchResponse) func() {
+	// Creation replies come in the order of the requests; a refused one
+	// carries no ID (-1), so the order says which watch it was.
+	if len(m.pending) == 0 {
+		m.log.Error("unexpected watch creation reply", zap.Int64("watch-id", resp.WatchId))
+		m.reset = fmt.Errorf("unexpected creation reply for watch %d", resp.WatchId)
+		return nil
+	}
+	id := m.pending[0]
+	m.pending = m.pending[1:]
+	w := m.watches[id]
+	if w != nil && w.state != stateSent {
+		w = nil // re-created since; cannot happen on one stream
+	}
+	switch {
+	case !resp.Canceled && resp.WatchId == id:
+		m.works = true
+		if w != nil && w.created != nil {
+			return w.created
 		}
 		return nil
-	case resp.Canceled || resp.CompactRevision != 0:
-		w := m.watches[resp.WatchId]
-		if w == nil || w.state != stateSent {
-			return nil // the reply to a cancel of ours
-		}
-		// Ended by the server: a compacted start revision, or a cancel of
-		// its own. It keeps the ID until the client cancels it.
-		m.log.Debug("watch ended by etcd", zap.String("key", w.key), zap.Int64("compact-revision", resp.CompactRevision), zap.String("reason", resp.CancelReason))
-		m.cancels = append(m.cancels, w.id)
+	case resp.Canceled && resp.CancelReason == permissionDenied:
+		return m.refuse(w, resp.CancelReason)
+	}
+	m.log.Debug("watch creation refused; replacing the stream", zap.Int64("watch-id", id), zap.Int64("reply-id", resp.WatchId), zap.String("reason", resp.CancelReason))
+	// The cause may be the stream's own credentials (an expired token): a
+	// new stream gets fresh ones.
+	if resp.Canceled {
+		m.reset = fmt.Errorf("watch creation refused: %s", resp.CancelReason)
+	} else {
+		m.reset = fmt.Errorf("watch %d created with ID %d", id, resp.WatchId)
+	}
+	if w != nil {
 		return m.broken(w)
 	}
+	return nil
+}
+
+// refuse ends w, if it is still waiting for its creation, because etcd
+// refused it for permission. m.mu must be held.
+func (m *Mux) refuse(w *Watch, reason string) func() {
+	if w == nil {
+		return nil
+	}
+	m.log.Warn("etcd refused to watch a key", zap.String("key", w.key), zap.String("reason", reason))
+	delete(m.watches, w.id)
+	w.state = stateDone
+	fire, err := w.fire, &RefusedError{Key: w.key, Reason: reason}
+	return func() { fire(err) }
+}
+
+// handleEnded applies the end of a watch by etcd: a compacted start
+// revision, or a cancel of its own. The watch keeps its ID until the
+// client cancels it. m.mu must be held.
+func (m *Mux) handleEnded(resp *pb.WatchResponse) func() {
+	w := m.watches[resp.WatchId]
+	if w == nil || w.state != stateSent {
+		return nil // the reply to a cancel of ours
+	}
+	m.log.Debug("watch ended by etcd", zap.String("key", w.key), zap.Int64("compact-revision", resp.CompactRevision), zap.String("reason", resp.CancelReason))
+	m.cancels = append(m.cancels, w.id)
+	return m.broken(w)
+}
+
+// handleEvents applies a watch's events: a deletion fires it. m.mu must be
+// held.
+func (m *Mux) handleEvents(resp *pb.WatchResponse) func() {
 	for _, ev := range resp.Events {
 		if ev.Type != mvccpb.DELETE {
 			continue

@@ -3,13 +3,14 @@ package watchmux
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/internal/backoff"
 )
 
 var (
@@ -22,7 +23,7 @@ var (
 // has ended and every goroutine it started has returned; no callback runs
 // after that. Run must be called once.
 func (m *Mux) Run(ctx context.Context) {
-	reconnect := backoff{next: minBackoff}
+	reconnect := backoff.Backoff{Min: minBackoff, Max: maxBackoff, Jitter: true}
 	for m.awaitWork(ctx) {
 		err := m.serve(ctx)
 		if ctx.Err() != nil {
@@ -33,9 +34,9 @@ func (m *Mux) Run(ctx context.Context) {
 			continue
 		}
 		if m.worked() {
-			reconnect = backoff{next: minBackoff}
+			reconnect.Reset()
 		}
-		d := reconnect.wait()
+		d := reconnect.Next()
 		m.log.Debug("watch stream ended; reopening", zap.Error(err), zap.Duration("after", d))
 		if !m.sleep(ctx, d) {
 			return
@@ -93,94 +94,143 @@ func (m *Mux) serve(ctx context.Context) error {
 		return err
 	}
 	m.begin()
-
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- m.receive(ws) }()
-	var rd *reading // the re-read in flight
-	readRetry := backoff{next: minBackoff}
-	var readAt time.Time // no re-read before
-	var idleSince time.Time
-	var probe probe
-	defer func() {
-		cancel()
-		if recvErr != nil {
-			<-recvErr
-		}
-		if rd != nil {
-			m.finishRead(rd, <-rd.done)
-		}
-		m.end()
-	}()
+	s := &serving{m: m, ctx: sctx, ws: ws, recvErr: recvErr,
+		readRetry: backoff.Backoff{Min: minBackoff, Max: maxBackoff, Jitter: true}}
+	defer s.stop(cancel)
 	for {
-		now := m.clk.Now()
-		reqs, idle, err := m.take(now)
+		next, err := s.step(m.clk.Now())
 		if err != nil {
 			return err
 		}
-		for _, r := range reqs {
-			if err := ws.Send(r); err != nil {
-				return err
-			}
-		}
-		if rd == nil && !now.Before(readAt) {
-			rd = m.startRead(sctx, now)
-		}
-		if idle && rd == nil {
-			if idleSince.IsZero() {
-				idleSince = now
-			}
-			if !now.Before(idleSince.Add(IdleTimeout)) {
-				return errIdle
-			}
-		} else {
-			idleSince = time.Time{}
-		}
-
-		due, err := m.checkSilence(ws, &probe, now, idle)
-		if err != nil {
+		if err := s.wait(next); err != nil {
 			return err
 		}
-
-		// Wake up for the next delayed watch, a re-read's timeout or
-		// retry, the idle timeout or the silence check.
-		next := earliest(m.nextDue(), due)
-		var readDone <-chan readResult
-		switch {
-		case rd != nil:
-			readDone = rd.done
-			if rd.deadline.IsZero() {
-				break // canceled already
-			}
-			if now.Before(rd.deadline) {
-				next = earliest(next, rd.deadline)
-			} else {
-				rd.cancel() // its result comes with ctx's error
-				rd.deadline = time.Time{}
-			}
-		case m.rereading():
-			next = earliest(next, readAt)
-		}
-		if !idleSince.IsZero() {
-			next = earliest(next, idleSince.Add(IdleTimeout))
-		}
-		tc, stop := m.timer(next)
-		select {
-		case <-m.kick:
-		case <-tc:
-		case res := <-readDone:
-			if m.finishRead(rd, res) {
-				readRetry = backoff{next: minBackoff}
-			} else {
-				readAt = m.clk.Now().Add(readRetry.wait())
-			}
-			rd = nil
-		case err := <-recvErr:
-			recvErr = nil
-			stop()
-			return err
-		}
-		stop()
 	}
+}
+
+// serving is the state of one stream that serve runs.
+type serving struct {
+	m       *Mux
+	ctx     context.Context // the stream's
+	ws      pb.Watch_WatchClient
+	recvErr chan error // the receiving goroutine's end; nil once received
+
+	rd        *reading // the re-read in flight
+	readRetry backoff.Backoff
+	readAt    time.Time // no re-read before
+	idleSince time.Time // zero: not idle
+	probe     probe
+}
+
+// step does what is due at now — sends the queued requests, starts a
+// re-read, ends an idle or silent stream, times out a re-read — and
+// returns when to step again: the next delayed watch, a re-read's timeout
+// or retry, the idle timeout or the silence check.
+func (s *serving) step(now time.Time) (time.Time, error) {
+	m := s.m
+	reqs, idle, err := m.take(now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, r := range reqs {
+		if err := s.ws.Send(r); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if s.rd == nil && !now.Before(s.readAt) {
+		s.rd = m.startRead(s.ctx, now)
+	}
+	if err := s.checkIdle(now, idle); err != nil {
+		return time.Time{}, err
+	}
+	due, err := m.checkSilence(s.ws, &s.probe, now, idle)
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := earliest(m.nextDue(), due)
+	next = earliest(next, s.readDue(now))
+	if !s.idleSince.IsZero() {
+		next = earliest(next, s.idleSince.Add(IdleTimeout))
+	}
+	return next, nil
+}
+
+// checkIdle fails with errIdle once the stream has had no watch and no
+// re-read for IdleTimeout.
+func (s *serving) checkIdle(now time.Time, idle bool) error {
+	if !idle || s.rd != nil {
+		s.idleSince = time.Time{}
+		return nil
+	}
+	if s.idleSince.IsZero() {
+		s.idleSince = now
+	}
+	if !now.Before(s.idleSince.Add(IdleTimeout)) {
+		return errIdle
+	}
+	return nil
+}
+
+// readDue is when the re-reads need the next step (zero: no need): the
+// deadline of the one in flight, which it cancels once passed, or the
+// time of the next try.
+func (s *serving) readDue(now time.Time) time.Time {
+	switch {
+	case s.rd != nil:
+		if s.rd.deadline.IsZero() {
+			return time.Time{} // canceled already
+		}
+		if now.Before(s.rd.deadline) {
+			return s.rd.deadline
+		}
+		s.rd.cancel() // its result comes with ctx's error
+		s.rd.deadline = time.Time{}
+	case s.m.rereading():
+		return s.readAt
+	}
+	return time.Time{}
+}
+
+// wait waits until next, a kick, the end of the re-read in flight, or the
+// stream's end, which it returns.
+func (s *serving) wait(next time.Time) error {
+	m := s.m
+	var readDone <-chan readResult
+	if s.rd != nil {
+		readDone = s.rd.done
+	}
+	tc, stop := m.timer(next)
+	defer stop()
+	select {
+	case <-m.kick:
+	case <-tc:
+	case res := <-readDone:
+		if m.finishRead(s.rd, res) {
+			s.readRetry.Reset()
+		} else {
+			s.readAt = m.clk.Now().Add(s.readRetry.Next())
+		}
+		s.rd = nil
+	case err := <-s.recvErr:
+		s.recvErr = nil
+		return err
+	}
+	return nil
+}
+
+// stop ends the stream with cancel and waits for its goroutines: the
+// receiver, and the re-read in flight.
+func (s *serving) stop(cancel context.CancelFunc) {
+	cancel()
+	if s.recvErr != nil {
+		<-s.recvErr
+	}
+	if s.rd != nil {
+		s.m.finishRead(s.rd, <-s.rd.done)
+	}
+	s.m.end()
 }
 
 // probe is the progress request in flight on a stream, if any.
@@ -349,14 +399,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// backoff is an exponential backoff with equal jitter: each wait is drawn
-// from [next/2, next), and next doubles up to maxBackoff.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) wait() time.Duration {
-	d := b.next/2 + rand.N(b.next/2)
-	b.next = min(2*b.next, maxBackoff)
-	return d
 }

@@ -1,0 +1,76 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+)
+
+// claim registers a new claim on name, or explains why there can be none.
+// A claim whose lock is already released or lost but whose clean-up (the
+// key's deletion) is still in flight is waited for, so that the new claim
+// usually finds the name clean; what a failed clean-up leaves behind is
+// replaced, not adopted (see removeLeftover).
+//
+// An AcquireAll claims every name of its set at once, or none.
+func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (*Lock, error) {
+	for _, name := range names {
+		if err := ValidateName(name); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		s.mu.Lock()
+		if s.err != nil {
+			s.mu.Unlock()
+			return nil, s.err
+		}
+		var old *Lock
+		for _, name := range names {
+			if o, ok := s.claims[name]; ok {
+				old = o
+				break
+			}
+		}
+		if old == nil {
+			s.seq++
+			ac.names = names
+			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
+				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
+			for _, name := range names[1:] {
+				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
+			}
+			l.ctx, l.cancel = context.WithCancelCause(s.alive)
+			l.since = s.cfg.clock.Now()
+			for _, name := range names {
+				s.claims[name] = l
+			}
+			s.inflight.Add(1) // done by bind's stop; under mu, before Close's end
+			s.mu.Unlock()
+			s.cfg.metrics.Waiting(1)
+			return l, nil
+		}
+		s.mu.Unlock()
+		if st := old.State(); st != StateLost && st != StateReleased {
+			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
+		}
+		select {
+		case <-old.unclaimed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// unclaim drops l's claims on its names, where l still has them.
+func (s *Session) unclaim(l *Lock) {
+	s.mu.Lock()
+	for _, name := range l.Names() {
+		if s.claims[name] == l {
+			delete(s.claims, name)
+		}
+	}
+	s.mu.Unlock()
+	l.unclaimOnce.Do(func() { close(l.unclaimed) })
+}

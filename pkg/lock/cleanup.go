@@ -1,0 +1,146 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+)
+
+// ctxEnded is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed: ctx.Err() reports a deadline only after the timer that
+// cancels ctx has run, which on a loaded machine can come after etcd's
+// reply to a request that carried the same deadline.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// asCtxErr returns err, or once ctx has ended an error matching ctx's
+// error with err kept in the chain. A request in flight when the caller's
+// ctx ends may be answered by etcd's own "request timed out" (the deadline
+// travels with the request) before the client's deadline error: the caller
+// still gets ctx's error.
+func asCtxErr(ctx context.Context, err error) error {
+	if cerr := ctxEnded(ctx); cerr != nil && err != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
+}
+
+// failAcquire ends a failed acquisition, whose requests ran on ctx: it
+// stops l, removes its keys (on a fresh, bounded context), and returns err
+// annotated, or the session's, lock's or ctx's error when that explains
+// the failure better.
+func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.lose(ErrLeaseExpired, err)
+	}
+	if cause := context.Cause(l.ctx); cause != nil && cause != context.Canceled {
+		// l ended — the session was lost or closed, or l's key deleted —
+		// which canceled the acquisition's requests (bind): that is why
+		// it failed, whatever error its last request returned.
+		err = cause
+	} else {
+		err = asCtxErr(ctx, err)
+	}
+	l.finish(StateReleased, ErrReleased)
+	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover
+	s.removeFailed(l)
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("lock: acquire %q: %w", l.name, err)
+}
+
+// removeFailed removes the keys of l, a failed acquisition, on a fresh
+// context bounded by the cleanup timeout; what it cannot remove goes with
+// the lease.
+func (s *Session) removeFailed(l *Lock) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case errors.Is(s.Err(), ErrSessionLost):
+		// The session was lost: its lease, no longer renewed, expires
+		// by its TTL (or has) and takes l's keys with it; a delete would
+		// only wait for an etcd the session could not reach. After Close
+		// or Abandon the delete runs: Close's revoke may fail (its ctx
+		// done), and a waiter's key would then block the name for a TTL.
+	case l.token != 0:
+		err = l.deleteKeys(ctx)
+	default:
+		err = s.removeUnconfirmed(ctx, l)
+	}
+	if err != nil {
+		s.log.Warn("could not remove abandoned key; it goes away with the lease", zap.String("key", l.key), zap.Error(err))
+	}
+}
+
+// removeUnconfirmed removes the keys of l, whose acquiring write's reply
+// was lost: they may or may not exist. The delete compares the value this
+// acquisition wrote (unique within the lease, see Record.Seq), so even
+// arriving late it cannot remove the key of this session's next
+// acquisition of the name. It is a write, which etcd orders after a put it
+// received first (a read could be served before that put is applied).
+//
+// etcd may still apply a put it received after the clean-up (the two
+// requests race on the server, or the put was delayed in the network): the
+// key is then a stray, which the renewal loop deletes after the next
+// renewals (sweepStrays), and which the session's next acquisition of the
+// name would replace. A semaphore's TryAcquire writes a slot key in the
+// same transaction, with the same value.
+func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
+	keys := l.Keys()
+	if l.slotKey != "" {
+		keys = append(keys, l.slotKey)
+	}
+	var err error
+	for _, key := range keys {
+		var resp *clientv3.TxnResponse
+		resp, err = s.client.Txn(ctx).
+			If(s.sameWrite(key, l.value)...).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil || !resp.Succeeded {
+			s.addStrays(l, key)
+		}
+	}
+	return err
+}
+
+// removeLeftover deletes kv, a key of this session's lease under a name
+// the session is claiming now, which an earlier acquisition of that name
+// left behind. The compare on kv's create revision makes the delete exact:
+// it can remove only that earlier key, never one written after it.
+func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error {
+	return s.removeLeftoverOf(ctx, "", kv)
+}
+
+// removeLeftoverOf is removeLeftover for a plain lock of name: the earlier
+// acquisition's lock-delay marker, if any, goes in the same transaction.
+// Its key still being there, nobody else held the name since: the
+// earlier lock ended cleanly (its Release failed, or is still in flight).
+func (s *Session) removeLeftoverOf(ctx context.Context, name string, kv *mvccpb.KeyValue) error {
+	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
+	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
+	if name != "" {
+		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.lease), kv.CreateRevision)))
+	}
+	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
+	if err != nil {
+		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
+	}
+	return nil
+}
