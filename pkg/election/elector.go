@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 

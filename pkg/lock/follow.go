@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcdlock/etcdlock/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 )
 
 var (
