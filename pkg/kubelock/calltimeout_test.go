@@ -38,3 +38,49 @@ func TestCallWithoutDeadlineOnADeadConnectionTimesOut(t *testing.T) {
 		t.Fatalf("Get on a dead connection still waits after 20s; CallTimeout is %v", tm.elector().CallTimeout())
 	}
 }
+
+// Close on a dead connection returns within Timings.CallTimeout, also
+// with a context that has no deadline: the term ends at once, and etcd
+// expires the lease it could not revoke.
+func TestCloseOnADeadConnectionReturns(t *testing.T) {
+	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
+	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
+	if err := b.Create(ctxT(t), record("b")); err != nil {
+		t.Fatal(err)
+	}
+	term := mustTerm(t, b)
+	p.PauseTx()
+	p.PauseRx()
+	defer func() { p.UnpauseTx(); p.UnpauseRx() }()
+	errc := make(chan error, 1)
+	go func() { errc <- b.Close(context.Background()) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close on a dead connection = %v, want context.DeadlineExceeded (the revoke timed out)", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Close on a dead connection still waits after 20s; CallTimeout is %v", tm.elector().CallTimeout())
+	}
+	if cause := context.Cause(term.Context()); !errors.Is(cause, ErrClosed) {
+		t.Errorf("term's cause after Close = %v, want ErrClosed", cause)
+	}
+}
+
+// The zero Term, returned with ErrNoTerm, is usable: no token, and a
+// context that has ended with ErrNoTerm.
+func TestZeroTermHasEnded(t *testing.T) {
+	var term Term
+	if term.Token() != 0 || !term.Started().IsZero() {
+		t.Errorf("zero Term: token %v, started %v", term.Token(), term.Started())
+	}
+	if cause := context.Cause(term.Context()); !errors.Is(cause, ErrNoTerm) {
+		t.Errorf("zero Term's context cause = %v, want ErrNoTerm", cause)
+	}
+	ctx, cancel := term.Bind(context.Background())
+	defer cancel()
+	if !errors.Is(context.Cause(ctx), ErrNoTerm) {
+		t.Errorf("zero Term's Bind cause = %v, want ErrNoTerm", context.Cause(ctx))
+	}
+}

@@ -389,8 +389,10 @@ func (l *Lock) release(ctx context.Context) error {
 	return nil
 }
 
-// Close ends the current term, revokes its lease within ctx (the record
-// goes with it) and waits for the lock's goroutines. Every method returns
+// Close ends the current term, revokes its lease within ctx and
+// Timings.CallTimeout (the record goes with it; a revoke that does not
+// complete leaves etcd to expire the lease after its TTL) and waits for
+// the lock's goroutines. Every method returns
 // ErrClosed after Close. Close the lock after the elector returned: a call
 // still in flight when Close returns cleans up (revokes what it granted)
 // before it returns.
@@ -408,9 +410,11 @@ func (l *Lock) Close(ctx context.Context) error {
 	l.mu.Unlock()
 	var err error
 	if t != nil {
-		if _, err = l.client.Revoke(ctx, t.lease); errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.timings.CallTimeout())
+		if _, err = l.client.Revoke(rctx, t.lease); errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			err = nil
 		}
+		cancel()
 	}
 	l.wg.Wait()
 	return err

@@ -173,14 +173,34 @@ type Term struct{ t *term }
 // Token is the term's fencing token: the etcd revision at which this
 // identity created the record. Every later term of the election, of any
 // candidate, has a larger token.
-func (t Term) Token() fencing.Token { return t.t.token }
+// The zero Term (returned with ErrNoTerm) has token 0.
+func (t Term) Token() fencing.Token {
+	if t.t == nil {
+		return 0
+	}
+	return t.t.token
+}
 
 // Context is canceled when the term ends; context.Cause says why:
 // ErrDeadline, ErrRecordGone, ErrReleased, ErrStoppedLeading or ErrClosed.
-func (t Term) Context() context.Context { return t.t.ctx }
+// The zero Term's is canceled already, with cause ErrNoTerm.
+func (t Term) Context() context.Context {
+	if t.t == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNoTerm)
+		return ctx
+	}
+	return t.t.ctx
+}
 
-// Started is when the record was created.
-func (t Term) Started() time.Time { return t.t.started }
+// Started is when the record was created; the zero time for the zero
+// Term.
+func (t Term) Started() time.Time {
+	if t.t == nil {
+		return time.Time{}
+	}
+	return t.t.started
+}
 
 // Term returns the latest term of this lock, which may have ended (its
 // Context is then done), or ErrNoTerm if none has started.
@@ -198,7 +218,7 @@ func (l *Lock) Term() (Term, error) {
 // cancels it synchronously, before the lock sends any write that could let
 // another candidate in. Call cancel when done with it.
 func (t Term) Bind(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(valuesFrom{t.t.ctx, parent})
+	ctx, cancel := context.WithCancelCause(valuesFrom{t.Context(), parent})
 	if err := parent.Err(); err != nil {
 		cancel(context.Cause(parent))
 		return ctx, func() {}
