@@ -20,6 +20,7 @@ func newDetached(t *testing.T) *lock.Detached {
 }
 
 func TestDetachedAcquireRenewRelease(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	d := newDetached(t)
 	before := time.Now()
@@ -78,6 +79,7 @@ func TestDetachedAcquireRenewRelease(t *testing.T) {
 // lost, or its release did not complete) replaces that grant: a new token,
 // and the earlier grant's release, retried later, frees nothing.
 func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	g, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
@@ -108,6 +110,7 @@ func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
 // A safety margin at or above the TTL would return a grant whose deadline
 // has already passed.
 func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
+	t.Parallel()
 	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)), lock.WithSafetyMargin(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,7 @@ func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
 }
 
 func TestDetachedRenewAfterExpiryFails(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	g, err := d.Acquire(ctx, "e", "alice", time.Second) // raised to 2s by etcd
@@ -134,6 +138,7 @@ func TestDetachedRenewAfterExpiryFails(t *testing.T) {
 }
 
 func TestDetachedRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	if _, err := d.Acquire(ctx, "a\x00b", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidName) {

@@ -222,7 +222,7 @@ func TestLockDelayCleanEndReplacedByTheNextAcquisition(t *testing.T) {
 	if err := l1.Release(dead); err == nil {
 		t.Fatal("Release on a canceled ctx succeeded")
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Second) // far below the delay
+	actx, cancel := context.WithTimeout(ctx, retryDelay-time.Second) // below the delay
 	defer cancel()
 	l2, err := s.Acquire(actx, "job")
 	if err != nil {
@@ -242,8 +242,10 @@ func TestLockDelayPassedWhileNobodyWaited(t *testing.T) {
 	s1 := newSession(t, cli, lock.WithLockDelay(retryDelay))
 	loseByDelete(t, s1, "job")
 	s2 := newSession(t, cli, lock.WithLockDelay(retryDelay))
+	// A try's timeout is below the delay, so a try that waited the delay
+	// out again would fail; it leaves the call room on a loaded machine.
 	try := func() error {
-		ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(testCtx(t), retryDelay-time.Second)
 		defer cancel()
 		l, err := s2.TryAcquire(ctx, "job")
 		if err == nil {

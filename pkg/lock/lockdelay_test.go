@@ -31,9 +31,11 @@ func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time 
 // lease then expires) or whose lock is broken makes the next holder wait
 // the delay after the key went; a released or closed one does not.
 func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
+	t.Parallel()
 	const delay = 2 * time.Second
 	for _, end := range []string{"abandon", "break", "release", "close"} {
 		t.Run(end, func(t *testing.T) {
+			t.Parallel()
 			ctx, cli := testCtx(t), client(t)
 			s1 := newSession(t, cli, lock.WithLockDelay(delay), lock.WithTTL(2*time.Second))
 			l1, err := s1.Acquire(ctx, "job")
@@ -89,14 +91,16 @@ func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
 // TestLockDelayAppliesToTryAcquireAndOwnLoss: TryAcquire waits the delay
 // out, and a session's own earlier acquisition lost uncleanly counts.
 func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
+	t.Parallel()
 	const delay = 1500 * time.Millisecond
-	ctx, cli := testCtx(t), client(t)
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
 	s := newSession(t, cli, lock.WithLockDelay(delay))
 	l, err := s.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond) // the key's watch starts 100 ms after the acquisition
+	watched.waitWatched(t, l.Key())
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +117,7 @@ func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
 }
 
 func TestLockDelayOptions(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	if err := lock.ValidateSessionOptions(lock.WithLockDelay(-time.Second)); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("negative lock-delay = %v, want ErrInvalidOption", err)

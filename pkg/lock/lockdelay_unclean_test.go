@@ -1,7 +1,8 @@
 package lock_test
 
-// Attacks on WithLockDelay written by an outside review: each test states
-// the claim it checks.
+// WithLockDelay at the edges of a clean and an unclean end: a stale
+// holder's Release, a loss the session's watch has not seen yet, short
+// TryAcquire timeouts and a failed Release before a clean Close.
 
 import (
 	"context"
@@ -13,10 +14,10 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-const reviewDelay = 1500 * time.Millisecond
+const uncleanDelay = 1500 * time.Millisecond
 
-// reviewMarkers lists the lock-delay markers of name under the test's prefix.
-func reviewMarkers(t *testing.T, name string) []string {
+// delayMarkers lists the lock-delay markers of name under the test's prefix.
+func delayMarkers(t *testing.T, name string) []string {
 	t.Helper()
 	var ms []string
 	for _, k := range keysUnder(t, client(t), prefix(t)) {
@@ -27,9 +28,9 @@ func reviewMarkers(t *testing.T, name string) []string {
 	return ms
 }
 
-// reviewNextHolderWaits acquires name on a fresh session with the delay and
-// fails t unless it became active at least reviewDelay after gone.
-func reviewNextHolderWaits(t *testing.T, s *lock.Session, name string, gone time.Time, end string) {
+// nextHolderWaits acquires name on a fresh session with the delay and
+// fails t unless it became active at least uncleanDelay after gone.
+func nextHolderWaits(t *testing.T, s *lock.Session, name string, gone time.Time, end string) {
 	t.Helper()
 	ctx := testCtx(t)
 	l2, err := s.Acquire(ctx, name)
@@ -37,25 +38,28 @@ func reviewNextHolderWaits(t *testing.T, s *lock.Session, name string, gone time
 		t.Fatal(err)
 	}
 	defer l2.Release(ctx)
-	if took := time.Since(gone); took < reviewDelay-100*time.Millisecond {
-		t.Errorf("after %s the next holder was ACTIVE %v after the previous holder's key was deleted, want >= lock-delay %v", end, took, reviewDelay)
+	if took := time.Since(gone); took < uncleanDelay-100*time.Millisecond {
+		t.Errorf("after %s the next holder was ACTIVE %v after the previous holder's key was deleted, want >= lock-delay %v", end, took, uncleanDelay)
 	}
 }
 
-// TestLockDelayReviewReleaseAfterUncleanEndErasesMarker: a holder whose end was
+// TestLockDelayReleaseAfterUncleanEndKeepsMarker: a holder whose end was
 // unclean (its key deleted by an operator, Break, its session abandoned)
 // and that then calls Release — the usual `defer l.Release(ctx)` — must
 // not delete its marker: the next holder still waits.
-func TestLockDelayReviewReleaseAfterUncleanEndErasesMarker(t *testing.T) {
+func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
+	t.Parallel()
 	for _, end := range []string{"operator-delete", "break", "abandon"} {
 		t.Run(end, func(t *testing.T) {
-			ctx, cli := testCtx(t), client(t)
-			s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+			t.Parallel()
+			ctx := testCtx(t)
+			cli, watched := watchedClient(t)
+			s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 			l1, err := s1.Acquire(ctx, "job")
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(150 * time.Millisecond) // past ownWatchDelay
+			watched.waitWatched(t, l1.Key())
 			gone := deletedAt(t, cli, l1.Key())
 			switch end {
 			case "operator-delete":
@@ -75,7 +79,7 @@ func TestLockDelayReviewReleaseAfterUncleanEndErasesMarker(t *testing.T) {
 			if err := l1.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if ms := reviewMarkers(t, "job"); len(ms) == 0 {
+			if ms := delayMarkers(t, "job"); len(ms) == 0 {
 				t.Errorf("after an unclean end (%s) and a Release of the dead lock, no marker is left", end)
 			}
 			var at time.Time
@@ -84,38 +88,41 @@ func TestLockDelayReviewReleaseAfterUncleanEndErasesMarker(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the key never went")
 			}
-			s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
-			reviewNextHolderWaits(t, s2, "job", at, end+" then Release")
+			s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+			nextHolderWaits(t, s2, "job", at, end+" then Release")
 		})
 	}
 }
 
-// TestLockDelayReviewOwnLossReleasedThenReacquired: "a session's own earlier
+// TestLockDelayOwnLossCountsAfterRelease: "a session's own earlier
 // acquisition lost uncleanly counts", even when the lost Lock was
 // Released first.
-func TestLockDelayReviewOwnLossReleasedThenReacquired(t *testing.T) {
-	ctx, cli := testCtx(t), client(t)
-	s := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+func TestLockDelayOwnLossCountsAfterRelease(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
+	s := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	l, err := s.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	watched.waitWatched(t, l.Key())
 	gone := time.Now()
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
 	_ = l.Release(ctx)
-	reviewNextHolderWaits(t, s, "job", gone, "own loss then Release")
+	nextHolderWaits(t, s, "job", gone, "own loss then Release")
 }
 
-// TestLockDelayReviewCloseAfterKeyDeletedErasesMarker: a key deleted by an
+// TestLockDelayCloseAfterUnseenDeleteKeepsMarker: a key deleted by an
 // operator (or Break) just before Close, before the session's watch saw
 // it, is an unclean end: Close must leave its marker.
-func TestLockDelayReviewCloseAfterKeyDeletedErasesMarker(t *testing.T) {
+func TestLockDelayCloseAfterUnseenDeleteKeepsMarker(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	l1, err := s1.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
@@ -128,28 +135,32 @@ func TestLockDelayReviewCloseAfterKeyDeletedErasesMarker(t *testing.T) {
 	if err := s1.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
-	reviewNextHolderWaits(t, s2, "job", gone, "key deleted then Close")
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	nextHolderWaits(t, s2, "job", gone, "key deleted then Close")
 }
 
-// TestLockDelayReviewTryAcquireWithRequestTimeout: TryAcquire waits the delay on
+// TestLockDelayShortTryAcquiresSucceedOnceItPassed: TryAcquire waits the delay on
 // its ctx; tries with a ctx shorter than the delay must still get the
 // name once the delay, started by the first of them, has passed — not
 // restart it at every try and fail forever.
-func TestLockDelayReviewTryAcquireWithRequestTimeout(t *testing.T) {
-	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+func TestLockDelayShortTryAcquiresSucceedOnceItPassed(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	l1, err := s1.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	watched.waitWatched(t, l1.Key())
 	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, l1, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
-	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
-	const requestTimeout = 500 * time.Millisecond // stands for --command-timeout
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	// Stands for --command-timeout: below the delay as etcd times it (whole
+	// seconds, at least 2 s), with room for a loaded machine.
+	const requestTimeout = time.Second
 	for i := range 4 {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		l2, err := s2.TryAcquire(rctx, "job")
@@ -158,19 +169,20 @@ func TestLockDelayReviewTryAcquireWithRequestTimeout(t *testing.T) {
 			_ = l2.Release(ctx)
 			return
 		}
-		t.Logf("try %d: %v (markers %v)", i, err, reviewMarkers(t, "job"))
-		time.Sleep(reviewDelay)
+		t.Logf("try %d: %v (markers %v)", i, err, delayMarkers(t, "job"))
+		time.Sleep(uncleanDelay)
 	}
 	t.Errorf("TryAcquire with a request timeout below the lock-delay never succeeds on a free name, long after the unclean end")
 }
 
-// TestLockDelayReviewFailedReleaseThenCloseCostsDelay: a clean end must not be
+// TestLockDelayFailedReleaseThenCloseIsClean: a clean end must not be
 // taken for an unclean one: Release fails (ctx already done: a common
 // `defer l.Release(reqCtx)`), then Close succeeds; Close deletes the
 // marker too, and the next holder does not wait.
-func TestLockDelayReviewFailedReleaseThenCloseCostsDelay(t *testing.T) {
+func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	l1, err := s1.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
@@ -183,17 +195,17 @@ func TestLockDelayReviewFailedReleaseThenCloseCostsDelay(t *testing.T) {
 	if err := s1.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ms := reviewMarkers(t, "job"); len(ms) != 0 {
+	if ms := delayMarkers(t, "job"); len(ms) != 0 {
 		t.Errorf("markers left after Release (failed) and a successful Close: %v", ms)
 	}
-	s2 := newSession(t, cli, lock.WithLockDelay(reviewDelay))
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	start := time.Now()
 	l2, err := s2.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l2.Release(ctx)
-	if took := time.Since(start); took > reviewDelay/2 {
+	if took := time.Since(start); took > uncleanDelay/2 {
 		t.Errorf("after a clean Close the next holder waited %v", took)
 	}
 }

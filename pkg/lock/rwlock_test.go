@@ -38,6 +38,7 @@ func mustReceive(t *testing.T, ch <-chan acquired, why string) *lock.Lock {
 }
 
 func TestReadersShareWritersQueue(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s1, s2, s3, s4 := newSession(t, cli), newSession(t, cli), newSession(t, cli), newSession(t, cli)
 	r1, err := s1.Acquire(ctx, "db", lock.WithShared())
@@ -86,6 +87,7 @@ func TestReadersShareWritersQueue(t *testing.T) {
 }
 
 func TestTryAcquireShared(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s1, s2, s3 := newSession(t, cli), newSession(t, cli), newSession(t, cli)
 	r1, err := s1.TryAcquire(ctx, "db", lock.WithShared())
@@ -119,6 +121,7 @@ func TestTryAcquireShared(t *testing.T) {
 // TestReaderFindsWriterBeyondAPage puts a writer behind more readers than
 // one read returns: the new reader must still wait for it.
 func TestReaderFindsWriterBeyondAPage(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	pfx := namePrefix(t, prefix(t), "db")

@@ -16,6 +16,7 @@ import (
 // renewal, on the session's clock, and the session is lost at that exact
 // instant even though a renewal is still in flight.
 func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, url)
@@ -136,6 +137,7 @@ func (c readClock) awaitRead(t *testing.T) {
 }
 
 func TestGrantedTTLIsUsed(t *testing.T) {
+	t.Parallel()
 	fc := clocktest.NewFake(time.Unix(1_000_000, 0))
 	s := newSession(t, client(t), lock.WithTTL(time.Second), lock.WithClock(fc))
 	// etcd raises TTLs below ceil(1.5 × election timeout) = 2s by default.
@@ -148,6 +150,7 @@ func TestGrantedTTLIsUsed(t *testing.T) {
 }
 
 func TestRenewalKeepsSessionAlive(t *testing.T) {
+	t.Parallel()
 	s := newSession(t, client(t), lock.WithTTL(2*time.Second))
 	l, err := s.Acquire(testCtx(t), "alive")
 	if err != nil {
@@ -164,6 +167,7 @@ func TestRenewalKeepsSessionAlive(t *testing.T) {
 }
 
 func TestSessionOptionsValidated(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	for name, opt := range map[string]lock.Option{
 		"ttl below 1s":     lock.WithTTL(500 * time.Millisecond),
@@ -200,6 +204,7 @@ func TestSessionOptionsValidated(t *testing.T) {
 }
 
 func TestNewSessionUnreachable(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, "http://127.0.0.1:1")
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
