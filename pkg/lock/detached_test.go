@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -128,7 +129,11 @@ func TestDetachedRenewAfterExpiryFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(g.TTL + 1500*time.Millisecond) // etcd checks expiry every 500ms
+	cli := client(t)
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		ttl, err := cli.TimeToLive(ctx, g.LeaseID)
+		return err == nil && ttl.TTL == -1
+	}, "the grant's lease never expired")
 	if _, err := d.Renew(ctx, "e", "alice", g.Token); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Renew after expiry = %v, want ErrNotHeld", err)
 	}

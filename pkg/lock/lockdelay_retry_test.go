@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -122,22 +122,11 @@ func TestLockDelayHoldsWhateverTheEndingSessionDoes(t *testing.T) {
 // waiting out the delay has written its own beside the stale one.
 func waitMarkers(t *testing.T, s *lock.Session, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var ms []string
-		for _, k := range keysUnder(t, s.Client(), prefix(t)) {
-			if strings.Contains(k, "%held/") {
-				ms = append(ms, k)
-			}
-		}
-		if len(ms) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has markers %v, want %d", name, ms, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var ms []string
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		ms = delayMarkers(t, s.Client(), name)
+		return len(ms) == n
+	}, fmt.Sprintf("%s never had %d markers", name, n))
 }
 
 // TestLockDelayLongestApplies: the delay applied after an unclean end is

@@ -5,27 +5,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
-
-// deletedAt watches key and returns a channel that receives when it is
-// deleted, as seen by the test.
-func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
-	t.Helper()
-	ch := make(chan time.Time, 1)
-	wch := cli.Watch(testCtx(t), key, clientv3.WithFilterPut())
-	go func() {
-		for wr := range wch {
-			if len(wr.Events) > 0 {
-				ch <- time.Now()
-				return
-			}
-		}
-	}()
-	return ch
-}
 
 // TestLockDelayAfterAnUncleanEnd: a holder whose session is abandoned (its
 // lease then expires) or whose lock is broken makes the next holder wait

@@ -7,7 +7,6 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,18 +14,6 @@ import (
 )
 
 const uncleanDelay = 1500 * time.Millisecond
-
-// delayMarkers lists the lock-delay markers of name under the test's prefix.
-func delayMarkers(t *testing.T, name string) []string {
-	t.Helper()
-	var ms []string
-	for _, k := range keysUnder(t, client(t), prefix(t)) {
-		if strings.Contains(k, "%held/") {
-			ms = append(ms, k)
-		}
-	}
-	return ms
-}
 
 // nextHolderWaits acquires name on a fresh session with the delay and
 // fails t unless it became active at least uncleanDelay after gone.
@@ -79,7 +66,7 @@ func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
 			if err := l1.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if ms := delayMarkers(t, "job"); len(ms) == 0 {
+			if ms := delayMarkers(t, client(t), "job"); len(ms) == 0 {
 				t.Errorf("after an unclean end (%s) and a Release of the dead lock, no marker is left", end)
 			}
 			var at time.Time
@@ -169,7 +156,7 @@ func TestLockDelayShortTryAcquiresSucceedOnceItPassed(t *testing.T) {
 			_ = l2.Release(ctx)
 			return
 		}
-		t.Logf("try %d: %v (markers %v)", i, err, delayMarkers(t, "job"))
+		t.Logf("try %d: %v (markers %v)", i, err, delayMarkers(t, client(t), "job"))
 		time.Sleep(uncleanDelay)
 	}
 	t.Errorf("TryAcquire with a request timeout below the lock-delay never succeeds on a free name, long after the unclean end")
@@ -195,7 +182,7 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 	if err := s1.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ms := delayMarkers(t, "job"); len(ms) != 0 {
+	if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
 		t.Errorf("markers left after Release (failed) and a successful Close: %v", ms)
 	}
 	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))

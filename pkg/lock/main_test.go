@@ -247,12 +247,72 @@ func (r *renewals) option() lock.Option {
 	return lock.WithRenewHook(func(time.Duration, error) { r.n.Add(1) })
 }
 
+// wait returns once n more renewals than now have been attempted.
+func (r *renewals) wait(t *testing.T, n int64) {
+	t.Helper()
+	want := r.n.Load() + n
+	etcdtest.Eventually(t, time.Minute, func() bool { return r.n.Load() >= want },
+		fmt.Sprintf("the session did not renew %d times", n))
+}
+
 // sweeps returns once n more stray sweeps than now have run: a session
 // sweeps its strays right after each renewal, which the hook reports
 // before the sweep, so it waits for n+1 renewals.
 func (r *renewals) sweeps(t *testing.T, n int64) {
 	t.Helper()
-	want := r.n.Load() + n + 1
-	etcdtest.Eventually(t, time.Minute, func() bool { return r.n.Load() >= want },
-		fmt.Sprintf("the session did not renew %d times", n+1))
+	r.wait(t, n+1)
+}
+
+// deletedAt watches key and returns a channel that receives when it is
+// deleted, as seen by the test.
+func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 1)
+	wch := cli.Watch(testCtx(t), key, clientv3.WithFilterPut())
+	go func() {
+		for wr := range wch {
+			if len(wr.Events) > 0 {
+				ch <- time.Now()
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// mustNotReceive fails t if ch delivers within d: the waiter got a lock it
+// must not have yet.
+func mustNotReceive(t *testing.T, ch <-chan acquired, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case a := <-ch:
+		t.Fatalf("%s, but the waiter returned (lock %v, err %v)", why, a.l != nil, a.err)
+	case <-time.After(d):
+	}
+}
+
+func mustReceive(t *testing.T, ch <-chan acquired, why string) *lock.Lock {
+	t.Helper()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			t.Fatalf("%s: %v", why, a.err)
+		}
+		return a.l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s, but the waiter is still waiting", why)
+	}
+	return nil
+}
+
+// delayMarkers lists the lock-delay markers of name under the test's prefix.
+func delayMarkers(t *testing.T, cli *clientv3.Client, name string) []string {
+	t.Helper()
+	var ms []string
+	for _, k := range keysUnder(t, cli, prefix(t)) {
+		if strings.Contains(k, "%held/") {
+			ms = append(ms, k)
+		}
+	}
+	return ms
 }

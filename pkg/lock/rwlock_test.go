@@ -12,31 +12,6 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// mustNotReceive fails t if ch delivers within d: the waiter got a lock it
-// must not have yet.
-func mustNotReceive(t *testing.T, ch <-chan acquired, d time.Duration, why string) {
-	t.Helper()
-	select {
-	case a := <-ch:
-		t.Fatalf("%s, but the waiter returned (lock %v, err %v)", why, a.l != nil, a.err)
-	case <-time.After(d):
-	}
-}
-
-func mustReceive(t *testing.T, ch <-chan acquired, why string) *lock.Lock {
-	t.Helper()
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			t.Fatalf("%s: %v", why, a.err)
-		}
-		return a.l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s, but the waiter is still waiting", why)
-	}
-	return nil
-}
-
 func TestReadersShareWritersQueue(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)

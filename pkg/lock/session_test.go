@@ -151,15 +151,16 @@ func TestGrantedTTLIsUsed(t *testing.T) {
 
 func TestRenewalKeepsSessionAlive(t *testing.T) {
 	t.Parallel()
-	s := newSession(t, client(t), lock.WithTTL(2*time.Second))
+	var renewed renewals
+	s := newSession(t, client(t), lock.WithTTL(2*time.Second), renewed.option())
 	l, err := s.Acquire(testCtx(t), "alive")
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := s.Deadline()
-	time.Sleep(3 * time.Second) // longer than the TTL
+	renewed.wait(t, 4) // a TTL and more: three intervals of a third of the TTL between four renewals
 	if s.Err() != nil || l.State() != lock.StateActive {
-		t.Fatalf("session %v lock %v after 1.5 TTLs", s.Err(), l.State())
+		t.Fatalf("session %v lock %v after a TTL of renewals", s.Err(), l.State())
 	}
 	if !s.Deadline().After(first) {
 		t.Errorf("deadline not renewed: %v", s.Deadline())
