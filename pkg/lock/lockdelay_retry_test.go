@@ -25,10 +25,7 @@ func loseByDelete(t *testing.T, s *lock.Session, name string) time.Time {
 		t.Fatal(err)
 	}
 	gone := deletedAt(t, cli, l.Key())
-	if _, err := cli.Delete(ctx, l.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	deleteAndLose(t, cli, l)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -77,15 +77,8 @@ func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
 	ctx := testCtx(t)
 	cli, watched := watchedClient(t)
 	s := newSession(t, cli, lock.WithLockDelay(delay))
-	l, err := s.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	watched.waitWatched(t, l.Key())
-	if _, err := cli.Delete(ctx, l.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	l := acquireWatched(t, s, watched, "job")
+	deleteAndLose(t, cli, l)
 	start := time.Now()
 	l2, err := s.TryAcquire(ctx, "job")
 	if err != nil {

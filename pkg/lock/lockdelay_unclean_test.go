@@ -42,23 +42,16 @@ func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
 			ctx := testCtx(t)
 			cli, watched := watchedClient(t)
 			s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-			l1, err := s1.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			watched.waitWatched(t, l1.Key())
+			l1 := acquireWatched(t, s1, watched, "job")
 			gone := deletedAt(t, cli, l1.Key())
 			switch end {
 			case "operator-delete":
-				if _, err := cli.Delete(ctx, l1.Key()); err != nil {
-					t.Fatal(err)
-				}
-				waitLost(t, l1, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+				deleteAndLose(t, cli, l1)
 			case "break":
 				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
 					t.Fatal(err)
 				}
-				waitLost(t, l1, nil, 5*time.Second, "it was broken")
+				waitLost(t, l1, nil, 20*time.Second, "it was broken")
 			case "abandon":
 				s1.Abandon()
 			}
@@ -89,16 +82,9 @@ func TestLockDelayOwnLossCountsAfterRelease(t *testing.T) {
 	ctx := testCtx(t)
 	cli, watched := watchedClient(t)
 	s := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	l, err := s.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	watched.waitWatched(t, l.Key())
+	l := acquireWatched(t, s, watched, "job")
 	gone := time.Now()
-	if _, err := cli.Delete(ctx, l.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	deleteAndLose(t, cli, l)
 	_ = l.Release(ctx)
 	nextHolderWaits(t, s, "job", gone, "own loss then Release")
 }
@@ -135,15 +121,8 @@ func TestLockDelayShortTryAcquiresSucceedOnceItPassed(t *testing.T) {
 	ctx := testCtx(t)
 	cli, watched := watchedClient(t)
 	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	l1, err := s1.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	watched.waitWatched(t, l1.Key())
-	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l1, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	l1 := acquireWatched(t, s1, watched, "job")
+	deleteAndLose(t, cli, l1)
 	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
 	// Stands for --command-timeout: below the delay as etcd times it (whole
 	// seconds, at least 2 s), with room for a loaded machine.

@@ -316,3 +316,25 @@ func delayMarkers(t *testing.T, cli *clientv3.Client, name string) []string {
 	}
 	return ms
 }
+
+// acquireWatched acquires name on s, whose client watched watches, and
+// returns once etcd created the watch of the lock's key.
+func acquireWatched(t *testing.T, s *lock.Session, watched *watches, name string) *lock.Lock {
+	t.Helper()
+	l, err := s.Acquire(testCtx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched.waitWatched(t, l.Key())
+	return l
+}
+
+// deleteAndLose deletes l's key as an operator would and waits until l is
+// lost for it.
+func deleteAndLose(t *testing.T, cli *clientv3.Client, l *lock.Lock) {
+	t.Helper()
+	if _, err := cli.Delete(testCtx(t), l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted")
+}

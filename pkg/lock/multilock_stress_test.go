@@ -132,7 +132,7 @@ func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
 		if _, err := cli.Delete(ctx, l.Keys()[round%3]); err != nil {
 			t.Fatal(err)
 		}
-		waitLost(t, l, lock.ErrKeyDeleted, 3*time.Second, "one key of the set was deleted")
+		waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "one key of the set was deleted")
 		// Re-acquire at once, racing the sweep of the old keys.
 		l2, err := s.AcquireAll(ctx, names)
 		if err != nil {

@@ -87,7 +87,7 @@ func TestAcquireAllLosesWhenAnyKeyGoes(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Keys()[2]); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "the key of one name of the set was deleted")
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "the key of one name of the set was deleted")
 }
 
 func TestAcquireAllRejectsBadSets(t *testing.T) {

@@ -168,7 +168,7 @@ func TestSemaphoreSlotDeletedLosesHolder(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "the slot key was deleted")
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "the slot key was deleted")
 }
 
 // TestSemaphoreManyWaiters queues more waiters than the limit and releases
