@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,7 +244,14 @@ func TestLockDelayPassedWhileNobodyWaited(t *testing.T) {
 	if err := try(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a try inside the delay = %v, want the ctx's deadline", err)
 	}
-	time.Sleep(retryDelay + 2*time.Second) // the delay (whole seconds, and etcd's lease expiry) passes
+	// The delay passes: its timer, a key with a lease of the delay, expires.
+	timing := func() bool {
+		return slices.ContainsFunc(keysUnder(t, cli, prefix(t)), func(k string) bool { return strings.Contains(k, "%delay/") })
+	}
+	if !timing() {
+		t.Fatal("no lock-delay timer after a try inside the delay")
+	}
+	etcdtest.Eventually(t, time.Minute, func() bool { return !timing() }, "the lock-delay's timer never expired")
 	if err := try(); err != nil {
 		t.Fatalf("a try after the delay passed: %v", err)
 	}
