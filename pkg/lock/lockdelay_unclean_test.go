@@ -171,7 +171,7 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l2.Release(ctx)
-	if took := time.Since(start); took > uncleanDelay/2 {
+	if took := time.Since(start); took >= uncleanDelay { // a wait of the delay takes the delay at least
 		t.Errorf("after a clean Close the next holder waited %v", took)
 	}
 }
