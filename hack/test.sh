@@ -14,14 +14,32 @@ if [[ -z ${ETCDLOCK_TEST_POSTGRES_DSN:-} ]]; then
 	export ETCDLOCK_TEST_POSTGRES_DSN
 fi
 
-# The root module, then each nested module (pkg/kubelock: the Kubernetes
+# The root module and each nested module (pkg/kubelock: the Kubernetes
 # resource lock, a module of its own so that the lock's users never build
-# Kubernetes code). Both run even if the first fails.
+# Kubernetes code), at the same time: each spends most of its time waiting
+# on etcd. A nested module's output is printed once it is done, so that
+# the modules' lines do not interleave. Every module runs even if another
+# fails.
+#
+# Most tests wait on etcd (leases expiring, watches, a lock-delay) far more
+# than they compute, and each owns its key prefix, so they run in parallel:
+# more at once than the default of one per core. The randomized runs of
+# the integration package limit themselves (integration/main_test.go).
+parallel=${ETCDLOCK_TEST_PARALLEL:-4}
+gotest() { go test -race -count=1 -parallel "$parallel" -timeout 20m "$@"; }
 rc=0
-go test -race -count=1 -timeout 20m "${@:-./...}" || rc=$?
+pids=() logs=()
 if [[ $# -eq 0 || "$*" == "./..." ]]; then
 	for mod in $(hack/modules.sh nested); do
-		(cd "$mod" && go test -race -count=1 -timeout 20m ./...) || rc=$?
+		log=$(mktemp /tmp/etcdlock-test.XXXXXX)
+		(cd "$mod" && gotest ./...) >"$log" 2>&1 &
+		pids+=($!) logs+=("$log")
 	done
 fi
+gotest "${@:-./...}" || rc=$?
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || rc=$?
+	cat "${logs[$i]}"
+	rm -f "${logs[$i]}"
+done
 exit $rc

@@ -27,6 +27,7 @@ import (
 // prefix can lock; a user without that role gets exit 77; a client without
 // a certificate, or with a missing key file, gets 78; a wrong password 77.
 func TestCLITLSAndAuth(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := newCA(t, dir)
 	srvCert, srvKey := ca.issue(t, dir, "server", true)

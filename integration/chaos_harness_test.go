@@ -85,6 +85,7 @@ type chaosRun struct {
 	putAt        map[partToken]time.Duration // creations the observer saw
 	deletedAt    map[partToken]time.Duration // deletions the observer saw
 	faults       map[string]int
+	seenRev      int64 // the revision the observer's watch has reached
 	badReleases  int
 	staleTries   int
 	staleRejects int
@@ -359,7 +360,18 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 		resp, err := c.obs.Get(dctx, c.cfg.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		dcancel()
 		if err == nil && resp.Count == 0 {
-			time.Sleep(100 * time.Millisecond) // the observer's watch trails the read
+			// The observer's watch trails the read: wait until it has
+			// reached the read's revision (a progress notification
+			// carries the current one).
+			etcdtest.Eventually(t, 30*time.Second, func() bool {
+				c.mu.Lock()
+				caught := c.seenRev >= resp.Header.Revision
+				c.mu.Unlock()
+				if !caught {
+					_ = c.obs.RequestProgress(clientv3.WithRequireLeader(context.Background()))
+				}
+				return caught
+			}, "the observer's watch did not catch up")
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -417,6 +429,7 @@ func (c *chaosRun) observe(ctx context.Context) {
 				}
 			}
 			rev = wr.Header.Revision + 1
+			c.seenRev = wr.Header.Revision
 			c.mu.Unlock()
 		}
 		cancel()

@@ -14,8 +14,9 @@ import (
 // The short fault suite that `make test` runs: fixed seeds, a few seconds
 // each. `make chaos` runs TestChaos with CHAOS_RUNS and CHAOS_SEED.
 func TestFaultSuite(t *testing.T) {
+	var suite runs
 	for _, seed := range []uint64{1, 2, 3} {
-		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+		suite.run(t, "seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			r := runChaos(t, chaosConfig{seed: seed, workers: 4, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second})
 			t.Log(r)
 			if r.violations() != 0 || r.check != porcupine.Ok {
@@ -26,6 +27,7 @@ func TestFaultSuite(t *testing.T) {
 			}
 		})
 	}
+	suite.wait()
 }
 
 // TestFaultSuiteBeyondMutex is the short fault suite for a semaphore of
@@ -37,6 +39,7 @@ func TestFaultSuite(t *testing.T) {
 // controls break the deadline and the fencing for each kind, and take a
 // set's names one at a time.
 func TestFaultSuiteBeyondMutex(t *testing.T) {
+	var suite runs
 	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti, kindDelay} {
 		controls := []string{controlNone, controlNoDeadline, controlUnfenced}
 		switch kind {
@@ -46,7 +49,7 @@ func TestFaultSuiteBeyondMutex(t *testing.T) {
 			controls = []string{controlNone, controlNoDelay}
 		}
 		for _, control := range controls {
-			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
+			suite.run(t, kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
 				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
 				if kind == kindDelay {
 					cfg.seed = 22 // its faults end two holders uncleanly, for the check to see
@@ -68,13 +71,15 @@ func TestFaultSuiteBeyondMutex(t *testing.T) {
 			})
 		}
 	}
+	suite.wait()
 }
 
 // Each negative control breaks one safety mechanism on purpose; the checks
 // must catch it every time, or the suite proves nothing.
 func TestFaultSuiteNegativeControls(t *testing.T) {
+	var suite runs
 	for _, control := range []string{controlUnfenced, controlNoDeadline, controlReleaseByName} {
-		t.Run(control, func(t *testing.T) {
+		suite.run(t, control, func(t *testing.T) {
 			r := runChaos(t, chaosConfig{seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
 			t.Log(r)
 			if !detected(r) {
@@ -82,6 +87,7 @@ func TestFaultSuiteNegativeControls(t *testing.T) {
 			}
 		})
 	}
+	suite.wait()
 }
 
 // detected reports whether the checks caught the control's breakage.

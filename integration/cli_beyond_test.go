@@ -43,6 +43,7 @@ func running(dir, id string) string {
 }
 
 func TestCLISemaphore(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	a := holdingRun(t, ep, dir, "a", "pool", "--limit", "2")
 	b := holdingRun(t, ep, dir, "b", "pool", "--limit", "2")
@@ -101,6 +102,7 @@ func TestCLISemaphore(t *testing.T) {
 }
 
 func TestCLISharedRun(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	holdingRun(t, ep, dir, "r1", "catalog", "--shared")
 	holdingRun(t, ep, dir, "r2", "catalog", "--shared")
@@ -127,6 +129,7 @@ type statusJSON struct {
 }
 
 func TestCLIRunSeveralNames(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	r := cli(t, ep, nil, "run", "a", "b", "--shell", "--", `printf '%s|%s' "$ETCDLOCK_NAMES" "$ETCDLOCK_NAME"`)
 	if r.code != 0 || r.stdout != "a\nb|a" {
@@ -156,6 +159,7 @@ func TestCLIRunSeveralNames(t *testing.T) {
 // TestCLILockDelay: a run killed with SIGKILL makes the next run wait the
 // lock-delay after its lease expired; a run that exits does not.
 func TestCLILockDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 3 * time.Second
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)

@@ -16,6 +16,7 @@ import (
 // a refused --try that stays silent, a conflict exit code of the caller's
 // choosing, --timeout in plain seconds, and a note when a wait ends.
 func TestCLIShellCitizen(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	holdingRun(t, ep, dir, "a", "job")

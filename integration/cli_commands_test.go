@@ -36,6 +36,7 @@ var mainPaths = map[string]string{
 // Every command the binary offers has a test of its main path: the list
 // is the binary's own (cobra's completion of the first argument).
 func TestCLIEveryCommandHasAMainPathTest(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(cliPath, "__complete", "").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func TestCLIEveryCommandHasAMainPathTest(t *testing.T) {
 }
 
 func TestCLICommandMainPaths(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	t.Run("run", func(t *testing.T) {
 		r := cli(t, ep, nil, "run", "job", "--shell", "--", `echo "token=$ETCDLOCK_TOKEN"; exit 4`)

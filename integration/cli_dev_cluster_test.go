@@ -17,6 +17,7 @@ import (
 // locks work through it, a killed member leaves a cluster that still
 // serves, and SIGTERM stops every member process.
 func TestCLIDevCluster(t *testing.T) {
+	t.Parallel()
 	dev := exec.Command(cliPath, "dev", "--members", "3")
 	out, err := dev.StdoutPipe()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // of list, or clear the operator's screen through status, a note or
 // break.
 func TestCLIPrintsNamesAndOwnersEscaped(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	name := "a\nb     forged       1  now  0"
 	owner := "o\x1b[2J"

@@ -151,6 +151,7 @@ func (h handover) check(t *testing.T) {
 // The command exits normally and leaves processes: they are stopped
 // (reported on stderr) before the lock is released.
 func TestCLINormalExitStopsLeftoversBeforeRelease(t *testing.T) {
+	t.Parallel()
 	g := runGuarded(t, shared.Endpoints()[0], leaveBehind+`date +%s%N > "$D/exit"`)
 	next := nextHolder(t, g)
 	if err := g.cmd.Wait(); err != nil {
@@ -172,6 +173,7 @@ func TestCLINormalExitStopsLeftoversBeforeRelease(t *testing.T) {
 // etcdlock is killed with SIGKILL: the command and everything it started
 // die at once, long before etcd expires the lease.
 func TestCLISupervisorKilled(t *testing.T) {
+	t.Parallel()
 	g := runGuarded(t, shared.Endpoints()[0], leaveBehind+"wait", "--ttl", "3s")
 	next := nextHolder(t, g)
 	killed := time.Now()
@@ -194,6 +196,7 @@ var lateRE = regexp.MustCompile(`by the deadline \(([0-9.]+[µm]?s) ago\)`)
 // last deadline it was told passes — here a shell whose children ignore
 // SIGTERM, so that SIGKILL has to come before etcd could expire the lease.
 func TestCLISupervisorFrozen(t *testing.T) {
+	t.Parallel()
 	g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s", "--kill-grace", "1m")
 	next := nextHolder(t, g)
 	frozen := time.Now()
@@ -220,6 +223,7 @@ func TestCLISupervisorFrozen(t *testing.T) {
 // leftover started outside etcdlock's reach, by a process etcdlock does
 // not supervise), nextHolder's check does see a live process.
 func TestCLIGuardCheckCanFail(t *testing.T) {
+	t.Parallel()
 	g := runGuarded(t, shared.Endpoints()[0], leaveBehind)
 	outside := exec.Command("sleep", "1000")
 	if err := outside.Start(); err != nil {
@@ -278,6 +282,7 @@ func idleProcesses(t *testing.T, n int) {
 // chain in its own session, on a host with many other processes: the
 // guardian kills the chain before the next holder gets the lock.
 func TestCLISupervisorKilledForkChain(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("perl"); err != nil {
 		t.Fatal("perl (Debian's essential perl-base) is needed for the fork chain")
 	}
@@ -342,6 +347,7 @@ func (g *guarded) guardianOf(t *testing.T) int {
 // The guardian is killed with SIGKILL: etcdlock, a subreaper too, kills
 // every process the command left, including those that left its session.
 func TestCLIGuardianKilled(t *testing.T) {
+	t.Parallel()
 	g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
 	if err := syscall.Kill(g.guardianOf(t), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -359,6 +365,7 @@ func TestCLIGuardianKilled(t *testing.T) {
 // cannot stop the command, so etcdlock, finding its stop unacknowledged,
 // kills the guardian and every process of the command itself.
 func TestCLIGuardianFrozenLockBroken(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	g := runGuarded(t, ep, "trap '' TERM\n"+leaveBehind+"wait", "--ttl", "3s")
 	guardian := g.guardianOf(t)
@@ -389,6 +396,7 @@ func TestCLIGuardianFrozenLockBroken(t *testing.T) {
 // with the command's code. The test, as root, runs etcdlock as nobody and
 // gives it a setuid-root copy of setpriv.
 func TestCLILeftoverChangedUserID(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs etcdlock as nobody with a setuid-root helper: run it as root")
 	}

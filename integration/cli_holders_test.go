@@ -15,6 +15,7 @@ import (
 // Lock names written as paths are separate locks from their parents, in
 // every command that takes a name.
 func TestCLINamesWithSlashes(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	if r := cli(t, ep, nil, "acquire", "jobs/nightly", "--owner", "a", "--ttl", "30s"); r.code != 0 {
 		t.Fatalf("acquire jobs/nightly: %d %s", r.code, r.stderr)
@@ -39,6 +40,7 @@ func TestCLINamesWithSlashes(t *testing.T) {
 // A holder written by etcd's own lock client (as etcdctl lock writes it)
 // is named for what it is, with its lease and remaining TTL.
 func TestCLIForeignHolder(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	cli0 := etcdtest.Client(t, ep)
 	es, err := concurrency.NewSession(cli0, concurrency.WithTTL(30))
@@ -72,6 +74,7 @@ func TestCLIForeignHolder(t *testing.T) {
 
 // leader --watch prints the leader on every change until interrupted.
 func TestCLILeaderWatch(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	w := cliCommand(t, ep, nil, "leader", "job", "--watch")
 	out := &lockedBuffer{}

@@ -53,6 +53,7 @@ func fullPipe(t *testing.T) *os.File {
 }
 
 func TestCLIStopsCommandWithoutOutput(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		out  func(*testing.T) *os.File
@@ -76,6 +77,7 @@ func TestCLIStopsCommandWithoutOutput(t *testing.T) {
 // etcdlock's own notes and errors on a stderr whose reader is gone do not
 // kill it: a wait that times out still exits 124.
 func TestCLIOutputReaderGoneExitCode(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	holdingRun(t, ep, dir, "a", "job")

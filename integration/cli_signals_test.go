@@ -32,6 +32,7 @@ func pidIn(t *testing.T, path string) int {
 // flock …` does: a SIGHUP ignored by etcdlock's parent stays ignored by
 // etcdlock, its guardian and the command.
 func TestCLINohupIgnoresHangup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := cliCommand(t, shared.Endpoints()[0], []string{"D=" + dir}, "run", "job", "--shell", "--",
 		`echo $$ > "$D/pid"; while [ ! -e "$D/stop" ]; do sleep 0.05; done; echo done > "$D/done"`)
@@ -65,6 +66,7 @@ func TestCLINohupIgnoresHangup(t *testing.T) {
 // and so does etcdlock once the lock is released, as a wrapper that execs
 // (or flock) would: its parent sees a death by SIGTERM, not an exit 143.
 func TestCLIDiesOfTheCommandsSignal(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	cmd := cliCommand(t, ep, []string{"D=" + dir}, "run", "job", "--shell", "--", `echo $$ > "$D/pid"; exec sleep 100`)
@@ -93,6 +95,7 @@ func TestCLIDiesOfTheCommandsSignal(t *testing.T) {
 // another lock: a nested release or break of another name does not use
 // the outer owner or token, a nested run does not record the outer owner.
 func TestCLINestedCallsDoNotInheritTheOuterLock(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	// Another holder of "other", under a token the nested calls could

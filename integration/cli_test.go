@@ -81,6 +81,7 @@ func cleanEnv() []string {
 }
 
 func TestCLITwoTryRunsAtOnce(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	for round := range 5 {
 		var wg sync.WaitGroup
@@ -100,6 +101,7 @@ func TestCLITwoTryRunsAtOnce(t *testing.T) {
 }
 
 func TestCLITokenInChildOverridesInheritedAndIncreases(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	cl := etcdtest.Client(t, ep)
 	var last int64
@@ -145,6 +147,7 @@ func TestCLITokenInChildOverridesInheritedAndIncreases(t *testing.T) {
 }
 
 func TestCLIExitCodes(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	tests := []struct {
@@ -228,6 +231,7 @@ func TestCLIExitCodes(t *testing.T) {
 }
 
 func TestCLIScriptCommands(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	r := cli(t, ep, nil, "acquire", "cron", "--owner", "a", "--ttl", "30s")
 	if r.code != 0 {
@@ -284,6 +288,7 @@ func TestCLIScriptCommands(t *testing.T) {
 // SIGTERM to etcdlock reaches the command, which exits with its own code;
 // the lock is released.
 func TestCLISignalForwardedAndLockReleased(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
@@ -314,6 +319,7 @@ func TestCLISignalForwardedAndLockReleased(t *testing.T) {
 // a grandchild — is dead before anyone else acquires the lock, and etcdlock
 // exits 79.
 func TestCLILeaseLossKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	p, proxyURL := etcdtest.Proxy(t, ep)
 	dir := t.TempDir()
@@ -397,6 +403,7 @@ func isZombie(pid int) bool {
 // SIGINT once it has cleaned up — and leaves no waiter key behind; the
 // holder is undisturbed.
 func TestCLIInterruptWhileWaiting(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	hold := cliCommand(t, ep, nil, "run", "job", "--", "sleep", "3")
 	if err := hold.Start(); err != nil {
@@ -435,6 +442,7 @@ func TestCLIInterruptWhileWaiting(t *testing.T) {
 // `etcdlock dev` serves a real etcd on the address given, which the other
 // commands can use, and stops cleanly on SIGTERM.
 func TestCLIDevServer(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +481,7 @@ func TestCLIDevServer(t *testing.T) {
 // lock, and a run that re-sends its own owner takes its grant over with a
 // new token.
 func TestCLIAcquireOwnerIsNewPerRun(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	grant := func(r cliResult) map[string]string {
 		t.Helper()

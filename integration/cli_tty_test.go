@@ -124,6 +124,7 @@ func (term *terminal) exitCode() int {
 // terminal's foreground group (a background group would be stopped by
 // SIGTTIN at the read).
 func TestCLITerminalReadsInput(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	term := onTerminal(t, cliCommand(t, ep, nil, "run", "job", "--", "sh", "-c", `echo ready; read x; echo "got:$x"`))
 	term.expect("ready", 20*time.Second)
@@ -138,6 +139,7 @@ func TestCLITerminalReadsInput(t *testing.T) {
 // terminal, not forwarded by etcdlock — and etcdlock releases the lock and
 // dies of SIGINT, as the command did.
 func TestCLITerminalInterrupt(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	term := onTerminal(t, cliCommand(t, ep, nil, "--log-level", "info", "run", "job", "--", "sh", "-c", `echo ready; exec sleep 30`))
 	term.expect("ready", 20*time.Second)
@@ -156,6 +158,7 @@ func TestCLITerminalInterrupt(t *testing.T) {
 // Under an interactive shell, Ctrl-Z stops the job and gives the prompt
 // back; fg resumes the command with the terminal; Ctrl-C then ends it.
 func TestCLITerminalJobControl(t *testing.T) {
+	t.Parallel()
 	term := interactiveShell(t)
 	term.typeEtcdlock(`run job --ttl 5s -- sh -c 'echo rea""dy; read x; echo "got:$x"; exit 3'`)
 	term.expect("ready", 20*time.Second)
@@ -177,6 +180,7 @@ func TestCLITerminalJobControl(t *testing.T) {
 // deadline, before the next holder can have the lock; fg then reports the
 // loss (79).
 func TestCLITerminalStoppedPastTheLease(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	term := interactiveShell(t)
 	term.typeEtcdlock(`run job --ttl 3s -- sh -c 'echo $$ > ` + dir + `/pid; echo rea""dy; read x'`)
@@ -212,6 +216,7 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 // terminal — still stops the command of a frozen etcdlock, and its note
 // reaches the terminal.
 func TestCLITerminalTostopFrozen(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--ttl", "3s", "--",
 		"sh", "-c", `stty tostop; echo $$ > `+dir+`/pid; echo rea""dy; exec sleep 100`))
@@ -235,6 +240,7 @@ func TestCLITerminalTostopFrozen(t *testing.T) {
 // command, as a shell restores it for a job killed by a signal: etcdlock
 // exits 128+N, which a shell takes for a normal exit.
 func TestCLITerminalRestoredAfterSignal(t *testing.T) {
+	t.Parallel()
 	term := onTerminal(t, cliCommand(t, shared.Endpoints()[0], nil, "run", "job", "--",
 		"sh", "-c", `stty -icanon -echo; echo rea""dy; kill -9 $$`))
 	term.expect("ready", 20*time.Second)
@@ -254,6 +260,7 @@ func TestCLITerminalRestoredAfterSignal(t *testing.T) {
 // etcdlock (and with flock): the shell runs nothing after a job that died
 // of SIGINT, but would after one that exited 130.
 func TestCLITerminalInterruptStopsTheList(t *testing.T) {
+	t.Parallel()
 	term := interactiveShell(t)
 	term.typeEtcdlock(`run job -- sh -c 'echo rea""dy; exec sleep 30'; echo de""ployed`)
 	term.expect("ready", 20*time.Second)

@@ -15,6 +15,7 @@ import (
 // outage keeps its lock (etcd extends leases across a restart); a lease
 // nobody renews still expires afterwards; tokens keep increasing.
 func TestScenarioLockServiceRestart(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 2*time.Minute)
 	c := etcdtest.Cluster(t)
 	cli := etcdtest.Client(t, c.Endpoints()...)
@@ -67,6 +68,7 @@ func TestScenarioLockServiceRestart(t *testing.T) {
 // Owners acquire and release through a leader crash, a new election and the
 // crashed member's return; tokens strictly increase throughout.
 func TestScenarioTokenCounterAfterLeaderFailure(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, 3*time.Minute)
 	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
 	cli := etcdtest.Client(t, c.Endpoints()...)

@@ -18,6 +18,7 @@ import (
 // replaces it (a new token) instead of queueing behind itself; so does a
 // script's retry (Detached), by owner.
 func TestScenarioAcquireReplyLost(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
 	cli := etcdtest.Client(t, shared.Endpoints()...)
@@ -72,6 +73,7 @@ func TestScenarioAcquireReplyLost(t *testing.T) {
 // Scenario: the release is applied but its reply is lost. Retrying is safe:
 // it returns nil and does not touch the lock of whoever acquired meanwhile.
 func TestScenarioReleaseReplyLost(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
 	cli := etcdtest.Client(t, shared.Endpoints()...)
@@ -104,7 +106,9 @@ func TestScenarioReleaseReplyLost(t *testing.T) {
 // Scenario: delayed and reordered requests. A stale acquire, release or
 // renew that reaches etcd late changes nothing.
 func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
+	t.Parallel()
 	t.Run("acquire", func(t *testing.T) {
+		t.Parallel()
 		ctx := testCtx(t, time.Minute)
 		cliA, p := proxied(t, shared)
 		cli := etcdtest.Client(t, shared.Endpoints()...)
@@ -130,6 +134,7 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		}
 	})
 	t.Run("release", func(t *testing.T) {
+		t.Parallel()
 		ctx := testCtx(t, time.Minute)
 		cliA, p := proxied(t, shared)
 		cli := etcdtest.Client(t, shared.Endpoints()...)
@@ -149,6 +154,7 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		}
 	})
 	t.Run("renew", func(t *testing.T) {
+		t.Parallel()
 		ctx := testCtx(t, time.Minute)
 		cliA, p := proxied(t, shared)
 		cli := etcdtest.Client(t, shared.Endpoints()...)

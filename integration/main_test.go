@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,3 +123,29 @@ func holder(t *testing.T, ctx context.Context, cli *clientv3.Client, name string
 	}
 	return string(resp.Kvs[0].Key), resp.Kvs[0].CreateRevision
 }
+
+// runsAtOnce is how many randomized runs (the fault suite's, the reuse
+// checker's) run at once: each drives several clients (a fault run also
+// its own 3-member cluster), and a negative control must meet its hazard
+// in time, which a starved CPU can deny it. Their suites are not parallel
+// tests, so they run before the parallel tests start, beside nothing but
+// each other.
+const runsAtOnce = 2
+
+var runSlots = make(chan struct{}, runsAtOnce)
+
+// runs runs a suite's randomized runs as subtests, each once it has one
+// of the package's runSlots; wait returns when all have ended.
+type runs struct{ wg sync.WaitGroup }
+
+func (r *runs) run(t *testing.T, name string, f func(t *testing.T)) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		runSlots <- struct{}{}
+		defer func() { <-runSlots }()
+		t.Run(name, f)
+	}()
+}
+
+func (r *runs) wait() { r.wg.Wait() }

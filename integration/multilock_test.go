@@ -103,6 +103,7 @@ func runMultiLock(t *testing.T, seed uint64, workers, names int, d, bound time.D
 // the naive way (one Acquire per name, in the listed order) must deadlock
 // in the same workload, or the check proves nothing.
 func TestAcquireAllCannotDeadlock(t *testing.T) {
+	t.Parallel()
 	const workers, names, bound = 12, 6, 4 * time.Second
 	r := runMultiLock(t, 1, workers, names, 8*time.Second, bound, false)
 	t.Logf("AcquireAll: %d sets acquired, %d stuck past %v, %d overlaps", r.sets, r.stuck, bound, r.overlaps)

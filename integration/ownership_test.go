@@ -18,6 +18,7 @@ import (
 // Scenario: two clients acquire at once. Exactly one wins every round, the
 // loser learns who holds it, and tokens increase round after round.
 func TestScenarioTwoClientsAcquireAtOnce(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cli := etcdtest.Client(t, shared.Endpoints()...)
 	a, b := session(t, cli, "a"), session(t, cli, "b")
@@ -74,6 +75,7 @@ func TestScenarioTwoClientsAcquireAtOnce(t *testing.T) {
 // server, the waiter takes over with a greater token, and the dead owner —
 // if it were still running — considered itself lost before that moment.
 func TestScenarioOwnerDiesWithoutRelease(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
 	cliB := etcdtest.Client(t, shared.Endpoints()...)
@@ -117,6 +119,7 @@ func TestScenarioOwnerDiesWithoutRelease(t *testing.T) {
 
 // Scenario: renew after expiry fails, for scripts (Detached) and sessions.
 func TestScenarioRenewAfterExpiryFails(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cli := etcdtest.Client(t, shared.Endpoints()...)
 	d := detached(t, cli)
@@ -147,6 +150,7 @@ func TestScenarioRenewAfterExpiryFails(t *testing.T) {
 // fenced resources (an in-process guard and an etcd-guarded key), and the
 // resource keeps the new owner's data.
 func TestScenarioStaleWriteAfterNewToken(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
 	cli := etcdtest.Client(t, shared.Endpoints()...)
@@ -195,6 +199,7 @@ func TestScenarioStaleWriteAfterNewToken(t *testing.T) {
 // Scenario: the stale owner releases the new owner's lock. Nothing changes:
 // the release compares the stale owner's token, which no key has any more.
 func TestScenarioStaleOwnerReleasesNewOwnersLock(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, time.Minute)
 	cliA, p := proxied(t, shared)
 	cli := etcdtest.Client(t, shared.Endpoints()...)

@@ -21,8 +21,10 @@ import (
 // reissues old tokens — the negative control, which the token check must
 // flag.
 func TestSnapshotRestoreKeepsTokensIncreasing(t *testing.T) {
+	t.Parallel()
 	for _, bump := range []uint64{1_000_000, 0} {
 		t.Run(map[bool]string{true: "with-bump", false: "without-bump (negative control)"}[bump > 0], func(t *testing.T) {
+			t.Parallel()
 			regressions := restoreAndAcquire(t, bump)
 			if bump > 0 && regressions != 0 {
 				t.Errorf("%d token regressions after a restore with --bump-revision", regressions)

@@ -1,67 +1,72 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"fmt"
-	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// goroutineIDs returns the IDs of the running goroutines.
-func goroutineIDs() map[int]bool {
-	ids := map[int]bool{}
-	for _, g := range goroutineStacks() {
-		ids[g.id] = true
-	}
-	return ids
+// runLabel is the pprof label that marks a reuse run's goroutines: a
+// goroutine inherits its creator's labels, so every goroutine a run starts,
+// and every one those start, carries the run's prefix, and runs in
+// parallel tell their own goroutines from the others'.
+const runLabel = "reuse-run"
+
+// labelRun marks the calling goroutine, and those it starts from now on,
+// as run's; the returned func removes the mark.
+func labelRun(run string) (unlabel func()) {
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels(runLabel, run)))
+	return func() { pprof.SetGoroutineLabels(context.Background()) }
 }
 
-type goroutineStack struct {
-	id    int
-	stack string
+// goroutineGroup is one record of the goroutine profile: count goroutines
+// with the same labels and stack.
+type goroutineGroup struct {
+	count int
+	text  string // the labels line and the stack
 }
 
-func goroutineStacks() []goroutineStack {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
+func goroutineGroups() []goroutineGroup {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
+		panic(err)
 	}
-	var out []goroutineStack
-	for _, s := range strings.Split(string(buf), "\n\n") {
-		f := strings.Fields(s)
-		if len(f) < 2 || f[0] != "goroutine" {
+	var out []goroutineGroup
+	for _, rec := range strings.Split(buf.String(), "\n\n") {
+		head, rest, _ := strings.Cut(strings.TrimLeft(rec, "\n"), "\n")
+		n, _, ok := strings.Cut(head, " @ ")
+		count, err := strconv.Atoi(n)
+		if !ok || err != nil {
 			continue
 		}
-		id, err := strconv.Atoi(f[1])
-		if err == nil {
-			out = append(out, goroutineStack{id, s})
-		}
+		out = append(out, goroutineGroup{count, rest})
 	}
 	return out
 }
 
 // leakedSince counts the goroutines of the library and of this checker
-// that were not running at before and still run after within.
-func leakedSince(before map[int]bool, within time.Duration) int {
+// that carry run's label and still run after within.
+func leakedSince(run string, within time.Duration) int {
+	mine := fmt.Sprintf("%q:%q", runLabel, run)
 	deadline := time.Now().Add(within)
 	for {
 		var leaked []string
-		for _, g := range goroutineStacks() {
-			if before[g.id] {
+		count := 0
+		for _, g := range goroutineGroups() {
+			if !strings.Contains(g.text, mine) {
 				continue
 			}
-			if strings.Contains(g.stack, "integration.(*reuseRun).observe") {
+			if strings.Contains(g.text, "integration.(*reuseRun).observe") {
 				continue // stopped after this check, once it saw the last deletions
 			}
 			for _, mark := range []string{"etcdlock/etcdlock/pkg/lock.", "etcdlock/etcdlock/pkg/election.", "integration.(*reuseRun)", "integration.(*lockWorker)"} {
-				if strings.Contains(g.stack, mark) {
-					leaked = append(leaked, g.stack)
+				if strings.Contains(g.text, mark) {
+					leaked = append(leaked, g.text)
+					count += g.count
 					break
 				}
 			}
@@ -72,7 +77,7 @@ func leakedSince(before map[int]bool, within time.Duration) int {
 					fmt.Printf("leaked goroutine:\n%s\n", s)
 				}
 			}
-			return len(leaked)
+			return count
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -127,7 +127,7 @@ func runReuse(t *testing.T, cfg reuseConfig) reuseResult {
 		cfg.cluster = shared
 	}
 	r := &reuseRun{cfg: cfg, t: t, prefix: fmt.Sprintf("/reuse/%d-%s/", cfg.seed, strings.ReplaceAll(t.Name(), "/", "_")), stats: map[string]int{}}
-	before := goroutineIDs()
+	defer labelRun(r.prefix)()
 	r.obs = etcdtest.Client(t, cfg.cluster.Endpoints()...)
 	ep := cfg.cluster.Endpoints()[0]
 	for i := range cfg.workers {
@@ -169,7 +169,7 @@ func runReuse(t *testing.T, cfg reuseConfig) reuseResult {
 	took := r.now()
 
 	res := reuseResult{seed: cfg.seed, control: cfg.control, took: took}
-	res.leakedGoroutines = leakedSince(before, 3*time.Second)
+	res.leakedGoroutines = leakedSince(r.prefix, 3*time.Second)
 	left := r.leftovers()
 	for _, kv := range left.Kvs {
 		res.left = append(res.left, string(kv.Key))

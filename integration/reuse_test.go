@@ -13,8 +13,9 @@ import (
 // REUSE_SEED. REUSE_REPORT_ONLY=1 reports violations without failing, for
 // measuring a library that has them.
 func TestReuseChecker(t *testing.T) {
+	var suite runs
 	for _, seed := range []uint64{1, 2, 3, 4} {
-		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+		suite.run(t, "seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			r := runReuse(t, reuseRunConfig(seed, 13*time.Second))
 			t.Log(r)
 			if r.violations() != 0 {
@@ -22,13 +23,15 @@ func TestReuseChecker(t *testing.T) {
 			}
 		})
 	}
+	suite.wait()
 }
 
 // Each negative control breaks one guarantee on purpose; the invariant
 // built for it must catch it every time, or the checker proves nothing.
 func TestReuseCheckerNegativeControls(t *testing.T) {
+	var suite runs
 	for _, control := range reuseControls {
-		t.Run(control, func(t *testing.T) {
+		suite.run(t, control, func(t *testing.T) {
 			// A run whose hazard did not come (a random workload may not
 			// set it up) is followed by one of the next seed, up to three.
 			var r reuseResult
@@ -43,6 +46,7 @@ func TestReuseCheckerNegativeControls(t *testing.T) {
 			}
 		})
 	}
+	suite.wait()
 }
 
 // TestReuseLong is the checker's part of `make chaos`: REUSE_RUNS runs of

@@ -20,6 +20,7 @@ import (
 // resource guarded with it refuses a token no lock could have issued yet,
 // so a huge token cannot poison the mark.
 func TestCeilingRefusesUnissuedTokens(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := etcdtest.Cluster(t)
@@ -86,6 +87,7 @@ func TestCeilingRefusesUnissuedTokens(t *testing.T) {
 // With etcd unreachable, Ceiling fails (an HTTP request is refused with
 // 503) instead of waiting for a connection for as long as ctx allows.
 func TestCeilingFailsWhenEtcdIsUnreachable(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Cluster(t)
 	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
 	cli := etcdtest.Client(t, url)

@@ -19,6 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStaleOwnerWriteNeverCommits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := etcdtest.Cluster(t)
@@ -70,6 +71,7 @@ func TestStaleOwnerWriteNeverCommits(t *testing.T) {
 // owner makes must be rejected, every current owner's write must commit,
 // and the data ends with the last owner's token.
 func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := etcdtest.Cluster(t)
@@ -138,6 +140,7 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 
 // Bad arguments are errors before any request, never a panic.
 func TestCommitRejectsBadArguments(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Cluster(t)
 	cli := etcdtest.Client(t, c.Endpoints()...)

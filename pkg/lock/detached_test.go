@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -20,6 +21,7 @@ func newDetached(t *testing.T) *lock.Detached {
 }
 
 func TestDetachedAcquireRenewRelease(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	d := newDetached(t)
 	before := time.Now()
@@ -78,6 +80,7 @@ func TestDetachedAcquireRenewRelease(t *testing.T) {
 // lost, or its release did not complete) replaces that grant: a new token,
 // and the earlier grant's release, retried later, frees nothing.
 func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	g, err := d.Acquire(ctx, "n", "alice", 5*time.Second)
@@ -108,6 +111,7 @@ func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
 // A safety margin at or above the TTL would return a grant whose deadline
 // has already passed.
 func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
+	t.Parallel()
 	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)), lock.WithSafetyMargin(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -118,13 +122,18 @@ func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
 }
 
 func TestDetachedRenewAfterExpiryFails(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	g, err := d.Acquire(ctx, "e", "alice", time.Second) // raised to 2s by etcd
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(g.TTL + 1500*time.Millisecond) // etcd checks expiry every 500ms
+	cli := client(t)
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		ttl, err := cli.TimeToLive(ctx, g.LeaseID)
+		return err == nil && ttl.TTL == -1
+	}, "the grant's lease never expired")
 	if _, err := d.Renew(ctx, "e", "alice", g.Token); !errors.Is(err, lock.ErrNotHeld) {
 		t.Fatalf("Renew after expiry = %v, want ErrNotHeld", err)
 	}
@@ -134,6 +143,7 @@ func TestDetachedRenewAfterExpiryFails(t *testing.T) {
 }
 
 func TestDetachedRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	d := newDetached(t)
 	if _, err := d.Acquire(ctx, "a\x00b", "o", 5*time.Second); !errors.Is(err, lock.ErrInvalidName) {

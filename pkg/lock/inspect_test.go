@@ -10,6 +10,7 @@ import (
 )
 
 func TestInspectListBreak(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	pfx := lock.WithPrefix(prefix(t))
 	st, err := lock.Inspect(ctx, cli, "job", pfx)

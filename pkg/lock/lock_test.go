@@ -21,6 +21,7 @@ import (
 )
 
 func TestAcquireReleaseLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	l, err := s.Acquire(ctx, "job")
@@ -73,6 +74,7 @@ func TestAcquireReleaseLifecycle(t *testing.T) {
 }
 
 func TestAcquireIsFIFO(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder := newSession(t, cli)
 	first, err := holder.Acquire(ctx, "q")
@@ -125,6 +127,7 @@ func TestAcquireIsFIFO(t *testing.T) {
 }
 
 func TestMutualExclusionUnderContention(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	const workers, rounds = 4, 10
 	var (
@@ -178,6 +181,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 }
 
 func TestTryAcquire(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	a := newSession(t, cli, lock.WithOwner("alice"))
 	b := newSession(t, cli, lock.WithOwner("bob"))
@@ -211,6 +215,7 @@ func TestTryAcquire(t *testing.T) {
 }
 
 func TestSecondClaimOnSameName(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	l, err := s.Acquire(ctx, "x")
@@ -233,6 +238,7 @@ func TestSecondClaimOnSameName(t *testing.T) {
 }
 
 func TestInvalidNames(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	for _, name := range []string{"", "a\x00", "\x00"} {
@@ -251,8 +257,10 @@ func TestInvalidNames(t *testing.T) {
 // key with a fresh one, which a compare-and-delete on the old token cannot
 // touch.
 func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
+	t.Parallel()
 	for _, try := range []bool{false, true} {
 		t.Run(fmt.Sprintf("try=%v", try), func(t *testing.T) {
+			t.Parallel()
 			ctx, cli := testCtx(t), client(t)
 			s := newSession(t, cli)
 			key := fmt.Sprintf("%sjob/%x", prefix(t), int64(s.Lease()))
@@ -288,6 +296,7 @@ func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 }
 
 func TestCanceledAcquireRemovesItsKey(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder := newSession(t, cli)
 	h, err := holder.Acquire(ctx, "c")
@@ -314,6 +323,7 @@ func TestCanceledAcquireRemovesItsKey(t *testing.T) {
 }
 
 func TestWaiterAbortsWhenItsKeyIsDeleted(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder := newSession(t, cli)
 	if _, err := holder.Acquire(ctx, "w"); err != nil {
@@ -336,6 +346,7 @@ func TestWaiterAbortsWhenItsKeyIsDeleted(t *testing.T) {
 }
 
 func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	l, err := s.Acquire(ctx, "d")
@@ -368,6 +379,7 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 }
 
 func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli, lock.WithTTL(3*time.Second))
 	l, err := s.Acquire(ctx, "r")
@@ -395,6 +407,7 @@ func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
 }
 
 func TestCloseReleasesLocks(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	l, err := s.Acquire(ctx, "c")
@@ -422,6 +435,7 @@ func TestCloseReleasesLocks(t *testing.T) {
 }
 
 func TestCloseDuringAcquire(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder := newSession(t, cli)
 	if _, err := holder.Acquire(ctx, "z"); err != nil {
@@ -440,6 +454,7 @@ func TestCloseDuringAcquire(t *testing.T) {
 // An Acquire that overlaps the previous lock's Release must not adopt the
 // key being deleted: it waits for the Release and gets a fresh key.
 func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	l, err := s.Acquire(ctx, "r")
@@ -470,6 +485,7 @@ func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
 }
 
 func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli, lock.WithTTL(2*time.Second))
 	l, err := s.Acquire(ctx, "a")
@@ -510,6 +526,7 @@ func timeoutFirst(ctx context.Context, method string, req, reply any, cc *grpc.C
 // control is the same call without the fix: it returned only etcd's
 // "request timed out".
 func TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst(t *testing.T) {
+	t.Parallel()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   cluster.Endpoints(),
 		DialTimeout: 5 * time.Second,

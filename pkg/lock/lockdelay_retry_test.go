@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -25,10 +27,7 @@ func loseByDelete(t *testing.T, s *lock.Session, name string) time.Time {
 		t.Fatal(err)
 	}
 	gone := deletedAt(t, cli, l.Key())
-	if _, err := cli.Delete(ctx, l.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	deleteAndLose(t, cli, l)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -122,22 +121,11 @@ func TestLockDelayHoldsWhateverTheEndingSessionDoes(t *testing.T) {
 // waiting out the delay has written its own beside the stale one.
 func waitMarkers(t *testing.T, s *lock.Session, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var ms []string
-		for _, k := range keysUnder(t, s.Client(), prefix(t)) {
-			if strings.Contains(k, "%held/") {
-				ms = append(ms, k)
-			}
-		}
-		if len(ms) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has markers %v, want %d", name, ms, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var ms []string
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		ms = delayMarkers(t, s.Client(), name)
+		return len(ms) == n
+	}, fmt.Sprintf("%s never had %d markers", name, n))
 }
 
 // TestLockDelayLongestApplies: the delay applied after an unclean end is
@@ -222,7 +210,7 @@ func TestLockDelayCleanEndReplacedByTheNextAcquisition(t *testing.T) {
 	if err := l1.Release(dead); err == nil {
 		t.Fatal("Release on a canceled ctx succeeded")
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Second) // far below the delay
+	actx, cancel := context.WithTimeout(ctx, retryDelay-time.Second) // below the delay
 	defer cancel()
 	l2, err := s.Acquire(actx, "job")
 	if err != nil {
@@ -242,8 +230,10 @@ func TestLockDelayPassedWhileNobodyWaited(t *testing.T) {
 	s1 := newSession(t, cli, lock.WithLockDelay(retryDelay))
 	loseByDelete(t, s1, "job")
 	s2 := newSession(t, cli, lock.WithLockDelay(retryDelay))
+	// A try's timeout is below the delay, so a try that waited the delay
+	// out again would fail; it leaves the call room on a loaded machine.
 	try := func() error {
-		ctx, cancel := context.WithTimeout(testCtx(t), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(testCtx(t), retryDelay-time.Second)
 		defer cancel()
 		l, err := s2.TryAcquire(ctx, "job")
 		if err == nil {
@@ -254,7 +244,14 @@ func TestLockDelayPassedWhileNobodyWaited(t *testing.T) {
 	if err := try(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a try inside the delay = %v, want the ctx's deadline", err)
 	}
-	time.Sleep(retryDelay + 2*time.Second) // the delay (whole seconds, and etcd's lease expiry) passes
+	// The delay passes: its timer, a key with a lease of the delay, expires.
+	timing := func() bool {
+		return slices.ContainsFunc(keysUnder(t, cli, prefix(t)), func(k string) bool { return strings.Contains(k, "%delay/") })
+	}
+	if !timing() {
+		t.Fatal("no lock-delay timer after a try inside the delay")
+	}
+	etcdtest.Eventually(t, time.Minute, func() bool { return !timing() }, "the lock-delay's timer never expired")
 	if err := try(); err != nil {
 		t.Fatalf("a try after the delay passed: %v", err)
 	}

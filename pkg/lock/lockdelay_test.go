@@ -5,35 +5,18 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
-
-// deletedAt watches key and returns a channel that receives when it is
-// deleted, as seen by the test.
-func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
-	t.Helper()
-	ch := make(chan time.Time, 1)
-	wch := cli.Watch(testCtx(t), key, clientv3.WithFilterPut())
-	go func() {
-		for wr := range wch {
-			if len(wr.Events) > 0 {
-				ch <- time.Now()
-				return
-			}
-		}
-	}()
-	return ch
-}
 
 // TestLockDelayAfterAnUncleanEnd: a holder whose session is abandoned (its
 // lease then expires) or whose lock is broken makes the next holder wait
 // the delay after the key went; a released or closed one does not.
 func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
+	t.Parallel()
 	const delay = 2 * time.Second
 	for _, end := range []string{"abandon", "break", "release", "close"} {
 		t.Run(end, func(t *testing.T) {
+			t.Parallel()
 			ctx, cli := testCtx(t), client(t)
 			s1 := newSession(t, cli, lock.WithLockDelay(delay), lock.WithTTL(2*time.Second))
 			l1, err := s1.Acquire(ctx, "job")
@@ -89,18 +72,13 @@ func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
 // TestLockDelayAppliesToTryAcquireAndOwnLoss: TryAcquire waits the delay
 // out, and a session's own earlier acquisition lost uncleanly counts.
 func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
+	t.Parallel()
 	const delay = 1500 * time.Millisecond
-	ctx, cli := testCtx(t), client(t)
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
 	s := newSession(t, cli, lock.WithLockDelay(delay))
-	l, err := s.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(150 * time.Millisecond) // the key's watch starts 100 ms after the acquisition
-	if _, err := cli.Delete(ctx, l.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "its key was deleted")
+	l := acquireWatched(t, s, watched, "job")
+	deleteAndLose(t, cli, l)
 	start := time.Now()
 	l2, err := s.TryAcquire(ctx, "job")
 	if err != nil {
@@ -113,6 +91,7 @@ func TestLockDelayAppliesToTryAcquireAndOwnLoss(t *testing.T) {
 }
 
 func TestLockDelayOptions(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	if err := lock.ValidateSessionOptions(lock.WithLockDelay(-time.Second)); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("negative lock-delay = %v, want ErrInvalidOption", err)

@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -26,9 +31,11 @@ func TestMain(m *testing.M) {
 	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
 }
 
+// testCtx bounds a test's calls: long enough for tests running in
+// parallel on a loaded machine, short of the package's timeout.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -41,10 +48,13 @@ func client(t *testing.T) *clientv3.Client {
 	return etcdtest.Client(t, cluster.Endpoints()...)
 }
 
+// newSessionTTL is the TTL of newSession's sessions unless opts say otherwise.
+const newSessionTTL = 5 * time.Second
+
 // newSession opens a session with the test's prefix, closed when t ends.
 func newSession(t *testing.T, cli *clientv3.Client, opts ...lock.Option) *lock.Session {
 	t.Helper()
-	opts = append([]lock.Option{lock.WithPrefix(prefix(t)), lock.WithLogger(zaptest.NewLogger(t)), lock.WithTTL(5 * time.Second)}, opts...)
+	opts = append([]lock.Option{lock.WithPrefix(prefix(t)), lock.WithLogger(zaptest.NewLogger(t)), lock.WithTTL(newSessionTTL)}, opts...)
 	s, err := lock.NewSession(testCtx(t), cli, opts...)
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
@@ -135,4 +145,196 @@ func namePrefix(t testing.TB, prefix, name string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// watches counts, per key, the watches etcd created on the watch streams
+// of a client made by watchedClient and no waitWatched has taken yet.
+type watches struct {
+	mu        sync.Mutex
+	created   map[string]int
+	onCreated func() // if set, called when etcd created a watch, before the client sees it
+}
+
+// watchedClient returns a client of the shared cluster whose watch streams
+// report each watch etcd created: a test waits (waitWatched) for a lock's
+// own-key watch, which starts a little after the acquisition, before it
+// deletes the key.
+func watchedClient(t *testing.T) (*clientv3.Client, *watches) {
+	t.Helper()
+	return watchedClientOf(t, cluster.Endpoints())
+}
+
+// watchedClientOf is watchedClient for endpoints, with more dial options.
+func watchedClientOf(t *testing.T, endpoints []string, opts ...grpc.DialOption) (*clientv3.Client, *watches) {
+	t.Helper()
+	w := &watches{created: map[string]int{}}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: append(opts, grpc.WithChainStreamInterceptor(w.intercept))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, w
+}
+
+func (w *watches) intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != "/etcdserverpb.Watch/Watch" {
+		return cs, err
+	}
+	return &watchStream{ClientStream: cs, w: w}, nil
+}
+
+// watchStream pairs each create request it sends with etcd's created
+// reply, which comes in the same order on one stream.
+type watchStream struct {
+	grpc.ClientStream
+	w    *watches
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *watchStream) SendMsg(m any) error {
+	if c := m.(*pb.WatchRequest).GetCreateRequest(); c != nil {
+		s.mu.Lock()
+		s.sent = append(s.sent, string(c.Key))
+		s.mu.Unlock()
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *watchStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r := m.(*pb.WatchResponse); err == nil && r.Created {
+		s.mu.Lock()
+		if len(s.sent) > 0 {
+			s.w.mu.Lock()
+			s.w.created[s.sent[0]]++
+			if s.w.onCreated != nil {
+				s.w.onCreated()
+			}
+			s.w.mu.Unlock()
+			s.sent = s.sent[1:]
+		}
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// waitWatched returns once etcd created a watch of each key, and takes
+// those watches: a later call for the same key waits for a new watch.
+func (w *watches) waitWatched(t *testing.T, keys ...string) {
+	t.Helper()
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, k := range keys {
+			if w.created[k] == 0 {
+				return false
+			}
+		}
+		for _, k := range keys {
+			w.created[k]--
+		}
+		return true
+	}, fmt.Sprintf("no watch of %v was created", keys))
+}
+
+// renewals counts the lease renewals of the sessions given its option.
+type renewals struct{ n atomic.Int64 }
+
+func (r *renewals) option() lock.Option {
+	return lock.WithRenewHook(func(time.Duration, error) { r.n.Add(1) })
+}
+
+// wait returns once n more renewals than now have been attempted.
+func (r *renewals) wait(t *testing.T, n int64) {
+	t.Helper()
+	want := r.n.Load() + n
+	etcdtest.Eventually(t, time.Minute, func() bool { return r.n.Load() >= want },
+		fmt.Sprintf("the session did not renew %d times", n))
+}
+
+// sweeps returns once n more stray sweeps than now have run: a session
+// sweeps its strays right after each renewal, which the hook reports
+// before the sweep, so it waits for n+1 renewals.
+func (r *renewals) sweeps(t *testing.T, n int64) {
+	t.Helper()
+	r.wait(t, n+1)
+}
+
+// deletedAt watches key and returns a channel that receives when it is
+// deleted, as seen by the test.
+func deletedAt(t *testing.T, cli *clientv3.Client, key string) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 1)
+	wch := cli.Watch(testCtx(t), key, clientv3.WithFilterPut())
+	go func() {
+		for wr := range wch {
+			if len(wr.Events) > 0 {
+				ch <- time.Now()
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// mustNotReceive fails t if ch delivers within d: the waiter got a lock it
+// must not have yet.
+func mustNotReceive(t *testing.T, ch <-chan acquired, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case a := <-ch:
+		t.Fatalf("%s, but the waiter returned (lock %v, err %v)", why, a.l != nil, a.err)
+	case <-time.After(d):
+	}
+}
+
+func mustReceive(t *testing.T, ch <-chan acquired, why string) *lock.Lock {
+	t.Helper()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			t.Fatalf("%s: %v", why, a.err)
+		}
+		return a.l
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s, but the waiter is still waiting", why)
+	}
+	return nil
+}
+
+// delayMarkers lists the lock-delay markers of name under the test's prefix.
+func delayMarkers(t *testing.T, cli *clientv3.Client, name string) []string {
+	t.Helper()
+	var ms []string
+	for _, k := range keysUnder(t, cli, prefix(t)) {
+		if strings.Contains(k, "%held/") {
+			ms = append(ms, k)
+		}
+	}
+	return ms
+}
+
+// acquireWatched acquires name on s, whose client watched watches, and
+// returns once etcd created the watch of the lock's key.
+func acquireWatched(t *testing.T, s *lock.Session, watched *watches, name string) *lock.Lock {
+	t.Helper()
+	l, err := s.Acquire(testCtx(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched.waitWatched(t, l.Key())
+	return l
+}
+
+// deleteAndLose deletes l's key as an operator would and waits until l is
+// lost for it.
+func deleteAndLose(t *testing.T, cli *clientv3.Client, l *lock.Lock) {
+	t.Helper()
+	if _, err := cli.Delete(testCtx(t), l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted")
 }

@@ -1,7 +1,7 @@
 package lock_test
 
-// Attacks on AcquireAll, the semaphore's refusals and the stray sweep,
-// written by an outside review; each test states the claim it checks.
+// Attacks on AcquireAll, the semaphore's refusals and the stray sweep;
+// each test states the claim it checks.
 
 import (
 	"context"
@@ -42,6 +42,7 @@ func keyExists(t *testing.T, cli *clientv3.Client, key string, rev int64) bool {
 // Break(a, token) must refuse (ErrNotOwner) rather than revoke the waiting
 // session's lease, which would lose an unrelated lock that session holds.
 func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	hb, err := newSession(t, cli).Acquire(ctx, "b")
 	if err != nil {
@@ -88,6 +89,7 @@ func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
 // of 400 bytes are refused up front (etcd would refuse more than 1.5 MiB),
 // 64 names of 84 bytes fit.
 func TestSetStressLongNamesRefusedBySize(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	names := make([]string, lock.MaxNames)
@@ -115,26 +117,28 @@ func TestSetStressLongNamesRefusedBySize(t *testing.T) {
 // are deleted promptly (stray sweep); the sweep never deletes a later
 // acquisition's keys, even the same session's of the same names.
 func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
-	ctx, cli := testCtx(t), client(t)
-	s := newSession(t, cli, quiet())
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
+	var renewed renewals
+	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), renewed.option())
 	names := []string{"a", "b", "c"}
 	for round := 0; round < 5; round++ {
 		l, err := s.AcquireAll(ctx, names)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(150 * time.Millisecond) // past ownWatchDelay
+		watched.waitWatched(t, l.Keys()...)
 		if _, err := cli.Delete(ctx, l.Keys()[round%3]); err != nil {
 			t.Fatal(err)
 		}
-		waitLost(t, l, lock.ErrKeyDeleted, 3*time.Second, "one key of the set was deleted")
+		waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "one key of the set was deleted")
 		// Re-acquire at once, racing the sweep of the old keys.
 		l2, err := s.AcquireAll(ctx, names)
 		if err != nil {
 			t.Fatalf("round %d: re-acquire after loss: %v", round, err)
 		}
-		// Hold across several sweeps.
-		time.Sleep(2 * s.TTL() / 3)
+		renewed.sweeps(t, 2) // hold across sweeps
 		if l2.State() != lock.StateActive {
 			t.Fatalf("round %d: re-acquired set is %v (%v): the sweep of the lost set's keys hit the new ones", round, l2.State(), l2.Err())
 		}
@@ -156,14 +160,16 @@ func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
 // promptly, so a contender of another name of the set is not held up until
 // the lease ends.
 func TestSetStressOperatorDeleteFreesOtherNamesPromptly(t *testing.T) {
-	ctx, cli := testCtx(t), client(t)
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
 	s := newSession(t, cli, quiet())
 	l, err := s.AcquireAll(ctx, []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := queueWaiter(t, ctx, newSession(t, cli, quiet()), "c", 2)
-	time.Sleep(150 * time.Millisecond)
+	watched.waitWatched(t, l.Keys()...)
 	if _, err := cli.Delete(ctx, l.Keys()[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +195,7 @@ func TestSetStressOperatorDeleteFreesOtherNamesPromptly(t *testing.T) {
 // transaction was sent; the next AcquireAll of the same session must hold
 // for two renewals (the sweeps) with every key intact.
 func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
+	t.Parallel()
 	seed := int64(1) // fixed for make test; SETSTRESS_SEED explores others
 	if v := os.Getenv("SETSTRESS_SEED"); v != "" {
 		seed, _ = strconv.ParseInt(v, 10, 64)
@@ -201,7 +208,8 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second))
+	var renewed renewals
+	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), renewed.option())
 	names := []string{"a", "b", "c", "d"}
 	for i := 0; i < 40; i++ {
 		actx, cancel := context.WithTimeout(ctx, time.Duration(rng.Intn(3000))*time.Microsecond)
@@ -217,7 +225,7 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(s.TTL()*2/3 + 200*time.Millisecond) // two sweeps
+			renewed.sweeps(t, 2)
 			if l2.State() != lock.StateActive {
 				t.Fatalf("attempt %d: later set %v: %v", i, l2.State(), l2.Err())
 			}
@@ -244,6 +252,7 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 // Claim: no name is held by two at once, no deadlock between AcquireAll
 // of overlapping sets in any order, mixed with Acquire and cancellations.
 func TestSetStressRandomizedOverlappingSets(t *testing.T) {
+	t.Parallel()
 	seed := int64(1) // fixed for make test; SETSTRESS_SEED explores others
 	if v := os.Getenv("SETSTRESS_SEED"); v != "" {
 		seed, _ = strconv.ParseInt(v, 10, 64)
@@ -343,6 +352,7 @@ func TestSetStressRandomizedOverlappingSets(t *testing.T) {
 // semaphore keys from the acquiring transaction; once it is gone, the
 // set's next read finds them and the set is refused.
 func TestSetStressRefusedBehindSemaphoreAfterTransientKey(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	pfxA := namePrefix(t, prefix(t), "a")
 	h1, err := newSession(t, cli, quiet()).Acquire(ctx, "a", lock.WithLimit(2))

@@ -13,6 +13,7 @@ import (
 )
 
 func TestAcquireAllHoldsEveryName(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	names := []string{"a", "b/c", "d"}
@@ -50,6 +51,7 @@ func TestAcquireAllHoldsEveryName(t *testing.T) {
 // TestAcquireAllQueuesInEveryName: a set waits for an older holder of one
 // of its names, and is older than a later contender of another.
 func TestAcquireAllQueuesInEveryName(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	hb, err := newSession(t, cli).Acquire(ctx, "b")
 	if err != nil {
@@ -76,6 +78,7 @@ func TestAcquireAllQueuesInEveryName(t *testing.T) {
 }
 
 func TestAcquireAllLosesWhenAnyKeyGoes(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	l, err := newSession(t, cli).AcquireAll(ctx, []string{"a", "b", "c"})
 	if err != nil {
@@ -84,10 +87,11 @@ func TestAcquireAllLosesWhenAnyKeyGoes(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Keys()[2]); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "the key of one name of the set was deleted")
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "the key of one name of the set was deleted")
 }
 
 func TestAcquireAllRejectsBadSets(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	many := make([]string, lock.MaxNames+1)
@@ -125,6 +129,7 @@ func TestAcquireAllRejectsBadSets(t *testing.T) {
 }
 
 func TestAcquireAllCanceledLeavesNothing(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	if _, err := newSession(t, cli).Acquire(ctx, "b"); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ func randomName(rng *rand.Rand) string {
 // No name's key range contains another's, and escaping is one to one;
 // names without '/' and '%' are their own key segment.
 func TestNamePrefixesNeverNest(t *testing.T) {
+	t.Parallel()
 	nests := func(prefixOf func(string) string) (a, b string, found bool) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		for range 20000 {
@@ -60,6 +61,7 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 // refuses (it used to build "/locksa/" from "/locks" and "a") and a name
 // ValidateName refuses.
 func TestNamePrefixChecksItsArguments(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		prefix, name string
 		want         error
@@ -78,6 +80,7 @@ func TestNamePrefixChecksItsArguments(t *testing.T) {
 // Names that nest as paths, or that look like another's escaped form, are
 // separate locks, and List and Inspect give them back as written.
 func TestNamesWithSlashesAreSeparateLocks(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	a, b := newSession(t, cli), newSession(t, cli)
 	names := []string{"jobs", "jobs/nightly", "jobs%2Fnightly", "jobs/", "/", "jobs/nightly/x"}
@@ -121,6 +124,7 @@ func TestNamesWithSlashesAreSeparateLocks(t *testing.T) {
 // etcd's own lock clients (concurrency.Mutex, which etcdctl lock uses) and
 // etcdlock exclude each other on a name without '/' or '%', both ways.
 func TestInteroperatesWithConcurrencyMutex(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	es, err := concurrency.NewSession(cli, concurrency.WithTTL(5))

@@ -16,6 +16,7 @@ import (
 // rejects every other one with ErrInvalidOption, before contacting etcd:
 // an option is honoured or refused, never ignored.
 func TestOptionsApplyOrAreRejected(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	all := map[string]lock.Option{
 		"WithTTL":            lock.WithTTL(5 * time.Second),
@@ -81,6 +82,7 @@ func TestOptionsApplyOrAreRejected(t *testing.T) {
 // Every entry point that takes a client rejects a nil one with
 // ErrInvalidOption instead of panicking on it.
 func TestNilClientIsRejected(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	for name, call := range map[string]func() error{
 		"NewSession":  func() error { _, err := lock.NewSession(ctx, nil); return err },
@@ -106,6 +108,7 @@ func TestNilClientIsRejected(t *testing.T) {
 // A session's safety margin must be below its TTL, the default one
 // included: NewSession rejects it before etcd is contacted.
 func TestSessionMarginBelowTTL(t *testing.T) {
+	t.Parallel()
 	for name, opts := range map[string][]lock.Option{
 		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
 		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
@@ -120,6 +123,7 @@ func TestSessionMarginBelowTTL(t *testing.T) {
 // OptionName names the function that made an option, whatever its value,
 // so that two sources of options can be checked for overlap.
 func TestOptionName(t *testing.T) {
+	t.Parallel()
 	for want, o := range map[string]lock.Option{
 		"WithTTL":       lock.WithTTL(time.Hour),
 		"WithPrefix":    lock.WithPrefix("no-slash"), // out of range

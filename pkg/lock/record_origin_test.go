@@ -13,6 +13,7 @@ import (
 // the origin now read once per session / Detached: mutex, reader,
 // semaphore holder, AcquireAll set, Detached, and a second session.
 func TestRecordsCarryHostAndPID(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	host, _ := os.Hostname()
 	pid := os.Getpid()

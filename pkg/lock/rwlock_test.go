@@ -12,32 +12,8 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// mustNotReceive fails t if ch delivers within d: the waiter got a lock it
-// must not have yet.
-func mustNotReceive(t *testing.T, ch <-chan acquired, d time.Duration, why string) {
-	t.Helper()
-	select {
-	case a := <-ch:
-		t.Fatalf("%s, but the waiter returned (lock %v, err %v)", why, a.l != nil, a.err)
-	case <-time.After(d):
-	}
-}
-
-func mustReceive(t *testing.T, ch <-chan acquired, why string) *lock.Lock {
-	t.Helper()
-	select {
-	case a := <-ch:
-		if a.err != nil {
-			t.Fatalf("%s: %v", why, a.err)
-		}
-		return a.l
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s, but the waiter is still waiting", why)
-	}
-	return nil
-}
-
 func TestReadersShareWritersQueue(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s1, s2, s3, s4 := newSession(t, cli), newSession(t, cli), newSession(t, cli), newSession(t, cli)
 	r1, err := s1.Acquire(ctx, "db", lock.WithShared())
@@ -86,6 +62,7 @@ func TestReadersShareWritersQueue(t *testing.T) {
 }
 
 func TestTryAcquireShared(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s1, s2, s3 := newSession(t, cli), newSession(t, cli), newSession(t, cli)
 	r1, err := s1.TryAcquire(ctx, "db", lock.WithShared())
@@ -119,6 +96,7 @@ func TestTryAcquireShared(t *testing.T) {
 // TestReaderFindsWriterBeyondAPage puts a writer behind more readers than
 // one read returns: the new reader must still wait for it.
 func TestReaderFindsWriterBeyondAPage(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	pfx := namePrefix(t, prefix(t), "db")

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSemaphoreAdmitsLimitInOrder(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	const n = 3
 	var held []*lock.Lock
@@ -73,6 +74,7 @@ func TestSemaphoreAdmitsLimitInOrder(t *testing.T) {
 }
 
 func TestSemaphoreRefusesMixedLimits(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	if _, err := newSession(t, cli).Acquire(ctx, "pool", lock.WithLimit(2)); err != nil {
 		t.Fatal(err)
@@ -120,6 +122,7 @@ func TestSemaphoreRefusesMixedLimits(t *testing.T) {
 }
 
 func TestSemaphoreTryAcquire(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	a, err := newSession(t, cli).TryAcquire(ctx, "pool", lock.WithLimit(2))
 	if err != nil {
@@ -156,6 +159,7 @@ func TestSemaphoreTryAcquire(t *testing.T) {
 // operator would: the holder must notice, like a mutex holder whose key
 // is deleted.
 func TestSemaphoreSlotDeletedLosesHolder(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	l, err := newSession(t, cli).Acquire(ctx, "pool", lock.WithLimit(2))
 	if err != nil {
@@ -164,13 +168,14 @@ func TestSemaphoreSlotDeletedLosesHolder(t *testing.T) {
 	if _, err := cli.Delete(ctx, l.Key()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, lock.ErrKeyDeleted, 5*time.Second, "the slot key was deleted")
+	waitLost(t, l, lock.ErrKeyDeleted, 20*time.Second, "the slot key was deleted")
 }
 
 // TestSemaphoreManyWaiters queues more waiters than the limit and releases
 // them one by one: every holder set stays within the limit and each
 // holder's slot is free when it gets it.
 func TestSemaphoreManyWaiters(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	const n, waiters = 2, 12
 	res := make(chan acquired, waiters)

@@ -16,6 +16,7 @@ import (
 // renewal, on the session's clock, and the session is lost at that exact
 // instant even though a renewal is still in flight.
 func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, url)
@@ -136,6 +137,7 @@ func (c readClock) awaitRead(t *testing.T) {
 }
 
 func TestGrantedTTLIsUsed(t *testing.T) {
+	t.Parallel()
 	fc := clocktest.NewFake(time.Unix(1_000_000, 0))
 	s := newSession(t, client(t), lock.WithTTL(time.Second), lock.WithClock(fc))
 	// etcd raises TTLs below ceil(1.5 × election timeout) = 2s by default.
@@ -148,15 +150,17 @@ func TestGrantedTTLIsUsed(t *testing.T) {
 }
 
 func TestRenewalKeepsSessionAlive(t *testing.T) {
-	s := newSession(t, client(t), lock.WithTTL(2*time.Second))
+	t.Parallel()
+	var renewed renewals
+	s := newSession(t, client(t), lock.WithTTL(2*time.Second), renewed.option())
 	l, err := s.Acquire(testCtx(t), "alive")
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := s.Deadline()
-	time.Sleep(3 * time.Second) // longer than the TTL
+	renewed.wait(t, 4) // a TTL and more: three intervals of a third of the TTL between four renewals
 	if s.Err() != nil || l.State() != lock.StateActive {
-		t.Fatalf("session %v lock %v after 1.5 TTLs", s.Err(), l.State())
+		t.Fatalf("session %v lock %v after a TTL of renewals", s.Err(), l.State())
 	}
 	if !s.Deadline().After(first) {
 		t.Errorf("deadline not renewed: %v", s.Deadline())
@@ -164,6 +168,7 @@ func TestRenewalKeepsSessionAlive(t *testing.T) {
 }
 
 func TestSessionOptionsValidated(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	for name, opt := range map[string]lock.Option{
 		"ttl below 1s":     lock.WithTTL(500 * time.Millisecond),
@@ -200,6 +205,7 @@ func TestSessionOptionsValidated(t *testing.T) {
 }
 
 func TestNewSessionUnreachable(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, "http://127.0.0.1:1")
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -66,7 +69,8 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 // before it reconnects: it re-reads and takes the lock.
 func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	ctx, direct := testCtx(t), client(t)
-	p, holder, got, _ := waiterThroughProxy(t, ctx, direct)
+	w := waiterThroughProxy(t, ctx, direct)
+	p, holder, got := w.p, w.holder, w.got
 
 	p.Close() // the waiter's connection, and its watch stream, drop
 	if err := holder.Release(ctx); err != nil {
@@ -94,16 +98,20 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 // safe to repeat, so Acquire retries it instead of failing, and takes the
 // lock once it reconnects.
 func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
+	t.Parallel()
 	ctx, direct := testCtx(t), client(t)
-	p, holder, got, logs := waiterThroughProxy(t, ctx, direct)
+	w := waiterThroughProxy(t, ctx, direct)
+	p, holder, got, logs := w.p, w.holder, w.got, w.logs
 
 	p.PauseTx() // what the waiter sends from now on waits in the proxy
+	sent := w.kv.started.Load()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The release's event still reaches the waiter, whose read then waits
 	// unanswered; closing the proxy drops it.
-	time.Sleep(500 * time.Millisecond)
+	etcdtest.Eventually(t, time.Minute, func() bool { return w.kv.started.Load() > sent },
+		"the waiter never read after the release")
 	select {
 	case l := <-got:
 		t.Fatalf("the waiter acquired while its requests were held back: %v", l)
@@ -122,6 +130,7 @@ func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 // waiting for a connection until the caller's context ends nor tries to
 // delete its key, which goes with the lease — for every kind of waiter.
 func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []struct {
 		name           string
 		holder, waiter []lock.Option
@@ -131,6 +140,7 @@ func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
 		{"semaphore", []lock.Option{lock.WithLimit(1)}, []lock.Option{lock.WithLimit(1)}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, direct := testCtx(t), client(t)
 			p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 			holder, err := newSession(t, direct).Acquire(ctx, "n", kind.holder...)
@@ -173,6 +183,7 @@ func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
 // that Close cannot revoke the lease — deletes its key before its Acquire
 // returns, so the contender behind it is not blocked for a TTL.
 func TestClosedWaiterDeletesItsKey(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder, err := newSession(t, cli).Acquire(ctx, "n")
 	if err != nil {
@@ -237,6 +248,7 @@ func TestHeldLocksShareOneWatchStream(t *testing.T) {
 // not leave the session's watch stream asleep: the next lock's key watch is
 // still created, so a plain delete of its key is noticed.
 func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
+	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	s := newSession(t, cli)
 	start := time.Now()
@@ -266,6 +278,7 @@ func TestKeyWatchAfterQuickReleaseOnFreshSession(t *testing.T) {
 // (the session opens it with WithRequireLeader), and the session reopens
 // it on a healthy member, where it re-reads the key.
 func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
 	leader, err := c.Leader(ctx)
@@ -345,6 +358,7 @@ func isolate(t *testing.T, c *embedded.Cluster, m *embedded.Member) {
 // is lost with ErrWatchRefused, carrying etcd's reason, instead of holding
 // on unwatched or retrying forever.
 func TestHolderLostWhenWatchRefused(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := etcdtest.Cluster(t)
 	pfx, end := prefix(t), clientv3.GetPrefixRangeEnd(prefix(t))
@@ -385,7 +399,9 @@ func TestHolderLostWhenWatchRefused(t *testing.T) {
 
 func authClient(t *testing.T, endpoint, user, password string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, Username: user, Password: password, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// The dial authenticates: etcd checks the password with bcrypt, slow
+	// under the race detector on a loaded machine.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, Username: user, Password: password, DialTimeout: time.Minute, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,20 +409,44 @@ func authClient(t *testing.T, endpoint, user, password string) *clientv3.Client 
 	return cli
 }
 
+// proxiedWaiter is a waiter whose connection runs through a proxy the test
+// controls (waiterThroughProxy).
+type proxiedWaiter struct {
+	p      proxy.Server
+	holder *lock.Lock             // the lock the waiter waits for
+	got    <-chan *lock.Lock      // the waiter's lock (nil if its Acquire failed, which fails t)
+	logs   *observer.ObservedLogs // the waiter's debug log
+	kv     *kvCalls               // the waiter's KV requests
+}
+
+// kvCalls counts a client's KV requests.
+type kvCalls struct{ started, finished atomic.Int64 }
+
 // waiterThroughProxy acquires "n" on a session of direct, then starts an
 // Acquire of "n" on a session whose connection runs through a proxy, and
-// returns once that waiter watches the holder's key: the proxy, the
-// holder's lock, the channel the waiter's lock arrives on (nil if its
-// Acquire failed, which fails t), and the waiter's debug log.
-func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Client) (proxy.Server, *lock.Lock, <-chan *lock.Lock, *observer.ObservedLogs) {
+// returns once that waiter watches the holder's key and has read again
+// after etcd created the watch: it waits for the release, sending nothing.
+func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Client) proxiedWaiter {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	holder, err := newSession(t, direct).Acquire(ctx, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
+	kv := new(kvCalls)
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !strings.HasPrefix(method, "/etcdserverpb.KV/") {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		kv.started.Add(1)
+		defer kv.finished.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, watched := watchedClientOf(t, []string{url}, grpc.WithChainUnaryInterceptor(count))
+	var atCreated atomic.Int64 // KV requests started when etcd created the waiter's watch
+	watched.onCreated = func() { atCreated.Store(kv.started.Load()) }
 	core, logs := observer.New(zap.DebugLevel)
-	waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
+	waiter := newSession(t, cli, lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
 	got := make(chan *lock.Lock, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx, "n")
@@ -415,10 +455,12 @@ func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Clie
 		}
 		got <- l
 	}()
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		return logs.FilterMessage("waiting").Len() > 0
-	}, "the waiter watches the holder's key")
-	return p, holder, got, logs
+	watched.waitWatched(t, holder.Key())
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		f := kv.finished.Load()
+		return kv.started.Load() == f && f > atCreated.Load()
+	}, "the waiter did not read again after its watch was created")
+	return proxiedWaiter{p: p, holder: holder, got: got, logs: logs, kv: kv}
 }
 
 // waiterTakesOver waits up to 20 s for the lock of waiterThroughProxy's

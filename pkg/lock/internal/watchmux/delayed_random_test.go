@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -18,7 +19,7 @@ import (
 // later.
 func TestDelayedWatchesAtRandom(t *testing.T) {
 	for seed := range uint64(3) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { delayedAtRandom(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { synctest.Test(t, func(t *testing.T) { delayedAtRandom(t, seed) }) })
 	}
 }
 
@@ -65,7 +66,7 @@ func delayedAtRandom(t *testing.T, seed uint64) {
 				h.mux.Remove(victim.w)
 				victim.removed = true
 			}
-			time.Sleep(2 * time.Millisecond) // let a woken Run set its timer again
+			synctest.Wait() // a woken Run has set its timer again
 			d := time.Duration(5+r.IntN(36)) * time.Millisecond
 			if slices.ContainsFunc(all, func(rw *randomWatch) bool { return !rw.removed && !rw.created }) {
 				h.step(d) // a delayed watch: Run must wait for a timer
@@ -129,7 +130,7 @@ func delayedAtRandom(t *testing.T, seed uint64) {
 		rw := &randomWatch{key: fmt.Sprintf("k%d", n), due: h.clk.Now().Add(100 * time.Millisecond)}
 		rw.w = h.mux.WatchKey(rw.key, 3, 2, 100*time.Millisecond, func(error) {})
 		all = append(all, rw)
-		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
 		h.step(50 * time.Millisecond)
 		select {
 		case <-s.ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -16,8 +17,11 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 )
 
-// wait bounds every wait for the Mux to do something, in real time; quiet
-// is how long it is given to do something it must not do.
+// Every test runs in a bubble (testing/synctest), whose time moves only
+// when all its goroutines are blocked: wait bounds every wait for the Mux
+// to do something, and quiet is how long it is given to do something it
+// must not do, both in the bubble's time (the Mux itself runs on a fake
+// clock the tests step).
 const (
 	wait  = 5 * time.Second
 	quiet = 50 * time.Millisecond
@@ -295,21 +299,13 @@ func (h *harness) read() *readCall {
 
 // step moves the fake clock on by d once the Mux waits for a timer. A
 // timer's duration is computed from the clock's time, so the clock must
-// not move while the Mux sets one: step waits until a timer has been
-// waiting for a few milliseconds.
+// not move while the Mux sets one: step waits until every goroutine of the
+// test's bubble (synctest) is blocked.
 func (h *harness) step(d time.Duration) {
 	h.t.Helper()
-	end := time.Now().Add(wait)
-	for settled := 0; settled < 3; {
-		if time.Now().After(end) {
-			h.t.Fatal("the Mux waits for no timer")
-		}
-		if h.clk.HasWaiters() {
-			settled++
-		} else {
-			settled = 0
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if !h.clk.HasWaiters() {
+		h.t.Fatal("the Mux waits for no timer")
 	}
 	h.clk.Step(d)
 }

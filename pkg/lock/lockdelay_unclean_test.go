@@ -1,0 +1,177 @@
+package lock_test
+
+// WithLockDelay at the edges of a clean and an unclean end: a stale
+// holder's Release, a loss the session's watch has not seen yet, short
+// TryAcquire timeouts and a failed Release before a clean Close.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+const uncleanDelay = 1500 * time.Millisecond
+
+// nextHolderWaits acquires name on a fresh session with the delay and
+// fails t unless it became active at least uncleanDelay after gone.
+func nextHolderWaits(t *testing.T, s *lock.Session, name string, gone time.Time, end string) {
+	t.Helper()
+	ctx := testCtx(t)
+	l2, err := s.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if took := time.Since(gone); took < uncleanDelay-100*time.Millisecond {
+		t.Errorf("after %s the next holder was ACTIVE %v after the previous holder's key was deleted, want >= lock-delay %v", end, took, uncleanDelay)
+	}
+}
+
+// TestLockDelayReleaseAfterUncleanEndKeepsMarker: a holder whose end was
+// unclean (its key deleted by an operator, Break, its session abandoned)
+// and that then calls Release — the usual `defer l.Release(ctx)` — must
+// not delete its marker: the next holder still waits.
+func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"operator-delete", "break", "abandon"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			cli, watched := watchedClient(t)
+			s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+			l1 := acquireWatched(t, s1, watched, "job")
+			gone := deletedAt(t, cli, l1.Key())
+			switch end {
+			case "operator-delete":
+				deleteAndLose(t, cli, l1)
+			case "break":
+				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
+					t.Fatal(err)
+				}
+				waitLost(t, l1, nil, 20*time.Second, "it was broken")
+			case "abandon":
+				s1.Abandon()
+			}
+			// The stale holder notices and releases, as any defer does.
+			if err := l1.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ms := delayMarkers(t, client(t), "job"); len(ms) == 0 {
+				t.Errorf("after an unclean end (%s) and a Release of the dead lock, no marker is left", end)
+			}
+			var at time.Time
+			select {
+			case at = <-gone:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the key never went")
+			}
+			s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+			nextHolderWaits(t, s2, "job", at, end+" then Release")
+		})
+	}
+}
+
+// TestLockDelayOwnLossCountsAfterRelease: "a session's own earlier
+// acquisition lost uncleanly counts", even when the lost Lock was
+// Released first.
+func TestLockDelayOwnLossCountsAfterRelease(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
+	s := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	l := acquireWatched(t, s, watched, "job")
+	gone := time.Now()
+	deleteAndLose(t, cli, l)
+	_ = l.Release(ctx)
+	nextHolderWaits(t, s, "job", gone, "own loss then Release")
+}
+
+// TestLockDelayCloseAfterUnseenDeleteKeepsMarker: a key deleted by an
+// operator (or Break) just before Close, before the session's watch saw
+// it, is an unclean end: Close must leave its marker.
+func TestLockDelayCloseAfterUnseenDeleteKeepsMarker(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	// Within ownWatchDelay of the acquisition: the loss is not seen yet.
+	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	nextHolderWaits(t, s2, "job", gone, "key deleted then Close")
+}
+
+// TestLockDelayShortTryAcquiresSucceedOnceItPassed: TryAcquire waits the delay on
+// its ctx; tries with a ctx shorter than the delay must still get the
+// name once the delay, started by the first of them, has passed — not
+// restart it at every try and fail forever.
+func TestLockDelayShortTryAcquiresSucceedOnceItPassed(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cli, watched := watchedClient(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	l1 := acquireWatched(t, s1, watched, "job")
+	deleteAndLose(t, cli, l1)
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	// Stands for --command-timeout: below the delay as etcd times it (whole
+	// seconds, at least 2 s), with room for a loaded machine.
+	const requestTimeout = time.Second
+	for i := range 4 {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		l2, err := s2.TryAcquire(rctx, "job")
+		cancel()
+		if err == nil {
+			_ = l2.Release(ctx)
+			return
+		}
+		t.Logf("try %d: %v (markers %v)", i, err, delayMarkers(t, client(t), "job"))
+		time.Sleep(uncleanDelay)
+	}
+	t.Errorf("TryAcquire with a request timeout below the lock-delay never succeeds on a free name, long after the unclean end")
+}
+
+// TestLockDelayFailedReleaseThenCloseIsClean: a clean end must not be
+// taken for an unclean one: Release fails (ctx already done: a common
+// `defer l.Release(reqCtx)`), then Close succeeds; Close deletes the
+// marker too, and the next holder does not wait.
+func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := l1.Release(dead); err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Release on a canceled ctx = %v", err)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
+		t.Errorf("markers left after Release (failed) and a successful Close: %v", ms)
+	}
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	start := time.Now()
+	l2, err := s2.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if took := time.Since(start); took >= uncleanDelay { // a wait of the delay takes the delay at least
+		t.Errorf("after a clean Close the next holder waited %v", took)
+	}
+}
