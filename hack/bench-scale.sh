@@ -61,4 +61,4 @@ bench "revision growth (fresh in-process member), with and without auto-compacti
 bench "leader kill under churn (kills a member: last)" -test.bench 'ScaleLeaderKill' -test.benchtime 1x
 
 echo
-awk -f hack/scale-summary.awk "$dir/bench.out"
+awk -f hack/stats.awk -f hack/scale-summary.awk "$dir/bench.out"

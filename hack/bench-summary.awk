@@ -1,18 +1,8 @@
 # Summarizes go test -bench output of several rounds: one row per
 # benchmark and metric, the median with the minimum and maximum over the
 # rounds (ns/op, B/op and allocs/op left out: every benchmark here reports
-# its own figures), named after their package. Usage: awk -f hack/bench-summary.awk bench.out
-
-function sortvals(key, a,    n, i, j, v) {
-	n = count[key]
-	for (i = 1; i <= n; i++) a[i] = vals[key, i]
-	for (i = 2; i <= n; i++) {
-		v = a[i]
-		for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]
-		a[j + 1] = v
-	}
-	return n
-}
+# its own figures), named after their package.
+# Usage: awk -f hack/stats.awk -f hack/bench-summary.awk bench.out
 
 /^pkg: / { pkg = $2; sub(/.*\//, "", pkg) }
 
@@ -39,7 +29,7 @@ END {
 	for (k = 1; k <= keys; k++) {
 		key = order[k]
 		n = sortvals(key, a)
-		med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		med = median(key)
 		printf "%-72s %12s %12s - %-10s %3d\n", key, num(med), num(a[1]), num(a[n]), n
 	}
 }

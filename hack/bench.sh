@@ -57,5 +57,5 @@ echo "reference: client-go leaderelection defaults (LeaseDuration 15s, RenewDead
 hack/bench-cli.sh | tee "$dir/cli.out"
 echo
 echo "== summary"
-awk -f hack/bench-summary.awk "$dir/bench.out"
+awk -f hack/stats.awk -f hack/bench-summary.awk "$dir/bench.out"
 cat "$dir/cli.out"

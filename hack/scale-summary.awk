@@ -2,18 +2,7 @@
 # etcdlock beside its peer (impl=mutex: concurrency.Mutex; impl=raw: raw
 # Txn writes) with the ratio of medians; the median and min-max where a benchmark ran
 # more than once.
-# Usage: awk -f hack/scale-summary.awk bench.out
-
-function median(key,    n, i, j, v, a) {
-	n = count[key]
-	for (i = 1; i <= n; i++) a[i] = vals[key, i]
-	for (i = 2; i <= n; i++) {
-		v = a[i]
-		for (j = i - 1; j >= 1 && a[j] > v; j--) a[j + 1] = a[j]
-		a[j + 1] = v
-	}
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+# Usage: awk -f hack/stats.awk -f hack/scale-summary.awk bench.out
 
 function show(key,    i, lo, hi) {
 	if (!(key in count)) return "-"
