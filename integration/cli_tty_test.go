@@ -273,3 +273,26 @@ func TestCLITerminalInterruptStopsTheList(t *testing.T) {
 	term.send("exit\n")
 	_ = term.exitCode()
 }
+
+// Ctrl-C stops a script that runs etcdlock, as it stops one that runs the
+// command directly (or under flock): the terminal's SIGINT reaches only
+// the command, which etcdlock put in the foreground, so etcdlock gives it
+// to its own process group, the script's, when the command dies of it.
+func TestCLITerminalInterruptStopsTheScript(t *testing.T) {
+	t.Parallel()
+	term := interactiveShell(t)
+	loop := `for i in 1 2 3; do echo it""eration $i; ` + cliPath + " --endpoints " + shared.Endpoints()[0] + " --prefix " + prefixOf(t) +
+		` run job -- sh -c "echo rea""dy; exec sleep 30"; done; echo loop-e""nd`
+	term.send(`bash -c '` + loop + `'` + "\n")
+	term.expect("ready", 20*time.Second)
+	term.send("\x03")
+	// Without the script's stop, the next iteration would be waiting for
+	// the lock's next command, and this line would wait behind it.
+	term.send(`echo af""ter` + "\n")
+	term.expect("after", 10*time.Second)
+	if out := term.out.String(); strings.Contains(out, "iteration 2") || strings.Contains(out, "loop-end") {
+		t.Errorf("the script went on after Ctrl-C:\n%s", out)
+	}
+	term.send("exit\n")
+	_ = term.exitCode()
+}

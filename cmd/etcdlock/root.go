@@ -32,6 +32,11 @@ const (
 
 // globalOptions are the flags every command accepts.
 type globalOptions struct {
+	// terminalSignal is set when the command, in the terminal's
+	// foreground, died of the terminal's SIGINT or SIGQUIT: etcdlock then
+	// dies of it with its whole process group (see signals.ReraiseGroup).
+	terminalSignal bool
+
 	endpoints      []string
 	dialTimeout    time.Duration
 	requestTimeout time.Duration
@@ -59,14 +64,16 @@ type globalOptions struct {
 // the one exit point: every error ends here, with its code from exitCode
 // and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	code, _ := execute(args, stdin, stdout, stderr)
+	code, _, _ := execute(args, stdin, stdout, stderr)
 	return code
 }
 
 // execute is Main that also returns the signal etcdlock should die of,
 // after its exit code is known, as a wrapper such as flock would have died
-// of it (see signals.Reraise); 0 for none.
-func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, syscall.Signal) {
+// of it (see signals.Reraise); 0 for none. group says that the signal came
+// from the terminal to the command alone, and is for etcdlock's whole
+// process group (see signals.ReraiseGroup).
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, sig syscall.Signal, group bool) {
 	// etcdlock's own messages never wait on stderr (a pipe nobody reads,
 	// a paused terminal): a note on the path that stops the command, or
 	// the last error, would hold up the stop or the exit.
@@ -81,18 +88,18 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
-		return exitcode.OK, 0
+		return exitcode.OK, 0, false
 	}
 	if exitCode(err) == exitcode.Unavailable {
 		err = g.diagnose(err)
 	}
-	code := exitCode(err)
+	code = exitCode(err)
 	conflict := (code == exitcode.NotAcquired || code == exitcode.Timeout) && !errors.Is(err, errRunTimeout)
 	if conflict && g.conflictCode != 0 {
 		code = g.conflictCode
 	}
 	if conflict && g.quiet {
-		return code, 0
+		return code, 0, false
 	}
 	if msg := g.explain(err, exitCode(err)); msg != "" {
 		g.printer.Error(msg, code)
@@ -100,7 +107,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, sys
 			fmt.Fprintln(errq, "Run 'etcdlock --help' for usage.")
 		}
 	}
-	return code, diedOf(err)
+	return code, diedOf(err), g.terminalSignal
 }
 
 func newRootCommand(g *globalOptions) *cobra.Command {

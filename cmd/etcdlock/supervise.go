@@ -90,11 +90,12 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 	var renewals renewWarning
 
 	var (
-		lostErr error
-		lost    = l.Lost()
-		pgid    int
-		ack     <-chan time.Time // set while a stop waits for the guardian's acknowledgement
-		asked   time.Time        // when the stop was sent
+		forwarded bool // a signal etcdlock received was forwarded to the command
+		lostErr   error
+		lost      = l.Lost()
+		pgid      int
+		ack       <-chan time.Time // set while a stop waits for the guardian's acknowledgement
+		asked     time.Time        // when the stop was sent
 	)
 	for {
 		select {
@@ -141,9 +142,13 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 				if timedOut {
 					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
 				}
+				if fg && !forwarded && (ev.Signal == syscall.SIGINT || ev.Signal == syscall.SIGQUIT) {
+					g.terminalSignal = true // the terminal's: etcdlock received none
+				}
 				return ev.Code, ev.Signal, nil
 			}
 		case sig := <-sigc:
+			forwarded = true
 			g.logger.Info("forwarding signal", zap.String("signal", signals.Name(sig.(syscall.Signal))))
 			_ = gd.Signal(sig.(syscall.Signal))
 		case <-contc:

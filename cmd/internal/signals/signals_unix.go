@@ -26,6 +26,21 @@ func Reraise(sig syscall.Signal) {
 	time.Sleep(100 * time.Millisecond)
 }
 
+// ReraiseGroup is Reraise for the caller's whole process group: the
+// terminal's Ctrl-C or Ctrl-\ reached only the command, which etcdlock
+// had put in the terminal's foreground, and not the shell script that ran
+// etcdlock, which would stop on it — as it does when a command it runs
+// directly dies of the terminal's SIGINT, because the shell receives it
+// too. Sending it to the group gives the script that signal.
+func ReraiseGroup(sig syscall.Signal) {
+	if !reraisable(sig) {
+		return
+	}
+	signal.Reset(sig)
+	_ = syscall.Kill(0, sig)
+	time.Sleep(100 * time.Millisecond)
+}
+
 // Name is a signal's name as users know it: SIGTERM, not Go's
 // "terminated".
 func Name(sig syscall.Signal) string {
