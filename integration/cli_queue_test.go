@@ -208,7 +208,9 @@ func TestCLIRunTimeout(t *testing.T) {
 	if r.code != 124 || !strings.Contains(r.stderr, "--kill-grace 1m0s cut short") {
 		t.Errorf("a grace past the lease's deadline: exit %d, stderr %q; want 124 and the cut stated", r.code, r.stderr)
 	}
-	if r := cli(t, ep, nil, "--command-timeout", "2s", "status", "job"); r.code != 0 || !strings.Contains(r.stderr, "deprecated") {
-		t.Errorf("--command-timeout: exit %d, stderr %q; want it to work, deprecated", r.code, r.stderr)
+	// The notice goes to stderr alone: stdout is what scripts eval or parse.
+	if r := cli(t, ep, nil, "--command-timeout", "2s", "-w", "json", "status", "job"); r.code != 0 || !strings.Contains(r.stderr, "deprecated") ||
+		!strings.HasPrefix(r.stdout, "{") || strings.Contains(r.stdout, "deprecated") {
+		t.Errorf("--command-timeout: exit %d, stdout %q, stderr %q; want it to work, deprecated on stderr, JSON alone on stdout", r.code, r.stdout, r.stderr)
 	}
 }

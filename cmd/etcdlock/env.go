@@ -22,6 +22,9 @@ var grantFlags = []string{"owner", "token"}
 // ETCDLOCK_<OLD> when ETCDLOCK_<NEW> is not set.
 var renamed = map[string]string{"request-timeout": "command-timeout"}
 
+// deprecated says, for each old name in renamed, what to use instead.
+var deprecated = map[string]string{"command-timeout": "use --request-timeout (it bounds each etcd request, not the command)"}
+
 // applyEnv sets every flag not given on the command line from
 // ETCDLOCK_<FLAG>, and --endpoints from ETCDCTL_ENDPOINTS as a fallback.
 // Flags annotated noEnv are only read from the command line.
@@ -37,7 +40,7 @@ func applyEnv(cmd *cobra.Command, args []string) error {
 	onThatLock := len(args) > 0 && args[0] == scoped
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil || f.Deprecated != "" {
+		if err != nil || f.Changed || f.Name == "help" || f.Annotations[noEnv] != nil || deprecated[f.Name] != "" {
 			return
 		}
 		old, isRenamed := renamed[f.Name]

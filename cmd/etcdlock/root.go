@@ -141,10 +141,9 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			if err := g.setup(); err != nil {
 				return err
 			}
-			// cobra sends pflag's own deprecation notice to a buffer.
 			for _, old := range renamed {
 				if f := cmd.Flags().Lookup(old); f != nil && f.Changed {
-					g.printer.Note("flag --%s is deprecated, %s", old, f.Deprecated)
+					g.printer.Note("flag --%s is deprecated, %s", old, deprecated[old])
 				}
 			}
 			return nil
@@ -156,7 +155,10 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
 	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
 	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
-	_ = f.MarkDeprecated("command-timeout", "use --request-timeout (it bounds each etcd request, not the command)")
+	// Hidden rather than marked deprecated: pflag would print its notice
+	// on stdout, into the output scripts eval or parse; the note above
+	// goes to stderr.
+	_ = f.MarkHidden("command-timeout")
 	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
 	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
 	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
