@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -15,6 +16,16 @@ import (
 // reportHolders prints who holds name while s waits for it: once, and
 // again whenever the holder changes. It reports whether it printed any.
 func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string) (reported bool) {
+	// Only a run still waiting after noteAfter says whom it waits for: a
+	// reader beside readers, a semaphore with a free slot and a refusal
+	// (another kind, 76) take no longer, and wait for nobody.
+	t := time.NewTimer(noteAfter)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
 	var last fencing.Token
 	_ = lock.Follow(ctx, s.Client(), name, func(st lock.Status) bool {
 		if h := st.Holder; h != nil && h.LeaseID != s.Lease() && h.Token != last {
@@ -26,6 +37,9 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 	}, lock.WithPrefix(g.prefix))
 	return reported
 }
+
+// noteAfter is how long a run waits before it says whom it waits for.
+const noteAfter = 250 * time.Millisecond
 
 // holderNote describes a holder as status does. A key without an
 // etcdlock record has no owner or start time: its lease and the lease's

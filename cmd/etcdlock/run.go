@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,7 +347,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	}
 	if err == nil && interrupted == nil {
 		if waited.Load() {
-			g.printer.Note("acquired lock %q (token %s) after waiting %v", strings.Join(names, `", "`), l.Token(), time.Since(began).Round(time.Millisecond))
+			g.printer.Note("acquired %s (token %s) after waiting %v", lockNames(names), l.Token(), time.Since(began).Round(time.Millisecond))
 		}
 		return l, nil
 	}
@@ -354,11 +355,23 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	case interrupted != nil:
 		sig := interrupted.(syscall.Signal)
 		return nil, &exitErr{code: exitcode.SignalBase + int(sig), signal: sig,
-			err: fmt.Errorf("interrupted by %s while waiting for lock %q", signals.Name(sig), name)}
+			err: fmt.Errorf("interrupted by %s while waiting for %s", signals.Name(sig), lockNames(names))}
 	case errors.Is(cause, errWaitTimeout):
-		return nil, fmt.Errorf("%w after %v waiting for lock %q", errWaitTimeout, o.timeout, name)
+		return nil, fmt.Errorf("%w after %v waiting for %s", errWaitTimeout, o.timeout, lockNames(names))
 	}
 	return nil, lostWaiting(err, name)
+}
+
+// lockNames is names as messages show them: lock "a", or locks "a", "b".
+func lockNames(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) == 1 {
+		return "lock " + q[0]
+	}
+	return "locks " + strings.Join(q, ", ")
 }
 
 // lostWaiting is err with its own exit code if it says that the session

@@ -1,0 +1,63 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// A run that waits for nobody says nothing: a reader beside a reader, a
+// semaphore with a free slot, and a refusal for another kind (76) print
+// no "waiting for" note.
+func TestCLINoWaitingNoteWhenNothingWaits(t *testing.T) {
+	t.Parallel()
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	startedRun(t, ep, dir, "reader", "rw", "--shared")
+	startedRun(t, ep, dir, "slot", "pool", "--limit", "2")
+	startedRun(t, ep, dir, "plain", "plain")
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"run", "--shared", "rw", "true"}, 0},
+		{[]string{"run", "--limit", "2", "pool", "true"}, 0},
+		{[]string{"run", "--limit", "2", "plain", "true"}, 76},
+	} {
+		r := cli(t, ep, nil, tc.args...)
+		if r.code != tc.code || strings.Contains(r.stderr, "waiting for") || strings.Contains(r.stderr, "after waiting") {
+			t.Errorf("%v: exit %d, stderr %q; want %d and no waiting note", tc.args, r.code, r.stderr, tc.code)
+		}
+	}
+}
+
+// Messages about several names quote each name, and a timeout names the
+// set it waited for.
+func TestCLISetMessagesNameEveryName(t *testing.T) {
+	t.Parallel()
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	startedRun(t, ep, dir, "b", "m-b")
+	r := cli(t, ep, nil, "run", "--timeout", "300ms", "m-a", "m-b", "m-c", "--", "true")
+	if r.code != 124 || !strings.Contains(r.stderr, `waiting for locks "m-a", "m-b", "m-c"`) {
+		t.Errorf("timed out set: exit %d, stderr %q; want 124 naming the three locks", r.code, r.stderr)
+	}
+	w := cliCommand(t, ep, nil, "run", "m-a", "m-b", "m-c", "--", "true")
+	stderr := &lockedBuffer{}
+	w.Stderr = stderr
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(stderr.String(), `waiting for lock "m-b"`) }, "no waiting note")
+	if err := os.WriteFile(filepath.Join(dir, "b.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("set: %v; stderr %q", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), `acquired locks "m-a", "m-b", "m-c" (token`) {
+		t.Errorf("stderr %q; want the acquired note with every name quoted", stderr)
+	}
+}
