@@ -44,6 +44,11 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
 	fg := inForeground(g.stdin)
+	// The guardian started while the lock was acquired; the deadlines it
+	// gets are read once it is ready (a broken one is replaced first).
+	if err := gd.Ready(); err != nil {
+		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+	}
 	soft, hard := guardDeadlines(s)
 	env := map[string]string{
 		"ETCDLOCK_NAME":     l.Name(),

@@ -102,15 +102,17 @@ type process struct {
 	cmd    *exec.Cmd
 	ctrl   *os.File
 	enc    *json.Encoder
+	status *os.File      // the read end of the status pipe
 	ready  chan struct{} // closed when the guardian said it is ready
 	events chan Event
 	done   chan struct{}
 	werr   error // the guardian process's wait error, set before done closes
 }
 
-// readyWithin bounds how long Run waits for a guardian to say it is
-// ready; it normally did long before, while the lock was acquired.
-const readyWithin = 10 * time.Second
+// readyWithin bounds how long Ready waits for a guardian to say it is
+// ready; it normally did long before, while the lock was acquired, and a
+// guardian that does not (a broken etcdlock-guardian) is replaced.
+const readyWithin = 3 * time.Second
 
 // Spawn starts a guardian process that waits for its command, so that
 // its start-up overlaps the acquisition: Run gives it the command once the
@@ -166,21 +168,11 @@ func (g *Guardian) Run(cfg Config) error {
 	}
 	g.ran = true
 	if err := cfg.check(); err != nil {
-		g.Close()
+		g.p.kill()
 		return err
 	}
-	if err := g.p.awaitReady(); err != nil {
-		if g.p.exe == selfExe() {
-			return err
-		}
-		p, serr := spawn(selfExe(), g.stdio)
-		if serr != nil {
-			return serr
-		}
-		g.p = p
-		if err := g.p.awaitReady(); err != nil {
-			return err
-		}
+	if err := g.Ready(); err != nil {
+		return err
 	}
 	err := g.send(message{
 		Op:         opConfig,
@@ -199,6 +191,23 @@ func (g *Guardian) Run(cfg Config) error {
 		return err
 	}
 	return nil
+}
+
+// Ready waits until the guardian is ready for its command, and returns at
+// once if it was. A guardian that exited first or is not ready within a
+// few seconds (a broken or foreign etcdlock-guardian) is replaced by the
+// running binary, re-executed. On an error the guardian is gone.
+func (g *Guardian) Ready() error {
+	err := g.p.awaitReady()
+	if err == nil || g.p.exe == selfExe() {
+		return err
+	}
+	p, serr := spawn(selfExe(), g.stdio)
+	if serr != nil {
+		return serr
+	}
+	g.p = p
+	return g.p.awaitReady()
 }
 
 // Close ends a guardian that was never given a command, and waits for it.
@@ -250,7 +259,7 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 		statR.Close()
 		return nil, fmt.Errorf("guardian: start: %w", err)
 	}
-	p := &process{exe: exe, cmd: c, ctrl: ctrlW, enc: json.NewEncoder(ctrlW),
+	p := &process{exe: exe, cmd: c, ctrl: ctrlW, enc: json.NewEncoder(ctrlW), status: statR,
 		ready: make(chan struct{}), events: make(chan Event, 4), done: make(chan struct{})}
 	go p.readStatus(statR) // ends when the guardian exits (its write end closes)
 	return p, nil
@@ -280,10 +289,18 @@ func (p *process) awaitReady() error {
 	case <-p.done:
 		return fmt.Errorf("%w before it was ready (%v)", ErrExited, p.werr)
 	case <-t.C:
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.kill()
 		return fmt.Errorf("guardian: not ready within %v", readyWithin)
 	}
+}
+
+// kill ends a guardian that has no command, with its process group (a
+// broken guardian's children hold the status pipe too), and waits for it.
+func (p *process) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.cmd.Process.Kill()
+	p.status.Close() // unblocks readStatus whoever else holds the pipe
+	<-p.done
 }
 
 // readStatus turns the guardian's messages into events, waits for the

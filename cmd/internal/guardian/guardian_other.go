@@ -35,6 +35,7 @@ func Main(stderr io.Writer) int {
 // Guardian's methods are never called: Spawn and Start return no Guardian
 // here.
 func (*Guardian) Run(Config) error                       { return ErrExited }
+func (*Guardian) Ready() error                           { return ErrExited }
 func (*Guardian) Close()                                 {}
 func (*Guardian) Events() <-chan Event                   { return nil }
 func (*Guardian) Err() error                             { return ErrExited }

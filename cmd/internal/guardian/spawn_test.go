@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -131,4 +133,56 @@ func TestGuardianRefusesAnotherProtocolSilently(t *testing.T) {
 	if code := Main(&stderr); code != exitcode.Usage || stderr.Len() != 0 {
 		t.Errorf("Main with protocol 1: %d %q, want %d and nothing written", code, stderr.String(), exitcode.Usage)
 	}
+}
+
+// A guardian binary that hangs (its child holds the pipes too) is killed
+// with its group once readyWithin passes, and replaced.
+func TestHangingGuardianBinaryIsReplaced(t *testing.T) {
+	sibling(t, "#!/bin/sh\nsleep 60\n")
+	stdout := &syncBuffer{}
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := g.p.cmd.Process.Pid
+	begin := time.Now()
+	if err := g.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(begin); waited > 30*time.Second {
+		t.Errorf("Ready waited %v for a hanging guardian", waited)
+	}
+	if live := liveInGroup(t, hung); len(live) > 0 {
+		t.Errorf("processes %v of the hanging guardian's group %d still run", live, hung)
+	}
+	if code := runEcho(t, g); code != 0 || stdout.String() != "ok\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+// liveInGroup lists the processes of process group pgid that run (not
+// zombies, which this subreaper test process may not have reaped).
+func liveInGroup(t *testing.T, pgid int) []int {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			live = append(live, pid)
+		}
+	}
+	return live
 }
