@@ -13,7 +13,7 @@ BENCHCOUNT ?= 5
 
 all: lint build test
 
-## build: every package, and the two commands as static binaries in bin/
+## build: every package, and the three commands as static binaries in bin/
 ## (CGO_ENABLED=0, as etcd's own releases are built: no libc to map, which
 ## keeps etcdlock's memory below etcdctl's; see hack/README.md).
 build:
@@ -44,7 +44,7 @@ cross:
 	  (cd $$m && GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./...) || exit 1; done; \
 	  for os in $(VET_GOOS); do echo "go vet ($$m, $$os)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; done
 
-## release: static binaries of both commands for every target, with the
+## release: static binaries of the three commands for every target, with the
 ## version and commit stamped (etcdlock version prints them), shell
 ## completions and man pages, one archive per target and SHA256SUMS, in
 ## dist/. VERSION defaults to git describe.

@@ -32,8 +32,8 @@ const MaxLockDelay = time.Hour
 //
 // Every acquisition writes a marker key of its own (one per acquisition,
 // never reused by a retry) when it becomes eligible, without a lease, and
-// deletes it in the same transaction as its key when it ends cleanly —
-// only while that key still exists: a Release or Close after the key was
+// deletes it when it ends cleanly (Release in the key's transaction, Close
+// before it revokes the lease) — only while that key still exists: a Release or Close after the key was
 // deleted or expired leaves the marker, and so does a lock lost by its
 // deadline, and a Release after Abandon deletes nothing. The contender
 // that becomes eligible next reads the markers in the transaction that

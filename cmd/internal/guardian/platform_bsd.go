@@ -11,7 +11,7 @@ import (
 )
 
 // Limits is what `etcdlock run` cannot guarantee on this system, printed
-// when the guardian starts. Without Linux's child subreaper, a process
+// when the guardian starts the command. Without Linux's child subreaper, a process
 // that leaves the command's process group and whose parent exits is
 // re-parented to init, out of the guardian's reach; and without a
 // parent-death signal, the guardian learns of the supervisor's death from

@@ -1,6 +1,8 @@
-// Package backoff is the exponential backoff of every retry loop in this
-// repository: a lock waiter's reads, the watch stream's reconnects and
-// re-reads, Follow, and an elector's campaigns.
+// Package backoff is the exponential backoff of the retry loops of the
+// lock and the election: a lock waiter's reads, the watch stream's
+// reconnects and re-reads, Follow, and an elector's campaigns. (A lease's
+// renewals retry at a fixed period derived from the TTL, and kubelock's
+// term watch after a fixed pause.)
 package backoff
 
 import (
