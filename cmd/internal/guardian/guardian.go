@@ -194,17 +194,17 @@ func (g *Guardian) Run(cfg Config) error {
 }
 
 // Ready waits until the guardian is ready for its command, and returns at
-// once if it was. A guardian that exited first or is not ready within a
-// few seconds (a broken or foreign etcdlock-guardian) is replaced by the
+// once if it was. A guardian that is gone (killed while the lock was
+// acquired, or a guardian binary of another release) or not ready within
+// a few seconds (a broken etcdlock-guardian) is replaced, once, by the
 // running binary, re-executed. On an error the guardian is gone.
 func (g *Guardian) Ready() error {
-	err := g.p.awaitReady()
-	if err == nil || g.p.exe == selfExe() {
-		return err
+	if g.p.awaitReady() == nil {
+		return nil
 	}
-	p, serr := spawn(selfExe(), g.stdio)
-	if serr != nil {
-		return serr
+	p, err := spawn(selfExe(), g.stdio)
+	if err != nil {
+		return err
 	}
 	g.p = p
 	return g.p.awaitReady()
@@ -278,9 +278,14 @@ func guardianExe() string {
 }
 
 // awaitReady waits until the guardian says it is ready; an error if it
-// exits first (it is then waited for) or does not say so in time (it is
+// is gone or exits first (it is then waited for) or does not say so in time (it is
 // then killed).
 func (p *process) awaitReady() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%w (%v)", ErrExited, p.werr)
+	default:
+	}
 	t := time.NewTimer(readyWithin)
 	defer t.Stop()
 	select {

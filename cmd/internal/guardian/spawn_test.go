@@ -186,3 +186,27 @@ func liveInGroup(t *testing.T, pgid int) []int {
 	}
 	return live
 }
+
+// A guardian killed while it waited for its command (while etcdlock waited
+// for the lock) is replaced when the command is due.
+func TestGuardianKilledBeforeItsCommandIsReplaced(t *testing.T) {
+	stdout := &syncBuffer{}
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.p.awaitReady(); err != nil {
+		t.Fatal(err)
+	}
+	first := g.p
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	if code := runEcho(t, g); code != 0 || stdout.String() != "ok\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	if g.p == first {
+		t.Error("the killed guardian was not replaced")
+	}
+}
