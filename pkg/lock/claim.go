@@ -36,7 +36,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		if old == nil {
 			s.seq++
 			ac.names = names
-			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), lost: make(chan struct{}), unclaimed: make(chan struct{}), opts: ac,
+			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), lost: make(chan struct{}), opts: ac,
 				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
 			for _, name := range names[1:] {
 				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
@@ -51,12 +51,18 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			s.cfg.metrics.Waiting(1)
 			return l, nil
 		}
+		// Made only when an acquisition waits on it: most locks never
+		// have one.
+		if old.unclaimed == nil {
+			old.unclaimed = make(chan struct{})
+		}
+		unclaimed := old.unclaimed
 		s.mu.Unlock()
 		if st := old.State(); st != StateLost && st != StateReleased {
 			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
 		}
 		select {
-		case <-old.unclaimed:
+		case <-unclaimed:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -71,6 +77,9 @@ func (s *Session) unclaim(l *Lock) {
 			delete(s.claims, name)
 		}
 	}
+	if l.unclaimed != nil {
+		close(l.unclaimed)
+		l.unclaimed = nil
+	}
 	s.mu.Unlock()
-	l.unclaimOnce.Do(func() { close(l.unclaimed) })
 }

@@ -79,8 +79,10 @@ type Lock struct {
 	cancel context.CancelCauseFunc
 	lost   chan struct{}
 
-	unclaimed   chan struct{} // closed when the session drops the claim
-	unclaimOnce sync.Once
+	// unclaimed is closed when the session drops the claim; made only when
+	// a later acquisition of the name waits for that. Guarded by
+	// Session.mu.
+	unclaimed chan struct{}
 
 	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
 	// the session Mux's mutex.
