@@ -61,3 +61,19 @@ func TestCLISetMessagesNameEveryName(t *testing.T) {
 		t.Errorf("stderr %q; want the acquired note with every name quoted", stderr)
 	}
 }
+
+// A --try refused by a set that waits at the name's head (for another of
+// its names) says the name is not held, as status does, and who waits.
+func TestCLITryRefusedByAWaitingSet(t *testing.T) {
+	t.Parallel()
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	startedRun(t, ep, dir, "eu", "t-eu")
+	holdingRun(t, ep, dir, "set", "t-us", "t-eu")
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "eu.stop"), nil, 0o644) })
+	waitQueued(t, testCtx(t, time.Minute), etcdtest.Client(t, ep), "t-us", 1)
+	r := cli(t, ep, nil, "run", "--try", "t-us", "true")
+	if r.code != 75 || strings.Contains(r.stderr, "is held by") || !strings.Contains(r.stderr, `lock "t-us" is not held, but 1 waiter queued`) ||
+		!strings.Contains(r.stderr, `waits for locks "t-us", "t-eu"`) {
+		t.Errorf("--try behind a waiting set: exit %d, stderr %q; want 75, not held, the set waiting", r.code, r.stderr)
+	}
+}

@@ -79,8 +79,11 @@ func (g *globalOptions) withHolders(ctx context.Context, cli *clientv3.Client, e
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
 	st, ierr := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
-	if ierr != nil || len(st.Holders) == 0 {
+	if ierr != nil || len(st.Holders) == 0 && len(st.Waiters) == 0 {
 		return err
+	}
+	if len(st.Holders) == 0 {
+		return &heldError{err: err, st: st} // refused by a waiter: a set waiting for another name
 	}
 	if h := st.Holders[0]; len(st.Holders) == 1 && (h.Token == locked.Token || !h.Shared && h.Slot < 0) {
 		return err // the refusal names the one holder
@@ -91,6 +94,16 @@ func (g *globalOptions) withHolders(ctx context.Context, cli *clientv3.Client, e
 // explain is the message of a refusal by several holders: each of them,
 // and the writer that a reader would queue behind.
 func (e *heldError) explain() string {
+	if len(e.st.Holders) == 0 {
+		first := e.st.Waiters[0]
+		w := viewOf(first)
+		what := "its turn"
+		if len(first.Names) > 1 {
+			what = lockNames(first.Names)
+		}
+		return fmt.Sprintf("lock %q is not held, but %s queued before this run: the first, %s (token %s), waits for %s",
+			e.st.Name, plural(len(e.st.Waiters), "waiter"), w.who(), w.Token, what)
+	}
 	views := make([]contenderView, len(e.st.Holders))
 	parts := make([]string, len(e.st.Holders))
 	for i, c := range e.st.Holders {
