@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -64,12 +63,15 @@ func TestCLIShellCitizen(t *testing.T) {
 	// acquired after waiting
 	{
 		waiter := cliCommand(t, ep, nil, "run", "job", "--", "true")
-		var stderr bytes.Buffer
-		waiter.Stderr = &stderr
+		stderr := &lockedBuffer{}
+		waiter.Stderr = stderr
 		if err := waiter.Start(); err != nil {
 			t.Fatal(err)
 		}
 		waitQueued(t, context.Background(), etcdtest.Client(t, ep), "job", 2)
+		// A run says whom it waits for once it has waited a while: the
+		// holder ends after that.
+		etcdtest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(stderr.String(), "held by") }, "no holder note")
 		if err := os.WriteFile(filepath.Join(dir, "a.stop"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
