@@ -16,12 +16,19 @@ const Schema = `CREATE TABLE IF NOT EXISTS etcdlock_fence (
 	token    BIGINT NOT NULL
 )`
 
-// Migrate creates the fence table if it does not exist.
+// Migrate creates the fence table if it does not exist. Many processes may
+// call it at once: PostgreSQL can refuse one of two concurrent CREATE
+// TABLE IF NOT EXISTS with a unique violation in its catalog, and Migrate
+// then finds the table the other created and returns nil.
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if db == nil {
 		return fmt.Errorf("%w: nil database", ErrInvalidArgument)
 	}
 	if _, err := db.ExecContext(ctx, Schema); err != nil {
+		var n int
+		if db.QueryRowContext(ctx, `SELECT count(*) FROM etcdlock_fence WHERE 1 = 0`).Scan(&n) == nil {
+			return nil // created by a concurrent Migrate
+		}
 		return fmt.Errorf("sqlfence: migrate: %w", err)
 	}
 	return nil
