@@ -24,7 +24,8 @@ func main() {
 	code, sig, group := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	if group {
 		signals.ReraiseGroup(sig)
+	} else {
+		signals.Reraise(sig)
 	}
-	signals.Reraise(sig)
 	os.Exit(code)
 }

@@ -157,11 +157,10 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-// Run gives the guardian its command, which it starts at once. Events are
-// delivered on Events until the guardian exits; the caller must read them.
-// A guardian that exited before it was ready (a guardian binary of another
-// release refuses the protocol) is replaced by the running binary,
-// re-executed; on an error the guardian is gone. Run is called once.
+// Run gives the guardian its command, which it starts at once, once the
+// guardian is Ready. Events are delivered on Events until the guardian
+// exits; the caller must read them. On an error the guardian is gone. Run
+// is called once.
 func (g *Guardian) Run(cfg Config) error {
 	if g.ran {
 		return errors.New("guardian: Run called twice")
@@ -186,8 +185,7 @@ func (g *Guardian) Run(cfg Config) error {
 		Hard:       monoOf(cfg.Hard),
 	})
 	if err != nil {
-		_ = g.p.cmd.Process.Kill()
-		<-g.p.done
+		g.p.kill()
 		return err
 	}
 	return nil
@@ -278,8 +276,8 @@ func guardianExe() string {
 }
 
 // awaitReady waits until the guardian says it is ready; an error if it
-// is gone or exits first (it is then waited for) or does not say so in time (it is
-// then killed).
+// is gone or exits first (it is then waited for) or does not say so in
+// time (it is then killed).
 func (p *process) awaitReady() error {
 	select {
 	case <-p.done:

@@ -15,16 +15,7 @@ import (
 // Reraise makes the process die of sig with its default action, if sig is
 // one of Reraised and is not ignored; otherwise, or if the process
 // survives it, it returns and the caller exits with its code.
-func Reraise(sig syscall.Signal) {
-	if !reraisable(sig) {
-		return
-	}
-	signal.Reset(sig) // Go's default action for these: die of the signal
-	_ = syscall.Kill(os.Getpid(), sig)
-	// A fatal signal ends every thread before kill returns; this wait is
-	// only for a kernel that delivers it later.
-	time.Sleep(100 * time.Millisecond)
-}
+func Reraise(sig syscall.Signal) { reraise(os.Getpid(), sig) }
 
 // ReraiseGroup is Reraise for the caller's whole process group: the
 // terminal's Ctrl-C or Ctrl-\ reached only the command, which etcdlock
@@ -32,12 +23,18 @@ func Reraise(sig syscall.Signal) {
 // etcdlock, which would stop on it — as it does when a command it runs
 // directly dies of the terminal's SIGINT, because the shell receives it
 // too. Sending it to the group gives the script that signal.
-func ReraiseGroup(sig syscall.Signal) {
+func ReraiseGroup(sig syscall.Signal) { reraise(0, sig) }
+
+// reraise sends sig to pid (0: the caller's process group) with sig's
+// default action restored in this process.
+func reraise(pid int, sig syscall.Signal) {
 	if !reraisable(sig) {
 		return
 	}
-	signal.Reset(sig)
-	_ = syscall.Kill(0, sig)
+	signal.Reset(sig) // Go's default action for these: die of the signal
+	_ = syscall.Kill(pid, sig)
+	// A fatal signal ends every thread before kill returns; this wait is
+	// only for a kernel that delivers it later.
 	time.Sleep(100 * time.Millisecond)
 }
 
