@@ -169,20 +169,36 @@ func (c *reuseRun) check(res *reuseResult) {
 	c.checkLeftovers(res, unclean)
 }
 
-// cleanEnd reports whether g's key, deleted at at, was deleted by g's own
+// cleanEnd reports whether g's key, deleted by d, was deleted by g's own
 // Release or its session's Close, called before that (not Abandon), and
 // by no operator: an operator's delete that races the Release and wins is
-// an unclean end, whichever call came first.
-func (c *reuseRun) cleanEnd(g *grant, at time.Duration) bool {
+// an unclean end, whichever call came first. etcd settles the race where
+// it can: a Release deletes the key and its marker in one transaction, so
+// a marker deleted at the key's deletion's revision says the Release won
+// (an operator's delete or a Break's revoke never touch markers).
+func (c *reuseRun) cleanEnd(g *grant, d deletion, markerDeleted map[fencing.Token]int64) bool {
+	if rev, ok := markerDeleted[g.real]; ok && rev == d.modRev {
+		return true
+	}
 	if g.deletedBy != "" {
 		return false
 	}
+	if len(c.racing(g, d.at)) > 0 {
+		return false
+	}
+	return g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at && !g.session.abandoned
+}
+
+// racing are the operator's actions, called before at, that may have
+// deleted g's key: a delete of it, or a Break that revoked its lease.
+func (c *reuseRun) racing(g *grant, at time.Duration) []opAction {
+	var as []opAction
 	for _, a := range c.actions {
 		if a.call <= at && (a.key == g.key && a.createRev == int64(g.real) || a.kind == "break" && a.lease == g.lease) {
-			return false
+			as = append(as, a)
 		}
 	}
-	return g.release >= 0 && g.release <= at || g.session.closed >= 0 && g.session.closed <= at && !g.session.abandoned
+	return as
 }
 
 // checkLockDelay checks invariant 6 and returns the tokens of the grants
@@ -195,10 +211,16 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 		}
 	}
 	byName := c.byName()
+	markerDeleted := map[fencing.Token]int64{}
+	for _, d := range c.deletions {
+		if tok, ok := markerToken(d.key); ok {
+			markerDeleted[tok] = d.modRev
+		}
+	}
 	unclean := map[fencing.Token]bool{}
 	for _, d := range c.deletions {
 		g := owners[keyToken{d.key, fencing.Token(d.createRev)}]
-		if g == nil || c.cleanEnd(g, d.at) {
+		if g == nil || c.cleanEnd(g, d, markerDeleted) {
 			continue
 		}
 		unclean[g.real] = true
@@ -214,8 +236,8 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 			}
 			res.delayed++
 			if wait < c.cfg.lockDelay {
-				c.violation(res, invLockDelay, "next holder too soon", h.start, "%v started %v after the unclean end of %v (its key deleted at %v), want >= %v",
-					h, wait, g, d.at, c.cfg.lockDelay)
+				c.violation(res, invLockDelay, "next holder too soon", h.start, "%v started %v after the unclean end of %v (its key deleted at %v, revision %d; its marker deleted at revision %d; released at %v; operator actions before: %+v), want >= %v",
+					h, wait, g, d.at, d.modRev, markerDeleted[g.real], g.release, c.racing(g, d.at), c.cfg.lockDelay)
 			}
 			break
 		}

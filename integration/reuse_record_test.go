@@ -119,7 +119,7 @@ func (r *reuseRun) heldByOthers(worker string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.grants {
-		if g.end < 0 && g.worker != worker && g.kind != "term" && g.set == 0 && kindOf(g.name) == kindPlainName {
+		if g.end < 0 && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName {
 			return g.name
 		}
 	}

@@ -104,6 +104,9 @@ func controlNames(control string) []string {
 		return []string{"s", "s-shadow"}
 	case reuseReaderAsWriter:
 		return []string{"r", "a"}
+	case reusePartialSet:
+		// More names than its sets take, so that others hold one.
+		return []string{"a", "b", "c", "e", "f"}
 	}
 	return []string{"a", "b", "c"}
 }

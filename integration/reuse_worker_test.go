@@ -300,6 +300,9 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 	}
 	w.rng.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	names := free[:2+w.rng.IntN(len(free)-1)]
+	if w.control == reusePartialSet {
+		names = free[:2] // leaves names for others to hold
+	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	l, err := w.s.AcquireAll(actx, names)
@@ -455,7 +458,8 @@ func (w *lockWorker) finish() {
 // notice bound.
 func (w *lockWorker) holdFor() time.Duration {
 	if w.control == reuseIgnoreLost {
-		return time.Duration(1500+w.rng.IntN(1500)) * time.Millisecond
+		// Long enough that the operator finds it held and deletes it.
+		return time.Duration(2000+w.rng.IntN(1500)) * time.Millisecond
 	}
 	short, medium := 35, 65
 	if w.tryBias == 100 {
