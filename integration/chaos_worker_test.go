@@ -21,7 +21,7 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 	rng := rand.New(rand.NewPCG(c.cfg.seed, uint64(id)))
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		opts := []lock.Option{lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
+		opts := []lock.SessionOption{lock.WithTTL(c.cfg.ttl), lock.WithOwner(fmt.Sprintf("w%d", id)),
 			lock.WithPrefix(c.cfg.prefix), lock.WithCleanupTimeout(time.Second)}
 		if c.cfg.kind == kindDelay && c.cfg.control != controlNoDelay {
 			opts = append(opts, lock.WithLockDelay(chaosLockDelay))
@@ -43,7 +43,7 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 
 func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
 	names := []string{c.cfg.names[rng.IntN(len(c.cfg.names))]}
-	var opts []lock.Option
+	var opts []lock.AcquireOption
 	switch c.cfg.kind {
 	case kindSemaphore:
 		opts = append(opts, lock.WithLimit(c.cfg.limit))

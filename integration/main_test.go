@@ -58,9 +58,9 @@ func proxied(t *testing.T, c *embedded.Cluster) (*clientv3.Client, proxy.Server)
 	return etcdtest.Client(t, url), p
 }
 
-func session(t *testing.T, cli *clientv3.Client, owner string, opts ...lock.Option) *lock.Session {
+func session(t *testing.T, cli *clientv3.Client, owner string, opts ...lock.SessionOption) *lock.Session {
 	t.Helper()
-	opts = append([]lock.Option{
+	opts = append([]lock.SessionOption{
 		lock.WithPrefix(prefixOf(t)), lock.WithOwner(owner), lock.WithTTL(3 * time.Second),
 		lock.WithLogger(zaptest.NewLogger(t).Named(owner)), lock.WithCleanupTimeout(time.Second),
 	}, opts...)

@@ -37,7 +37,7 @@ func (r *reuseRun) startElections(work context.Context) (stop func()) {
 		e, err := election.New(election.Config{
 			Client: r.clients[el.client].cli, Name: "leader", Identity: el.name, TTL: r.cfg.ttl, Prefix: r.prefix,
 			ReleaseOnCancel: true, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-			SessionOptions: []lock.Option{lock.WithCleanupTimeout(time.Second)},
+			SessionOptions: []lock.SessionOption{lock.WithCleanupTimeout(time.Second)},
 			Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
 				g := r.granted("term", el.name, el.client, el.rec, term.Name, term.Key, term.Token, r.now(), -1)
 				r.mu.Lock()

@@ -240,19 +240,19 @@ func (w *lockWorker) timeout(name string, d time.Duration) time.Duration {
 // skip-delay control's worker), a semaphore's limit on "s" (the
 // over-limit control's worker takes another semaphore, see reported), a
 // reader or a writer on "r".
-func (w *lockWorker) opts(name string) ([]lock.Option, bool) {
+func (w *lockWorker) opts(name string) ([]lock.AcquireOption, bool) {
 	switch kindOf(name) {
 	case kindDelayName:
 		if w.control == reuseSkipDelay {
 			w.controlled()
 			return nil, false
 		}
-		return []lock.Option{lock.WithLockDelay(w.r.cfg.lockDelay)}, false
+		return []lock.AcquireOption{lock.WithLockDelay(w.r.cfg.lockDelay)}, false
 	case kindSemaphoreName:
-		return []lock.Option{lock.WithLimit(reuseLimit)}, false
+		return []lock.AcquireOption{lock.WithLimit(reuseLimit)}, false
 	case kindRWName:
 		if w.rng.IntN(100) < 60 {
-			return []lock.Option{lock.WithShared()}, true
+			return []lock.AcquireOption{lock.WithShared()}, true
 		}
 	}
 	return nil, false

@@ -154,8 +154,8 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 }
 
 // acquireOptions are the lock options of run's --limit and --shared.
-func (o *runOptions) acquireOptions() []lock.Option {
-	var opts []lock.Option
+func (o *runOptions) acquireOptions() []lock.AcquireOption {
+	var opts []lock.AcquireOption
 	if o.limit > 1 {
 		opts = append(opts, lock.WithLimit(o.limit))
 	}
@@ -223,7 +223,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
+	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
 	if o.owner != "" {
 		opts = append(opts, lock.WithOwner(o.owner))
 	}

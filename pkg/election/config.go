@@ -49,7 +49,7 @@ type Config struct {
 	// logger are set in one place, the fields above, and so is its renew
 	// hook when Metrics is set: New rejects WithTTL, WithOwner, WithPrefix
 	// and WithLogger here, and WithRenewHook with Metrics.
-	SessionOptions []lock.Option
+	SessionOptions []lock.SessionOption
 }
 
 // Callbacks are called by Run. Within one Elector they never run
@@ -107,30 +107,47 @@ func (c *Config) validate() error {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
+	// Config's fields set the session's TTL, owner, prefix and logger, and
+	// with Metrics its renew hook: the same in SessionOptions would be
+	// silently overridden, so it is rejected.
+	for _, o := range c.SessionOptions {
+		if field := setByField(o, c.Metrics != nil); field != "" {
+			return fmt.Errorf("%w: SessionOptions may not hold %T: Config's %s sets it", ErrInvalidConfig, o, field)
+		}
+	}
 	// The options of every term's session, checked here, once, so that
 	// Run does not retry a configuration error forever: lock checks the
-	// TTL, the prefix and the margin against the TTL. Of two options of
-	// one kind the later would win, so one given twice — in
-	// SessionOptions, one that a field above sets — is rejected.
-	opts := c.sessionOptions(c.Logger)
-	if err := lock.ValidateSessionOptions(opts...); err != nil {
+	// TTL, the prefix and the margin against the TTL.
+	if err := lock.ValidateSessionOptions(c.sessionOptions(c.Logger)...); err != nil {
 		return fmt.Errorf("%w: session options (Config's fields and SessionOptions): %w", ErrInvalidConfig, err)
-	}
-	given := make(map[string]bool, len(opts))
-	for _, o := range opts {
-		name := lock.OptionName(o)
-		if given[name] {
-			return fmt.Errorf("%w: %s given twice: SessionOptions may not set what Config's fields set (WithTTL, WithOwner, WithPrefix, WithLogger and, with Metrics, WithRenewHook)", ErrInvalidConfig, name)
-		}
-		given[name] = true
 	}
 	return nil
 }
 
+// setByField names the Config field that sets what the session option o
+// sets, or returns "" if no field does.
+func setByField(o lock.SessionOption, metrics bool) string {
+	switch o.(type) {
+	case lock.TTLOption:
+		return "TTL"
+	case lock.OwnerOption:
+		return "Identity"
+	case lock.PrefixOption:
+		return "Prefix"
+	case lock.LoggerOption:
+		return "Logger"
+	case lock.RenewHookOption:
+		if metrics {
+			return "Metrics"
+		}
+	}
+	return ""
+}
+
 // sessionOptions are the options of a term's session: SessionOptions and
 // those that Config's fields set, with log as its logger.
-func (c *Config) sessionOptions(log *zap.Logger) []lock.Option {
-	opts := append([]lock.Option{}, c.SessionOptions...)
+func (c *Config) sessionOptions(log *zap.Logger) []lock.SessionOption {
+	opts := append([]lock.SessionOption{}, c.SessionOptions...)
 	opts = append(opts, lock.WithTTL(c.TTL), lock.WithOwner(c.Identity),
 		lock.WithPrefix(c.Prefix), lock.WithLogger(log))
 	if c.Metrics != nil {

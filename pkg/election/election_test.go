@@ -387,7 +387,7 @@ func TestHealthCheckUsesTheSessionClock(t *testing.T) {
 	leading := make(chan struct{}, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	c := start(t, election.Config{Identity: "faked", Client: etcdtest.Client(t, url), TTL: 10 * time.Second,
-		SessionOptions: []lock.Option{lock.WithClock(fc)},
+		SessionOptions: []lock.SessionOption{lock.WithClock(fc)},
 		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
 			leading <- struct{}{}
 			<-release // ignores ctx: a stuck controller
@@ -423,19 +423,19 @@ func TestConfigValidation(t *testing.T) {
 		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
 		// Run used to log and retry these forever.
 		"prefix without slash":  {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
-		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithSafetyMargin(-time.Second)}},
-		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{nil}},
+		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(-time.Second)}},
+		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{nil}},
 		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
 		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
-			SessionOptions: []lock.Option{lock.WithSafetyMargin(2 * time.Second)}},
+			SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(2 * time.Second)}},
 		// Config's fields set these; SessionOptions' values used to be
 		// silently overridden.
-		"session option WithTTL":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithTTL(20 * time.Second)}},
-		"session option WithOwner":  {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithOwner("me")}},
-		"session option WithPrefix": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithPrefix("/other/")}},
-		"session option WithLogger": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.Option{lock.WithLogger(zap.NewNop())}},
+		"session option WithTTL":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithTTL(20 * time.Second)}},
+		"session option WithOwner":  {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithOwner("me")}},
+		"session option WithPrefix": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithPrefix("/other/")}},
+		"session option WithLogger": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLogger(zap.NewNop())}},
 		"session option WithRenewHook with Metrics": {Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{},
-			SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}},
+			SessionOptions: []lock.SessionOption{lock.WithRenewHook(func(time.Duration, error) {})}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
@@ -449,7 +449,7 @@ func TestConfigValidation(t *testing.T) {
 	}
 	// Without Metrics, the renew hook is the caller's to set.
 	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok,
-		SessionOptions: []lock.Option{lock.WithRenewHook(func(time.Duration, error) {})}}); err != nil {
+		SessionOptions: []lock.SessionOption{lock.WithRenewHook(func(time.Duration, error) {})}}); err != nil {
 		t.Errorf("WithRenewHook without Metrics: %v", err)
 	}
 }

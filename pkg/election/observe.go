@@ -29,9 +29,9 @@ func leaderOf(st lock.Status) Leader {
 }
 
 // GetLeader returns the current leader of the election name (the zero
-// Leader if none). opts may set WithPrefix; other options are rejected
-// with lock.ErrInvalidOption.
-func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (Leader, error) {
+// Leader if none). opts are lock.Inspect's (lock.WithPrefix); a nil or
+// invalid one fails with lock.ErrInvalidOption.
+func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts ...lock.ReadOption) (Leader, error) {
 	st, err := lock.Inspect(ctx, client, name, opts...)
 	if err != nil {
 		return Leader{}, err
@@ -54,7 +54,7 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 // one was received: changes made while the reader is busy are reported as
 // one, the newest. The channel is closed when ctx ends, by the goroutine
 // feeding it as its last act: drain the channel to wait for it.
-func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.Option) (<-chan Leader, error) {
+func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.ReadOption) (<-chan Leader, error) {
 	// Follow would report a nil client too, but on the goroutine below,
 	// where it could not be returned.
 	if client == nil {

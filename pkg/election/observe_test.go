@@ -62,15 +62,14 @@ func TestObserveRejectsBadInput(t *testing.T) {
 	for name, tc := range map[string]struct {
 		cli  *clientv3.Client
 		name string
-		opts []lock.Option
+		opts []lock.ReadOption
 		want error
 	}{
 		"nil client":           {nil, "x", nil, lock.ErrInvalidOption},
 		"empty name":           {cli, "", nil, lock.ErrInvalidName},
 		"NUL in name":          {cli, "a\x00b", nil, lock.ErrInvalidName},
-		"prefix without slash": {cli, "x", []lock.Option{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
-		"session option":       {cli, "x", []lock.Option{lock.WithTTL(5 * time.Second)}, lock.ErrInvalidOption},
-		"nil option":           {cli, "x", []lock.Option{nil}, lock.ErrInvalidOption},
+		"prefix without slash": {cli, "x", []lock.ReadOption{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
+		"nil option":           {cli, "x", []lock.ReadOption{nil}, lock.ErrInvalidOption},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ch, err := election.Observe(context.Background(), tc.cli, tc.name, tc.opts...)

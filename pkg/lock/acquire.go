@@ -50,9 +50,11 @@ import (
 // Release waits for that Release to finish, and replaces the key if the
 // Release failed to delete it.
 //
-// opts are the options for Acquire listed in options.go; any other is
-// rejected with ErrInvalidOption.
-func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+// opts (WithLimit, WithShared, WithLockDelay) override the session's
+// defaults; a nil or invalid one, or two that cannot be combined, fail
+// with ErrInvalidOption before etcd is contacted (see
+// ValidateAcquireOptions).
+func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
 	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
 		return nil, err
@@ -79,8 +81,8 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 // start checks opts and claims name for an acquisition: it returns the
 // Lock being acquired, ctx bound to it (see Lock.bind), and bind's stop,
 // which the caller defers.
-func (s *Session) start(ctx context.Context, name string, opts []Option) (*Lock, context.Context, func(), error) {
-	ac, err := s.newAcquireConfig(opts)
+func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) (*Lock, context.Context, func(), error) {
+	ac, err := newAcquireConfig(s.cfg.acquire, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}

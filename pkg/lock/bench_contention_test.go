@@ -49,7 +49,7 @@ type locker interface {
 type etcdlockLocker struct {
 	s    *lock.Session
 	l    *lock.Lock
-	opts []lock.Option
+	opts []lock.AcquireOption
 }
 
 func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
@@ -148,9 +148,9 @@ func benchHandoff(b *testing.B, impl string, n int) {
 			lockers[i] = &etcdlockLocker{s: s}
 			switch impl {
 			case "semaphore":
-				lockers[i].(*etcdlockLocker).opts = []lock.Option{lock.WithLimit(4)}
+				lockers[i].(*etcdlockLocker).opts = []lock.AcquireOption{lock.WithLimit(4)}
 			case "readers":
-				lockers[i].(*etcdlockLocker).opts = []lock.Option{lock.WithShared()}
+				lockers[i].(*etcdlockLocker).opts = []lock.AcquireOption{lock.WithShared()}
 			}
 		default:
 			s, err := concurrency.NewSession(cli)

@@ -111,8 +111,8 @@ func benchRotating(b *testing.B, impls []benchImpl) []float64 {
 func BenchmarkUncontendedBeyond(b *testing.B) {
 	ctx := context.Background()
 	cli := etcdtest.Client(b, cluster.Endpoints()...)
-	session := func(opts ...lock.Option) *lock.Session {
-		s, err := lock.NewSession(ctx, cli, append([]lock.Option{lock.WithPrefix("/bench/beyond/")}, opts...)...)
+	session := func(opts ...lock.SessionOption) *lock.Session {
+		s, err := lock.NewSession(ctx, cli, append([]lock.SessionOption{lock.WithPrefix("/bench/beyond/")}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func BenchmarkUncontendedBeyond(b *testing.B) {
 	}
 	defer cs.Close()
 	mutexes := []*concurrency.Mutex{concurrency.NewMutex(cs, "/bench/beyond-mutex/a"), concurrency.NewMutex(cs, "/bench/beyond-mutex/b"), concurrency.NewMutex(cs, "/bench/beyond-mutex/c")}
-	one := func(s *lock.Session, name string, opts ...lock.Option) func() error {
+	one := func(s *lock.Session, name string, opts ...lock.AcquireOption) func() error {
 		return func() error {
 			l, err := s.Acquire(ctx, name, opts...)
 			if err != nil {

@@ -38,14 +38,14 @@ type Grant struct {
 	Deadline time.Time     // conservative: renewal send time + TTL − margin
 }
 
-// NewDetached returns a Detached using client. It accepts WithPrefix,
-// WithSafetyMargin, WithClock and WithCleanupTimeout, and rejects other
-// options with ErrInvalidOption.
-func NewDetached(client *clientv3.Client, opts ...Option) (*Detached, error) {
+// NewDetached returns a Detached using client. Its options are WithPrefix,
+// WithSafetyMargin, WithClock and WithCleanupTimeout; a nil or invalid one
+// fails with ErrInvalidOption.
+func NewDetached(client *clientv3.Client, opts ...DetachedOption) (*Detached, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(atDetached, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}

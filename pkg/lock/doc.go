@@ -29,6 +29,23 @@
 // is paused or its clock runs far slower than real time. Fencing covers that
 // case; the deadline only makes it rare.
 //
+// # Options
+//
+// Each entry point takes options of its own type: SessionOption
+// (NewSession), AcquireOption (Acquire, TryAcquire, AcquireAll),
+// ReadOption (Inspect, List, Follow), BreakOption (Break) and
+// DetachedOption (NewDetached), so that an option given where it does not
+// apply is a compile error. An option that applies at several entry points
+// returns a type that implements each of their interfaces, as its doc
+// says: WithPrefix's PrefixOption is a SessionOption, a DetachedOption, a
+// ReadOption and a BreakOption; WithLockDelay's LockDelayOption sets a
+// session's default and overrides it per acquisition. Values are checked
+// at run time: a nil option, a value out of range, or two options that
+// cannot be combined fail the entry point with ErrInvalidOption before
+// etcd is contacted (ValidateSessionOptions, ValidateAcquireOptions and
+// ValidateReadOptions run the same checks for options kept for later). Of
+// two options that set the same thing, the later one sets it.
+//
 // # Design
 //
 // The invariants and what enforces each, the key layout and record, the

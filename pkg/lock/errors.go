@@ -24,8 +24,8 @@ var (
 	ErrAlreadyClaimed = errors.New("lock: session already holds or is acquiring this name")
 	// ErrInvalidName: a lock name is empty or contains NUL.
 	ErrInvalidName = errors.New("lock: invalid name")
-	// ErrInvalidOption: an option's value is out of range, an option does
-	// not apply to the entry point it was given to, or the client is nil.
+	// ErrInvalidOption: an option is nil or its value out of range, two
+	// options cannot be combined, or the client is nil.
 	ErrInvalidOption = errors.New("lock: invalid option")
 
 	// ErrSessionLost: the session can no longer prove that its lease is

@@ -19,16 +19,16 @@ import (
 // takes this name without a change under it.) It retries etcd errors with
 // backoff and re-reads the
 // state after any broken or compacted watch. It returns an error only for
-// a nil client or an invalid name or option, at once. It accepts WithPrefix and rejects
-// other options with ErrInvalidOption.
-func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...Option) error {
+// a nil client or an invalid name or option, at once. Its option is
+// WithPrefix; a nil or invalid one fails with ErrInvalidOption.
+func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...ReadOption) error {
 	if err := validateClient(client); err != nil {
 		return err
 	}
 	if err := ValidateName(name); err != nil {
 		return err
 	}
-	cfg, err := newConfig(atRead, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return err
 	}

@@ -49,16 +49,16 @@ type Status struct {
 	Revision int64       // etcd revision of the snapshot
 }
 
-// Inspect reads the holder and the waiters of name in one request. It
-// accepts WithPrefix and rejects other options with ErrInvalidOption.
-func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...Option) (Status, error) {
+// Inspect reads the holder and the waiters of name in one request. Its
+// option is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
+func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...ReadOption) (Status, error) {
 	if err := validateClient(client); err != nil {
 		return Status{}, err
 	}
 	if err := ValidateName(name); err != nil {
 		return Status{}, err
 	}
-	cfg, err := newConfig(atRead, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return Status{}, err
 	}
@@ -147,13 +147,13 @@ func slotsByValue(kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
 }
 
 // List returns the status of every lock name under the prefix whose name
-// starts with namePrefix ("" for all), sorted by name, from one read. It
-// accepts WithPrefix and rejects other options with ErrInvalidOption.
-func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...Option) ([]Status, error) {
+// starts with namePrefix ("" for all), sorted by name, from one read. Its
+// option is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
+func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...ReadOption) ([]Status, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(atRead, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +206,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 // if no key of name has that token (it was released, expired or already
 // broken) and ErrNotOwner if that key exists but is a waiter, not the
 // holder. Breaking by token means two operators cannot break a newer holder
-// by accident. Break accepts WithPrefix and WithCleanupTimeout and rejects
-// other options with ErrInvalidOption.
-func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...Option) (Contender, error) {
+// by accident. Break's options are WithPrefix and WithCleanupTimeout; a
+// nil or invalid one fails with ErrInvalidOption.
+func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...BreakOption) (Contender, error) {
 	if err := validateClient(client); err != nil {
 		return Contender{}, err
 	}
@@ -218,7 +218,7 @@ func Break(ctx context.Context, client *clientv3.Client, name string, token fenc
 	if !token.IsValid() {
 		return Contender{}, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	cfg, err := newConfig(atBreak, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return Contender{}, err
 	}

@@ -56,18 +56,25 @@ const MaxLockDelay = time.Hour
 // marker. It applies to plain locks (Acquire, TryAcquire); with WithLimit,
 // WithShared or AcquireAll it fails with ErrInvalidOption — also when it
 // comes from the session's default (give WithLockDelay(0) to such an
-// acquisition). For NewSession (the default of the session's
-// acquisitions) and for Acquire and TryAcquire; d must be between 0 and
+// acquisition). A SessionOption (the default of the session's
+// acquisitions) and an AcquireOption; d must be between 0 and
 // MaxLockDelay.
-func WithLockDelay(d time.Duration) Option {
-	return option{"WithLockDelay", atSession | atAcquire, func(c *config) error {
-		if d < 0 || d > MaxLockDelay {
-			return invalid("lock delay %v out of range [0, %v]", d, MaxLockDelay)
-		}
-		c.acquire.lockDelay = d
-		return nil
-	}}
+func WithLockDelay(d time.Duration) LockDelayOption { return LockDelayOption{d} }
+
+// LockDelayOption is what WithLockDelay returns: a SessionOption and an
+// AcquireOption. Its zero value is WithLockDelay(0).
+type LockDelayOption struct{ d time.Duration }
+
+func (o LockDelayOption) set(c *config) error {
+	if o.d < 0 || o.d > MaxLockDelay {
+		return invalid("lock delay %v out of range [0, %v]", o.d, MaxLockDelay)
+	}
+	c.acquire.lockDelay = o.d
+	return nil
 }
+
+func (LockDelayOption) sessionOption() {}
+func (LockDelayOption) acquireOption() {}
 
 // holdMarker is the lock-delay step of an acquisition whose contender key
 // l wrote and that is now eligible: it writes l's marker, reads the

@@ -52,9 +52,9 @@ func client(t *testing.T) *clientv3.Client {
 const newSessionTTL = 5 * time.Second
 
 // newSession opens a session with the test's prefix, closed when t ends.
-func newSession(t *testing.T, cli *clientv3.Client, opts ...lock.Option) *lock.Session {
+func newSession(t *testing.T, cli *clientv3.Client, opts ...lock.SessionOption) *lock.Session {
 	t.Helper()
-	opts = append([]lock.Option{lock.WithPrefix(prefix(t)), lock.WithLogger(zaptest.NewLogger(t)), lock.WithTTL(newSessionTTL)}, opts...)
+	opts = append([]lock.SessionOption{lock.WithPrefix(prefix(t)), lock.WithLogger(zaptest.NewLogger(t)), lock.WithTTL(newSessionTTL)}, opts...)
 	s, err := lock.NewSession(testCtx(t), cli, opts...)
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
@@ -122,7 +122,7 @@ type acquired struct {
 // waiter is queued as the name's n-th key, and returns the channel that
 // receives the Acquire's outcome (with opts). When t ends, the Acquire, if still
 // waiting, is canceled and waited for.
-func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string, n int, opts ...lock.Option) <-chan acquired {
+func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string, n int, opts ...lock.AcquireOption) <-chan acquired {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
 	res := make(chan acquired, 1)
@@ -243,7 +243,7 @@ func (w *watches) waitWatched(t *testing.T, keys ...string) {
 // renewals counts the lease renewals of the sessions given its option.
 type renewals struct{ n atomic.Int64 }
 
-func (r *renewals) option() lock.Option {
+func (r *renewals) option() lock.SessionOption {
 	return lock.WithRenewHook(func(time.Duration, error) { r.n.Add(1) })
 }
 

@@ -32,16 +32,21 @@ type Metrics interface {
 // WithMetrics sends the session's measurements to m: acquisitions waiting,
 // locks held, wait times, losses by cause, renewal latency. Package
 // lockmetrics provides a Prometheus m. It may be combined with
-// WithRenewHook; both are called. For NewSession.
-func WithMetrics(m Metrics) Option {
-	return option{"WithMetrics", atSession, func(c *config) error {
-		if m == nil {
-			return invalid("nil metrics")
-		}
-		c.metrics = m
-		return nil
-	}}
+// WithRenewHook; both are called. m must not be nil. A SessionOption.
+func WithMetrics(m Metrics) MetricsOption { return MetricsOption{m} }
+
+// MetricsOption is what WithMetrics returns: a SessionOption.
+type MetricsOption struct{ m Metrics }
+
+func (o MetricsOption) set(c *config) error {
+	if o.m == nil {
+		return invalid("nil metrics")
+	}
+	c.metrics = o.m
+	return nil
 }
+
+func (MetricsOption) sessionOption() {}
 
 // nopMetrics is the Metrics of a session without WithMetrics.
 type nopMetrics struct{}

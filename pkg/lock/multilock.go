@@ -64,8 +64,8 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 // apply to one name). The session must not hold or be acquiring any of the
 // names (ErrAlreadyClaimed), as for Acquire. Failure handling, clean-up
 // and leftovers are as for Acquire.
-func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Option) (*Lock, error) {
-	ac, err := s.newAcquireConfig(opts)
+func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...AcquireOption) (*Lock, error) {
+	ac, err := newAcquireConfig(s.cfg.acquire, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-func quiet() lock.Option { return lock.WithLogger(zap.NewNop()) }
+func quiet() lock.SessionOption { return lock.WithLogger(zap.NewNop()) }
 
 // keyExists reports whether key exists with create revision rev.
 func keyExists(t *testing.T, cli *clientv3.Client, key string, rev int64) bool {

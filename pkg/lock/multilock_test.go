@@ -100,15 +100,15 @@ func TestAcquireAllRejectsBadSets(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		names []string
-		opts  []lock.Option
+		opts  []lock.AcquireOption
 		want  error
 	}{
 		{nil, nil, lock.ErrInvalidName},
 		{[]string{"a", "b", "a"}, nil, lock.ErrInvalidName},
 		{[]string{"a", ""}, nil, lock.ErrInvalidName},
 		{many, nil, lock.ErrInvalidName},
-		{[]string{"a", "b"}, []lock.Option{lock.WithShared()}, lock.ErrInvalidOption},
-		{[]string{"a", "b"}, []lock.Option{lock.WithLimit(2)}, lock.ErrInvalidOption},
+		{[]string{"a", "b"}, []lock.AcquireOption{lock.WithShared()}, lock.ErrInvalidOption},
+		{[]string{"a", "b"}, []lock.AcquireOption{lock.WithLimit(2)}, lock.ErrInvalidOption},
 	} {
 		if _, err := s.AcquireAll(ctx, tc.names, tc.opts...); !errors.Is(err, tc.want) {
 			t.Errorf("AcquireAll(%d names, %d options) = %v, want %v", len(tc.names), len(tc.opts), err, tc.want)

@@ -2,6 +2,13 @@ package lock_test
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,70 +19,161 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// Every entry point that takes options accepts the ones its doc names and
-// rejects every other one with ErrInvalidOption, before contacting etcd:
-// an option is honoured or refused, never ignored.
-func TestOptionsApplyOrAreRejected(t *testing.T) {
+// optionInterfaces are the option types of the entry points, by name.
+var optionInterfaces = map[string]reflect.Type{
+	"SessionOption":  reflect.TypeFor[lock.SessionOption](),
+	"DetachedOption": reflect.TypeFor[lock.DetachedOption](),
+	"ReadOption":     reflect.TypeFor[lock.ReadOption](),
+	"BreakOption":    reflect.TypeFor[lock.BreakOption](),
+	"AcquireOption":  reflect.TypeFor[lock.AcquireOption](),
+}
+
+// Every option constructor returns a type that implements exactly the
+// option interfaces its doc comment names, so that it compiles where the
+// doc says it applies and nowhere else; and every constructor of the
+// package is in the table.
+func TestOptionTypesMatchTheirDocs(t *testing.T) {
 	t.Parallel()
-	ctx, cli := testCtx(t), client(t)
-	all := map[string]lock.Option{
+	made := map[string]any{
 		"WithTTL":            lock.WithTTL(5 * time.Second),
 		"WithOwner":          lock.WithOwner("o"),
 		"WithLogger":         lock.WithLogger(zap.NewNop()),
-		"WithPrefix":         lock.WithPrefix(prefix(t)),
+		"WithPrefix":         lock.WithPrefix("/p/"),
 		"WithSafetyMargin":   lock.WithSafetyMargin(time.Second),
 		"WithRenewInterval":  lock.WithRenewInterval(time.Second),
 		"WithClock":          lock.WithClock(clock.Real()),
 		"WithCleanupTimeout": lock.WithCleanupTimeout(time.Second),
 		"WithRenewHook":      lock.WithRenewHook(func(time.Duration, error) {}),
+		"WithMetrics":        lock.WithMetrics(nil),
+		"WithLockDelay":      lock.WithLockDelay(time.Second),
+		"WithLimit":          lock.WithLimit(2),
+		"WithShared":         lock.WithShared(),
 	}
-	entries := []struct {
-		name    string
-		accepts []string
-		call    func(lock.Option) error
-	}{
-		{"NewSession", []string{"WithTTL", "WithOwner", "WithLogger", "WithPrefix", "WithSafetyMargin", "WithRenewInterval", "WithClock", "WithCleanupTimeout", "WithRenewHook"},
-			func(o lock.Option) error { return lock.ValidateSessionOptions(o) }},
-		{"NewDetached", []string{"WithPrefix", "WithSafetyMargin", "WithClock", "WithCleanupTimeout"},
-			func(o lock.Option) error { _, err := lock.NewDetached(cli, o); return err }},
-		{"Inspect", []string{"WithPrefix"},
-			func(o lock.Option) error { _, err := lock.Inspect(ctx, cli, "n", o); return err }},
-		{"List", []string{"WithPrefix"},
-			func(o lock.Option) error { _, err := lock.List(ctx, cli, "", o); return err }},
-		{"Follow", []string{"WithPrefix"},
-			func(o lock.Option) error {
-				return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, o)
-			}},
-		{"ValidateReadOptions", []string{"WithPrefix"},
-			func(o lock.Option) error { return lock.ValidateReadOptions(o) }},
-		{"Break", []string{"WithPrefix", "WithCleanupTimeout"},
-			func(o lock.Option) error {
-				_, err := lock.Break(ctx, cli, "n", fencing.Token(1), o)
-				if errors.Is(err, lock.ErrNotHeld) {
-					return nil // the option was taken; nothing to break
-				}
-				return err
-			}},
+	docs := constructorDocs(t)
+	for name := range docs {
+		if _, ok := made[name]; !ok {
+			t.Errorf("%s is missing from the table", name)
+		}
 	}
-	for _, e := range entries {
-		t.Run(e.name, func(t *testing.T) {
-			accepted := map[string]bool{}
-			for _, n := range e.accepts {
-				accepted[n] = true
+	for name, o := range made {
+		t.Run(name, func(t *testing.T) {
+			doc, ok := docs[name]
+			if !ok {
+				t.Fatalf("no function %s with a doc comment in the package", name)
 			}
-			for name, o := range all {
-				err := e.call(o)
-				switch {
-				case accepted[name] && err != nil:
-					t.Errorf("%s(%s) = %v, want it accepted", e.name, name, err)
-				case !accepted[name] && !errors.Is(err, lock.ErrInvalidOption):
-					t.Errorf("%s(%s) = %v, want ErrInvalidOption", e.name, name, err)
+			named := 0
+			for iname, it := range optionInterfaces {
+				want := regexp.MustCompile(`\b` + iname + `\b`).MatchString(doc)
+				if want {
+					named++
+				}
+				if got := reflect.TypeOf(o).Implements(it); got != want {
+					t.Errorf("%s's %T implements %s: %v, its doc says %v", name, o, iname, got, want)
 				}
 			}
-			if err := e.call(nil); !errors.Is(err, lock.ErrInvalidOption) {
-				t.Errorf("%s(nil option) = %v, want ErrInvalidOption", e.name, err)
+			if named == 0 {
+				t.Errorf("%s's doc names no option interface", name)
 			}
 		})
+	}
+}
+
+// constructorDocs returns the doc comment of every exported function of
+// the package whose name starts with "With", by name.
+func constructorDocs(t *testing.T) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "With") && fd.Doc != nil {
+				docs[fd.Name.Name] = fd.Doc.Text()
+			}
+		}
+	}
+	return docs
+}
+
+// Every entry point rejects a nil option with ErrInvalidOption before it
+// contacts etcd, as it rejects a value out of range.
+func TestNilOptionIsRejected(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	for name, call := range map[string]func() error{
+		"NewSession":             func() error { _, err := lock.NewSession(ctx, cli, nil); return err },
+		"ValidateSessionOptions": func() error { return lock.ValidateSessionOptions(nil) },
+		"NewDetached":            func() error { _, err := lock.NewDetached(cli, nil); return err },
+		"Inspect":                func() error { _, err := lock.Inspect(ctx, cli, "n", nil); return err },
+		"List":                   func() error { _, err := lock.List(ctx, cli, "", nil); return err },
+		"Follow": func() error {
+			return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, nil)
+		},
+		"ValidateReadOptions":    func() error { return lock.ValidateReadOptions(nil) },
+		"Break":                  func() error { _, err := lock.Break(ctx, cli, "n", fencing.Token(1), nil); return err },
+		"Acquire":                func() error { _, err := s.Acquire(ctx, "n", nil); return err },
+		"TryAcquire":             func() error { _, err := s.TryAcquire(ctx, "n", nil); return err },
+		"AcquireAll":             func() error { _, err := s.AcquireAll(ctx, []string{"n"}, nil); return err },
+		"ValidateAcquireOptions": func() error { return lock.ValidateAcquireOptions(nil) },
+	} {
+		if err := call(); !errors.Is(err, lock.ErrInvalidOption) {
+			t.Errorf("%s(nil option) = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// ValidateAcquireOptions returns what Acquire returns for the same options
+// on a session without defaults: values out of range and options that
+// cannot be combined fail, the rest pass.
+func TestValidateAcquireOptions(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		opts []lock.AcquireOption
+		ok   bool
+	}{
+		"none":                       {nil, true},
+		"limit":                      {[]lock.AcquireOption{lock.WithLimit(lock.MaxLimit)}, true},
+		"limit 0":                    {[]lock.AcquireOption{lock.WithLimit(0)}, false},
+		"limit above MaxLimit":       {[]lock.AcquireOption{lock.WithLimit(lock.MaxLimit + 1)}, false},
+		"shared":                     {[]lock.AcquireOption{lock.WithShared()}, true},
+		"lock-delay":                 {[]lock.AcquireOption{lock.WithLockDelay(lock.MaxLockDelay)}, true},
+		"negative lock-delay":        {[]lock.AcquireOption{lock.WithLockDelay(-time.Second)}, false},
+		"lock-delay above max":       {[]lock.AcquireOption{lock.WithLockDelay(lock.MaxLockDelay + time.Second)}, false},
+		"limit and shared":           {[]lock.AcquireOption{lock.WithLimit(2), lock.WithShared()}, false},
+		"limit 1 and shared":         {[]lock.AcquireOption{lock.WithLimit(1), lock.WithShared()}, true},
+		"lock-delay and limit":       {[]lock.AcquireOption{lock.WithLockDelay(time.Second), lock.WithLimit(2)}, false},
+		"lock-delay and shared":      {[]lock.AcquireOption{lock.WithShared(), lock.WithLockDelay(time.Second)}, false},
+		"lock-delay 0 and shared":    {[]lock.AcquireOption{lock.WithLockDelay(0), lock.WithShared()}, true},
+		"later lock-delay turns off": {[]lock.AcquireOption{lock.WithLockDelay(time.Second), lock.WithLimit(2), lock.WithLockDelay(0)}, true},
+	} {
+		err := lock.ValidateAcquireOptions(tc.opts...)
+		if tc.ok && err != nil {
+			t.Errorf("%s: ValidateAcquireOptions = %v, want nil", name, err)
+		}
+		if !tc.ok && !errors.Is(err, lock.ErrInvalidOption) {
+			t.Errorf("%s: ValidateAcquireOptions = %v, want ErrInvalidOption", name, err)
+		}
+	}
+}
+
+// Of two options that set the same thing, the later one sets it.
+func TestLaterOptionWins(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, client(t), lock.WithOwner("first"), lock.WithOwner("second"))
+	if got := s.Owner(); got != "second" {
+		t.Errorf("Owner = %q, want the later WithOwner's %q", got, "second")
 	}
 }
 
@@ -109,29 +207,13 @@ func TestNilClientIsRejected(t *testing.T) {
 // included: NewSession rejects it before etcd is contacted.
 func TestSessionMarginBelowTTL(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string][]lock.Option{
+	for name, opts := range map[string][]lock.SessionOption{
 		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
 		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
 		"margin above a TTL given after": {lock.WithSafetyMargin(3 * time.Second), lock.WithTTL(2 * time.Second)},
 	} {
 		if err := lock.ValidateSessionOptions(opts...); !errors.Is(err, lock.ErrInvalidOption) {
 			t.Errorf("%s: ValidateSessionOptions = %v, want ErrInvalidOption", name, err)
-		}
-	}
-}
-
-// OptionName names the function that made an option, whatever its value,
-// so that two sources of options can be checked for overlap.
-func TestOptionName(t *testing.T) {
-	t.Parallel()
-	for want, o := range map[string]lock.Option{
-		"WithTTL":       lock.WithTTL(time.Hour),
-		"WithPrefix":    lock.WithPrefix("no-slash"), // out of range
-		"WithRenewHook": lock.WithRenewHook(nil),
-		"":              nil,
-	} {
-		if got := lock.OptionName(o); got != want {
-			t.Errorf("OptionName = %q, want %q", got, want)
 		}
 	}
 }

@@ -28,13 +28,19 @@ import (
 // the name; it reads the queue first and writes only if the queue has not
 // changed since, so it costs two round trips (and more under churn).
 //
-// For Acquire and TryAcquire.
-func WithShared() Option {
-	return option{"WithShared", atAcquire, func(c *config) error {
-		c.acquire.shared = true
-		return nil
-	}}
+// An AcquireOption, for Acquire and TryAcquire (AcquireAll rejects it).
+func WithShared() SharedOption { return SharedOption{} }
+
+// SharedOption is what WithShared returns: an AcquireOption. Its zero
+// value is WithShared().
+type SharedOption struct{}
+
+func (SharedOption) set(c *config) error {
+	c.acquire.shared = true
+	return nil
 }
+
+func (SharedOption) acquireOption() {}
 
 // Shared reports whether l is a reader of a read-write lock (WithShared).
 func (l *Lock) Shared() bool { return l.opts.shared }

@@ -55,16 +55,22 @@ const MaxLimit = 1 << 16
 // failed Release is replaced by the session's next acquisition of the
 // name, as for a lock, and goes away with the lease in any case.
 //
-// For Acquire and TryAcquire. n must be between 1 and MaxLimit.
-func WithLimit(n int) Option {
-	return option{"WithLimit", atAcquire, func(c *config) error {
-		if n < 1 || n > MaxLimit {
-			return invalid("limit %d out of range [1, %d]", n, MaxLimit)
-		}
-		c.acquire.limit = n
-		return nil
-	}}
+// An AcquireOption, for Acquire and TryAcquire (AcquireAll rejects a
+// limit above 1). n must be between 1 and MaxLimit.
+func WithLimit(n int) LimitOption { return LimitOption{n} }
+
+// LimitOption is what WithLimit returns: an AcquireOption.
+type LimitOption struct{ n int }
+
+func (o LimitOption) set(c *config) error {
+	if o.n < 1 || o.n > MaxLimit {
+		return invalid("limit %d out of range [1, %d]", o.n, MaxLimit)
+	}
+	c.acquire.limit = o.n
+	return nil
 }
+
+func (LimitOption) acquireOption() {}
 
 // Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
 // -1 for a lock acquired without a limit above 1.

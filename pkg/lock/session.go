@@ -175,11 +175,11 @@ func (s *Session) sweepStrays() {
 
 // NewSession grants a lease and starts renewing it. ctx bounds only the
 // grant. The client must outlive the session.
-func NewSession(ctx context.Context, client *clientv3.Client, opts ...Option) (*Session, error) {
+func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
 	}
-	cfg, err := newConfig(atSession, opts)
+	cfg, err := newSessionConfig(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func TestRenewalKeepsSessionAlive(t *testing.T) {
 func TestSessionOptionsValidated(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	for name, opt := range map[string]lock.Option{
+	for name, opt := range map[string]lock.SessionOption{
 		"ttl below 1s":     lock.WithTTL(500 * time.Millisecond),
 		"empty owner":      lock.WithOwner(""),
 		"nil logger":       lock.WithLogger(nil),

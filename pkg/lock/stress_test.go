@@ -248,7 +248,7 @@ func TestStressRWRandom(t *testing.T) {
 			defer wg.Done()
 			for range iters {
 				shared := rng.Intn(3) != 0
-				var opts []lock.Option
+				var opts []lock.AcquireOption
 				if shared {
 					opts = append(opts, lock.WithShared())
 				}

@@ -17,7 +17,7 @@ import (
 // existing key (a leftover of this session's earlier acquisition of name is
 // removed and, if the name is then free, replaced by a fresh key), and it
 // returns ErrAlreadyClaimed while the session already claims name.
-func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lock, error) {
+func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
 	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
 		return nil, err

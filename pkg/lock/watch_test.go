@@ -133,11 +133,11 @@ func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []struct {
 		name           string
-		holder, waiter []lock.Option
+		holder, waiter []lock.AcquireOption
 	}{
 		{"exclusive", nil, nil},
-		{"reader", nil, []lock.Option{lock.WithShared()}},
-		{"semaphore", []lock.Option{lock.WithLimit(1)}, []lock.Option{lock.WithLimit(1)}},
+		{"reader", nil, []lock.AcquireOption{lock.WithShared()}},
+		{"semaphore", []lock.AcquireOption{lock.WithLimit(1)}, []lock.AcquireOption{lock.WithLimit(1)}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()

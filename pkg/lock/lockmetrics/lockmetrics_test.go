@@ -79,7 +79,7 @@ func TestRecorderFollowsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	opts := []lock.Option{lock.WithPrefix("/lockmetrics/"), lock.WithTTL(3 * time.Second), lock.WithRenewInterval(100 * time.Millisecond), lock.WithMetrics(m)}
+	opts := []lock.SessionOption{lock.WithPrefix("/lockmetrics/"), lock.WithTTL(3 * time.Second), lock.WithRenewInterval(100 * time.Millisecond), lock.WithMetrics(m)}
 	a, err := lock.NewSession(ctx, cli, opts...)
 	if err != nil {
 		t.Fatal(err)
