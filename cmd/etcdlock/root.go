@@ -195,8 +195,9 @@ func (g *globalOptions) setup() error {
 		return usageErr("--log-level %q: %v", g.logLevel, err)
 	}
 	g.logger = lg
-	if !strings.HasSuffix(g.prefix, "/") {
-		return usageErr("--prefix %q must end in '/'", g.prefix)
+	// The library's check of the prefix every command passes it.
+	if err := lock.ValidateReadOptions(lock.WithPrefix(g.prefix)); err != nil {
+		return usageErr("--prefix: %w", err)
 	}
 	if g.conflictCode < 0 || g.conflictCode > 255 {
 		return usageErr("--conflict-exit-code %d: must be between 1 and 255", g.conflictCode)

@@ -153,7 +153,8 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 	return cmd
 }
 
-// acquireOptions are the lock options of run's --limit and --shared.
+// acquireOptions are the lock options of run's --limit, --shared and
+// --lock-delay.
 func (o *runOptions) acquireOptions() []lock.AcquireOption {
 	var opts []lock.AcquireOption
 	if o.limit > 1 {
@@ -175,17 +176,18 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	if o.timeout < 0 || o.killGrace < 0 || o.runTimeout < 0 {
 		return 0, usageErr("--timeout, --run-timeout and --kill-grace must not be negative")
 	}
-	if o.limit < 1 || o.limit > lock.MaxLimit {
-		return 0, usageErr("--limit %d: must be between 1 and %d", o.limit, lock.MaxLimit)
+	// The library's checks, before anything starts: each flag's range,
+	// then what cannot be combined.
+	for _, f := range []struct {
+		flag string
+		opt  lock.AcquireOption
+	}{{"--limit", lock.WithLimit(o.limit)}, {"--lock-delay", lock.WithLockDelay(o.lockDelay)}} {
+		if err := lock.ValidateAcquireOptions(f.opt); err != nil {
+			return 0, usageErr("%s: %w", f.flag, err)
+		}
 	}
-	if o.shared && o.limit > 1 {
-		return 0, usageErr("--shared and --limit cannot be combined")
-	}
-	if o.lockDelay < 0 || o.lockDelay > lock.MaxLockDelay {
-		return 0, usageErr("--lock-delay %v: must be between 0 and %v", o.lockDelay, lock.MaxLockDelay)
-	}
-	if o.lockDelay > 0 && (o.shared || o.limit > 1) {
-		return 0, usageErr("--lock-delay applies to a plain lock, not with --limit or --shared")
+	if err := lock.ValidateAcquireOptions(o.acquireOptions()...); err != nil {
+		return 0, usageErr("--limit, --shared and --lock-delay: %w", err)
 	}
 	return parseSignal(o.killSignal)
 }

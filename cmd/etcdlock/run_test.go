@@ -93,3 +93,28 @@ func TestRunNamesArgs(t *testing.T) {
 		t.Errorf("elect a b -- true: %v, want a usage error", err)
 	}
 }
+
+// run's lock flags are checked by the library's option checks before
+// anything starts: a value out of range or two flags that cannot be
+// combined are a usage error (64) naming the flag, with no etcd to reach.
+func TestRunLockFlagsAreChecked(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--limit", "0"}, "--limit"},
+		{[]string{"--limit", "65537"}, "--limit"},
+		{[]string{"--lock-delay", "-1s"}, "--lock-delay"},
+		{[]string{"--lock-delay", "2h"}, "--lock-delay"},
+		{[]string{"--limit", "2", "--shared"}, "cannot be combined"},
+		{[]string{"--lock-delay", "1s", "--shared"}, "plain locks"},
+		{[]string{"--prefix", "/no-slash"}, "--prefix"},
+	} {
+		args := append(append([]string{"--endpoints", "127.0.0.1:1", "run"}, tt.args...), "a", "--", "true")
+		var stdout, stderr strings.Builder
+		code := Main(args, strings.NewReader(""), &stdout, &stderr)
+		if code != exitcode.Usage || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("etcdlock %s: exit %d (%s), want %d mentioning %q", strings.Join(args, " "), code, strings.TrimSpace(stderr.String()), exitcode.Usage, tt.want)
+		}
+	}
+}
