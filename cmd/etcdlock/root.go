@@ -135,6 +135,13 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
+				// A completion parses the command line it completes
+				// itself, after this: the environment applied now, before
+				// its --endpoints, would be added to the flag's (a slice
+				// flag appends). completeNames applies it.
+				return nil
+			}
 			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
