@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -231,13 +233,8 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		if (g.cert == "") != (g.key == "") {
 			return nil, withCode(exitcode.Config, errors.New("--cert and --key must be given together"))
 		}
-		for _, f := range []string{g.cacert, g.cert, g.key} {
-			if f == "" {
-				continue
-			}
-			if _, err := os.Stat(f); err != nil {
-				return nil, withCode(exitcode.Config, fmt.Errorf("TLS file: %w", err))
-			}
+		if err := g.checkTLSFiles(); err != nil {
+			return nil, withCode(exitcode.Config, fmt.Errorf("TLS configuration: %w", err))
 		}
 		info := transport.TLSInfo{CertFile: g.cert, KeyFile: g.key, TrustedCAFile: g.cacert, InsecureSkipVerify: g.insecureTLS}
 		tlsCfg, err := info.ClientConfig()
@@ -248,6 +245,42 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
+}
+
+// checkTLSFiles reads the TLS files given, so that one that cannot serve
+// fails at once and names its flag: etcd's TLS configuration takes a
+// --cacert without a PEM certificate for an empty CA pool, and every
+// handshake then fails until the request's deadline.
+func (g *globalOptions) checkTLSFiles() error {
+	if g.cacert != "" {
+		b, err := os.ReadFile(g.cacert)
+		if err != nil {
+			return fmt.Errorf("--cacert: %w", err)
+		}
+		n := 0
+		for rest := b; ; {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			if block.Type != "CERTIFICATE" {
+				continue
+			}
+			if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				return fmt.Errorf("--cacert %s: %w", g.cacert, err)
+			}
+			n++
+		}
+		if n == 0 {
+			return fmt.Errorf("--cacert %s is not a PEM certificate (no -----BEGIN CERTIFICATE----- block)", g.cacert)
+		}
+	}
+	if g.cert != "" {
+		if _, err := tls.LoadX509KeyPair(g.cert, g.key); err != nil {
+			return fmt.Errorf("--cert %s and --key %s: %w", g.cert, g.key, err)
+		}
+	}
+	return nil
 }
 
 // request connects to etcd and calls fn with the client and a context
