@@ -177,7 +177,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
 	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
 	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
-	f.BoolVarP(&g.quiet, "quiet", "q", false, "no progress notes on stderr, and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors are still printed")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no notes on stderr, etcdlock's nor its guardian's (waits, stops of the command, leftovers stopped), and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors that end etcdlock are still printed")
 	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
 
 	root.AddCommand(
