@@ -60,6 +60,7 @@ type globalOptions struct {
 	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
+	probes         probes // of the endpoints, started by a slow request (see diagnose)
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
@@ -89,6 +90,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
+	defer g.probes.wait() // a probe started by a request that then succeeded ends with it
 	if err == nil {
 		return exitcode.OK, 0, false
 	}
@@ -162,7 +164,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f := root.PersistentFlags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
-	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request, a clean-up after a failed one included; an etcd that does not answer fails the call once it has passed, with the reason found meanwhile (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
 	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
 	// Hidden rather than marked deprecated: pflag would print its notice
 	// on stdout, into the output scripts eval or parse; the note above
@@ -299,7 +301,7 @@ func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context
 // detached is request with a lock.Detached for the script commands.
 func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *lock.Detached) error) error {
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix))
+		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout))
 		if err != nil {
 			return err
 		}
@@ -307,7 +309,17 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 	})
 }
 
-// requestCtx bounds one etcd request by --request-timeout.
+// requestCtx bounds one etcd request by --request-timeout. A request not
+// done at half of it starts the probe of the endpoints, within the same
+// deadline, which diagnose reads if the request fails (see diagnose).
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, g.requestTimeout)
+	t := time.AfterFunc(g.requestTimeout/2, func() { g.probes.start(rctx, g) })
+	return rctx, func() {
+		timedOut := errors.Is(rctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if !t.Stop() {
+			g.probes.ended(rctx, timedOut)
+		}
+	}
 }

@@ -193,7 +193,7 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 
 // runLocked is run and elect: acquire names (one, or an AcquireAll set),
 // supervise the command, release.
-func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) error {
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) (rerr error) {
 	killSig, err := o.validate()
 	if err != nil {
 		return err
@@ -224,7 +224,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
+	opts := []lock.Option{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
+		lock.WithCleanupTimeout(g.requestTimeout)}
 	if o.owner != "" {
 		opts = append(opts, lock.WithOwner(o.owner))
 	}
@@ -236,7 +237,14 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	closed := false
 	defer func() {
-		if !closed {
+		switch {
+		case closed:
+		case isUnavailable(rerr):
+			// etcd did not answer: a revoke would wait its own
+			// --request-timeout for an answer that does not come. The
+			// lease, and any key it holds, expires within --ttl.
+			s.Abandon()
+		default:
 			cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 			defer cancel()
 			_ = s.Close(cctx)

@@ -41,7 +41,7 @@ var Table = []Row{
 	{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
 	{fmt.Sprint(Error), "other failure"},
 	{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
-	{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`, with the reason found by dialing it (connection refused, unknown host), or no answer in time"},
+	{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`, with the reason found by dialing it while the request waits (connection refused, unknown host, accepts connections but does not answer), or no answer in time"},
 	{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
 	{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
 	{fmt.Sprint(Mismatch), "`run --limit N` or `--shared` disagrees with how the name's holders and waiters use it (another limit, a semaphore against a plain lock or a read-write lock, or the other way round); not changed by `-E`"},
