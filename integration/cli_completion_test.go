@@ -26,8 +26,9 @@ func completion(t *testing.T, ep string, env []string, args ...string) (words []
 }
 
 // Only a NAME position completes lock names: the COMMAND of run and elect
-// completes as a shell command (files: cobra's default directive, 0), the
-// other commands' further arguments complete nothing.
+// and its arguments, flags included, complete as a shell command (files:
+// cobra's default directive, 0), not as etcdlock's flags; the other
+// commands' further arguments complete nothing.
 func TestCLICompletionPositions(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
@@ -53,12 +54,17 @@ func TestCLICompletionPositions(t *testing.T) {
 		{[]string{"run", "--", "nightly", ""}, false, shell},
 		{[]string{"run", "a", "b", "--", ""}, false, shell},
 		{[]string{"run", "nightly", "ls", ""}, false, shell},
+		{[]string{"run", "nightly", "ls", "-"}, false, shell},
+		{[]string{"run", "nightly", "ls", "--"}, false, shell},
+		{[]string{"run", "--ttl", "5", "nightly", "ls", "-l", "-"}, false, shell},
+		{[]string{"--endpoints", ep, "run", "nightly", "ls", "--a"}, false, shell},
+		{[]string{"elect", "nightly", "ls", "-"}, false, shell},
 		{[]string{"elect", "nightly", ""}, false, shell},
 		{[]string{"status", ""}, true, noFile},
 		{[]string{"status", "nightly", ""}, false, noFile},
 	} {
 		words, directive := completion(t, ep, nil, tt.args...)
-		if got := strings.Join(words, " ") == "nightly"; got != tt.names || directive != tt.directive {
+		if got := strings.Join(words, " ") == "nightly"; got != tt.names || !got && len(words) > 0 || directive != tt.directive {
 			t.Errorf("completion of %q: %q %s; want names %v, directive %s", tt.args, words, directive, tt.names, tt.directive)
 		}
 	}

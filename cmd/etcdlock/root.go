@@ -85,7 +85,7 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
-	root.SetArgs(implicitDash(root, args))
+	root.SetArgs(commandLine(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
