@@ -32,7 +32,7 @@ func completion(t *testing.T, ep string, env []string, args ...string) (words []
 func TestCLICompletionPositions(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
-	if r := cli(t, ep, nil, "acquire", "nightly", "--ttl", "60s"); r.code != 0 {
+	if r := cli(t, ep, nil, "acquire", "nightly", "--ttl", "60s", "--owner", "completion"); r.code != 0 {
 		t.Fatalf("acquire: %d %s", r.code, r.stderr)
 	}
 	const (
@@ -77,7 +77,7 @@ func TestCLICompletionEndpointsFlagWins(t *testing.T) {
 	ep := shared.Endpoints()[0]
 	other := etcdtest.Cluster(t).Endpoints()[0]
 	for _, c := range []struct{ ep, name string }{{ep, "right"}, {other, "wrong"}} {
-		if r := cli(t, c.ep, nil, "acquire", c.name, "--ttl", "60s"); r.code != 0 {
+		if r := cli(t, c.ep, nil, "acquire", c.name, "--ttl", "60s", "--owner", "completion"); r.code != 0 {
 			t.Fatalf("acquire %s: %d %s", c.name, r.code, r.stderr)
 		}
 	}
