@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +25,7 @@ type memberProc struct {
 	err      error         // cmd.Wait's result, set before exited is closed
 }
 
-// runCluster starts o.members member processes — this program again, each
+// runCluster starts o.Members member processes — this program again, each
 // serving one member with the production defaults (fsync on, 100 ms
 // heartbeat, 1 s election timeout) — and serves until ctx ends, then stops
 // them. Its first stdout line lists the client URLs, comma-separated,
@@ -35,14 +34,11 @@ type memberProc struct {
 // failover can be tried by killing one (the cluster serves while a majority
 // runs).
 func runCluster(ctx context.Context, o *options) error {
-	if o.listen != defaultListen {
-		return errors.New("--listen applies to a single member; with --members every member gets a free port")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find this program to start the members: %w", err)
 	}
-	base := o.dataDir
+	base := o.DataDir
 	if base == "" {
 		if base, err = os.MkdirTemp("", "etcdlock-dev-"); err != nil {
 			return err
@@ -53,9 +49,9 @@ func runCluster(ctx context.Context, o *options) error {
 	_, _ = rand.Read(tok)
 	token := "etcdlock-dev-" + hex.EncodeToString(tok)
 
-	procs := make([]*memberProc, o.members)
+	procs := make([]*memberProc, o.Members)
 	var initial []string
-	clients := make([]string, o.members)
+	clients := make([]string, o.Members)
 	for i := range procs {
 		// Ports free now; a member that loses its port to someone else
 		// fails to start and the whole cluster is reported failed.
@@ -73,7 +69,7 @@ func runCluster(ctx context.Context, o *options) error {
 	ready := make(chan error, len(procs))
 	for i, p := range procs {
 		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(initial, ","),
-			"--cluster-token", token, "--listen", clients[i], "--data-dir", base, "--log-level", o.logLevel)
+			"--cluster-token", token, "--listen", clients[i], "--data-dir", base, "--log-level", o.LogLevel)
 		dieWithParent(p.cmd)
 		p.cmd.Stderr = os.Stderr
 		out, err := p.cmd.StdoutPipe()

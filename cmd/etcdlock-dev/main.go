@@ -14,21 +14,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/cmd/internal/devflags"
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/logging"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 )
 
 type options struct {
-	dataDir  string
-	listen   string
-	logLevel string
-	members  int
+	devflags.Options
 	// One member of a cluster that --members starts (hidden flags).
 	memberName, initialCluster, clusterToken string
 }
-
-const defaultListen = "127.0.0.1:2379"
 
 func main() {
 	o := &options{}
@@ -47,10 +43,24 @@ heartbeat, 1 s election timeout). The first line printed lists the client
 URLs, comma-separated; then one line per member: name, pid, client URL.
 Kill a member's pid to try failover: the others serve on while a majority
 runs; the member is not restarted.`,
-		Args:          cobra.NoArgs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.NoArgs(cmd, args); err != nil {
+				code = exitcode.Usage
+				return err
+			}
+			return nil
+		},
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Check(cmd.Flags()); err != nil {
+				code = exitcode.Usage
+				return err
+			}
+			if o.Members > 1 && o.memberName != "" {
+				code = exitcode.Usage
+				return errors.New("--members and --member-name exclude each other")
+			}
 			err := run(cmd.Context(), o)
 			if err != nil {
 				code = exitcode.Config
@@ -59,10 +69,7 @@ runs; the member is not restarted.`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { code = exitcode.Usage; return err })
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "keep etcd's data here (default: a temporary directory)")
-	cmd.Flags().StringVar(&o.listen, "listen", defaultListen, "client address (loopback only)")
-	cmd.Flags().StringVar(&o.logLevel, "log-level", "error", "etcd's log level on stderr: debug, info, warn, error")
-	cmd.Flags().IntVar(&o.members, "members", 1, "number of member processes (1: this process serves the only member)")
+	o.Bind(cmd.Flags())
 	cmd.Flags().StringVar(&o.memberName, "member-name", "", "serve this member of --initial-cluster (used by --members)")
 	cmd.Flags().StringVar(&o.initialCluster, "initial-cluster", "", "name=peerURL,... (used by --members)")
 	cmd.Flags().StringVar(&o.clusterToken, "cluster-token", "", "initial cluster token (used by --members)")
@@ -81,30 +88,26 @@ runs; the member is not restarted.`,
 func run(ctx context.Context, o *options) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	lg, err := logging.New(o.logLevel, os.Stderr)
+	lg, err := logging.New(o.LogLevel, os.Stderr)
 	if err != nil {
-		return fmt.Errorf("--log-level %q: %w", o.logLevel, err)
+		return fmt.Errorf("--log-level %q: %w", o.LogLevel, err)
 	}
 	switch {
-	case o.members < 1:
-		return fmt.Errorf("--members %d: must be at least 1", o.members)
-	case o.members > 1 && o.memberName != "":
-		return errors.New("--members and --member-name exclude each other")
-	case o.members > 1:
+	case o.Members > 1:
 		return runCluster(ctx, o)
 	}
-	opts := []embedded.Option{embedded.WithClientAddr(o.listen), embedded.WithLogger(lg)}
+	opts := []embedded.Option{embedded.WithClientAddr(o.Listen), embedded.WithLogger(lg)}
 	if o.memberName != "" {
-		if o.dataDir == "" {
+		if o.DataDir == "" {
 			return errors.New("--member-name needs --data-dir")
 		}
 		opts = append(opts, embedded.WithMemberOf(o.memberName, o.initialCluster, o.clusterToken))
 	}
-	if o.dataDir != "" {
-		if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+	if o.DataDir != "" {
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
 		}
-		opts = append(opts, embedded.WithDir(o.dataDir))
+		opts = append(opts, embedded.WithDir(o.DataDir))
 	}
 	c, err := embedded.Start(ctx, opts...)
 	if err != nil {

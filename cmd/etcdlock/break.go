@@ -40,7 +40,7 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 		return err
 	}
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		h, err := lock.Break(ctx, cli, name, tok, lock.WithPrefix(g.prefix))
+		h, err := lock.Break(ctx, cli, name, tok, lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout))
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,21 @@ import (
 // flags are parsed, so that COMMAND's own flags (ls -l) are not taken for
 // etcdlock's.
 
+// commandLine is args as the commands parse them: with implicitDash, also
+// in a shell completion request (__complete WORD... TOCOMPLETE), whose
+// words up to the one being completed are read as the command line would
+// be, so that COMMAND's arguments, its flags too, complete as a shell
+// command's and not as etcdlock's flags.
+func commandLine(root *cobra.Command, args []string) []string {
+	i := slices.IndexFunc(args, func(a string) bool { return a == cobra.ShellCompRequestCmd || a == cobra.ShellCompNoDescRequestCmd })
+	if i < 0 || i == len(args)-1 {
+		return implicitDash(root, args)
+	}
+	// Flags before the request are the completed command line's too.
+	words, last := slices.Concat(args[:i], args[i+1:len(args)-1]), args[len(args)-1]
+	return slices.Concat(args[i:i+1], implicitDash(root, words), []string{last})
+}
+
 // implicitDash returns args with "--" inserted before the command of a
 // run or elect without "--"; args as they are otherwise.
 func implicitDash(root *cobra.Command, args []string) []string {

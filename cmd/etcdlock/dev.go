@@ -6,8 +6,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/devflags"
 )
 
 // devBinary is the separate program that `etcdlock dev` runs: keeping the
@@ -16,7 +20,7 @@ import (
 const devBinary = "etcdlock-dev"
 
 func newDevCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "dev [--data-dir D] [--listen 127.0.0.1:2379 | --members N]",
 		Short: "Run an etcd for local development: one member, or a cluster of member processes",
 		Long: `Start a real etcd server (embedded, single member) listening on --listen, print
@@ -27,8 +31,9 @@ accepted. With --members N, start N member processes forming one cluster
 line per member with its pid: kill one to try failover.
 
 This runs the etcdlock-dev program, found next to etcdlock or on PATH
-(go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest); its flags
-are --data-dir, --listen, --members and --log-level.`,
+(go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest), with the
+flags below; etcdlock's global flags do not apply, and dev's flags are read
+from the command line only.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Flags are etcdlock-dev's: --help too, which would print
@@ -40,6 +45,12 @@ are --data-dir, --listen, --members and --log-level.`,
 			return runDev(args)
 		},
 	}
+	// The flags are etcdlock-dev's, defined here for the help and the
+	// manual: they reach etcdlock-dev as they were given.
+	(&devflags.Options{}).Bind(cmd.Flags())
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { _ = cmd.Flags().SetAnnotation(f.Name, noEnv, []string{"true"}) })
+	cmd.SetUsageTemplate(strings.Replace(cmd.UsageTemplate(), "{{if .HasAvailableInheritedFlags}}", "{{if false}}", 1))
+	return cmd
 }
 
 func findDevBinary() (string, error) {

@@ -19,29 +19,95 @@ import (
 // so an etcd it cannot reach shows only as "context deadline exceeded".
 // diagnose finds the reason by dialing the endpoints itself: a refused
 // connection, an unknown host, a TLS handshake that fails (exit 78), TLS
-// on one side only (exit 78).
+// on one side only (exit 78), an endpoint that accepts connections but
+// does not answer (a frozen etcd).
+//
+// The probe must not add to the time a call takes: a request still
+// unanswered at half its --request-timeout starts it (requestCtx), bounded
+// by the request's own deadline, so that the reason is known when the
+// request fails. Only an error that came before any such wait (etcd
+// refused the request at once) is diagnosed after it, within
+// min(diagnoseTimeout, --request-timeout).
 
 // diagnoseTimeout bounds each probe of an endpoint.
 const diagnoseTimeout = 2 * time.Second
 
-// diagnose returns err, whose exit code is exitcode.Unavailable, with the
-// reason found by probing the endpoints; err as it is if every endpoint
-// answers as configured (etcd itself is slow, or has no leader).
-func (g *globalOptions) diagnose(err error) error {
-	// All at once: an endpoint that drops packets takes the whole
-	// diagnoseTimeout.
-	type result struct {
-		reason   string
-		isConfig bool
+// probes is the probe of the endpoints that a slow request started.
+type probes struct {
+	mu      sync.Mutex      // held while a probe starts or is dropped
+	by      context.Context // the request that started it; nil for none
+	wg      sync.WaitGroup
+	results []probeResult // set before wg is done
+}
+
+// probeResult is one endpoint's: the reason it fails ("" if it answers as
+// configured), and whether the reason is the configuration's.
+type probeResult struct {
+	reason   string
+	isConfig bool
+}
+
+// start probes the endpoints for the request of ctx, within its
+// deadline, unless a probe is under way or kept.
+func (p *probes) start(ctx context.Context, g *globalOptions) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by != nil || ctx.Err() != nil {
+		return
 	}
-	results := make([]result, len(g.endpoints))
+	p.by = ctx
+	p.wg.Go(func() { p.results = g.probeAll(ctx) })
+}
+
+// ended is called when the request of ctx returns: its probe is kept if
+// the request ran into its deadline, for diagnose; dropped if it returned
+// before, its results stale for a later failure.
+func (p *probes) ended(ctx context.Context, timedOut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.by != ctx || timedOut {
+		return
+	}
+	p.wg.Wait() // ctx is canceled: the probe ends at once
+	p.by, p.results = nil, nil
+}
+
+// wait returns the results of a probe kept, nil if there is none.
+func (p *probes) wait() []probeResult {
+	p.mu.Lock()
+	started := p.by != nil
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	p.wg.Wait()
+	return p.results
+}
+
+// probeAll probes every endpoint at once: an endpoint that drops packets
+// takes as long as ctx allows.
+func (g *globalOptions) probeAll(ctx context.Context) []probeResult {
+	results := make([]probeResult, len(g.endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range g.endpoints {
 		wg.Go(func() {
-			results[i].reason, results[i].isConfig = g.probe(ep)
+			results[i].reason, results[i].isConfig = g.probe(ctx, ep)
 		})
 	}
 	wg.Wait()
+	return results
+}
+
+// diagnose returns err, whose exit code is exitcode.Unavailable, with the
+// reason found by probing the endpoints; err as it is if an endpoint
+// answers as configured (etcd itself is slow, or has no leader).
+func (g *globalOptions) diagnose(err error) error {
+	results := g.probes.wait()
+	if results == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), min(diagnoseTimeout, g.requestTimeout))
+		defer cancel()
+		results = g.probeAll(ctx)
+	}
 	var reasons []string
 	config := false
 	for _, r := range results {
@@ -68,9 +134,10 @@ type unreachableError struct {
 func (e *unreachableError) Error() string { return e.reason + " (" + e.err.Error() + ")" }
 func (e *unreachableError) Unwrap() error { return e.err }
 
-// probe dials ep as the client would: the reason it fails ("" if it
-// answers as configured), and whether the reason is the configuration's.
-func (g *globalOptions) probe(ep string) (reason string, isConfig bool) {
+// probe dials ep as the client would, within ctx and diagnoseTimeout: the
+// reason it fails ("" if it answers as configured), and whether the reason
+// is the configuration's.
+func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, isConfig bool) {
 	scheme, addr, ok := strings.Cut(ep, "://")
 	if !ok {
 		scheme, addr = "", ep
@@ -79,14 +146,16 @@ func (g *globalOptions) probe(ep string) (reason string, isConfig bool) {
 	if strings.HasPrefix(scheme, "unix") {
 		network = "unix"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), diagnoseTimeout)
+	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Sprintf("%s: no answer to a connection", ep), false
+		}
 		return fmt.Sprintf("%s: %v", ep, err), false
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(diagnoseTimeout))
 	wantTLS := g.tlsConfig != nil || scheme == "https" || scheme == "unixs"
 	cfg := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
 	if wantTLS && g.tlsConfig != nil {
@@ -99,6 +168,8 @@ func (g *globalOptions) probe(ep string) (reason string, isConfig bool) {
 	herr := tls.Client(conn, cfg).HandshakeContext(ctx)
 	var rec tls.RecordHeaderError
 	switch {
+	case ctx.Err() != nil:
+		return fmt.Sprintf("%s accepts connections but does not answer (etcd frozen or overloaded)", ep), false
 	case wantTLS && (errors.As(herr, &rec) || errors.Is(herr, io.EOF) || errors.Is(herr, syscall.ECONNRESET)):
 		// A plain server answers a ClientHello with a plain reply, or
 		// closes the connection (etcd does).

@@ -95,6 +95,10 @@ func flagTable(w io.Writer, fs *pflag.FlagSet) {
 			def = "`" + def + "`"
 		}
 		usage := strings.ReplaceAll(f.Usage, "|", `\|`)
-		fmt.Fprintf(w, "| `%s` | `%s` | %s | %s |\n", name, envName(f.Name), def, usage)
+		env := "`" + envName(f.Name) + "`"
+		if f.Annotations[noEnv] != nil {
+			env = "—"
+		}
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", name, env, def, usage)
 	})
 }

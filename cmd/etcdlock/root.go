@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -58,6 +60,7 @@ type globalOptions struct {
 	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
+	probes         probes // of the endpoints, started by a slow request (see diagnose)
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
@@ -82,11 +85,12 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
-	root.SetArgs(implicitDash(root, args))
+	root.SetArgs(commandLine(root, args))
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
+	defer g.probes.wait() // a probe started by a request that then succeeded ends with it
 	if err == nil {
 		return exitcode.OK, 0, false
 	}
@@ -135,6 +139,13 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
+				// A completion parses the command line it completes
+				// itself, after this: the environment applied now, before
+				// its --endpoints, would be added to the flag's (a slice
+				// flag appends). completeNames applies it.
+				return nil
+			}
 			if err := applyEnv(cmd, args); err != nil {
 				return err
 			}
@@ -153,7 +164,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f := root.PersistentFlags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
-	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request, a clean-up after a failed one included; an etcd that does not answer fails the call once it has passed, with the reason found meanwhile (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
 	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
 	// Hidden rather than marked deprecated: pflag would print its notice
 	// on stdout, into the output scripts eval or parse; the note above
@@ -168,7 +179,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
 	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
 	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
-	f.BoolVarP(&g.quiet, "quiet", "q", false, "no progress notes on stderr, and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors are still printed")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no notes on stderr, etcdlock's nor its guardian's (waits, stops of the command, leftovers stopped), and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors that end etcdlock are still printed")
 	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
 
 	root.AddCommand(
@@ -225,13 +236,8 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		if (g.cert == "") != (g.key == "") {
 			return nil, withCode(exitcode.Config, errors.New("--cert and --key must be given together"))
 		}
-		for _, f := range []string{g.cacert, g.cert, g.key} {
-			if f == "" {
-				continue
-			}
-			if _, err := os.Stat(f); err != nil {
-				return nil, withCode(exitcode.Config, fmt.Errorf("TLS file: %w", err))
-			}
+		if err := g.checkTLSFiles(); err != nil {
+			return nil, withCode(exitcode.Config, fmt.Errorf("TLS configuration: %w", err))
 		}
 		info := transport.TLSInfo{CertFile: g.cert, KeyFile: g.key, TrustedCAFile: g.cacert, InsecureSkipVerify: g.insecureTLS}
 		tlsCfg, err := info.ClientConfig()
@@ -242,6 +248,42 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
+}
+
+// checkTLSFiles reads the TLS files given, so that one that cannot serve
+// fails at once and names its flag: etcd's TLS configuration takes a
+// --cacert without a PEM certificate for an empty CA pool, and every
+// handshake then fails until the request's deadline.
+func (g *globalOptions) checkTLSFiles() error {
+	if g.cacert != "" {
+		b, err := os.ReadFile(g.cacert)
+		if err != nil {
+			return fmt.Errorf("--cacert: %w", err)
+		}
+		n := 0
+		for rest := b; ; {
+			var block *pem.Block
+			if block, rest = pem.Decode(rest); block == nil {
+				break
+			}
+			if block.Type != "CERTIFICATE" {
+				continue
+			}
+			if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+				return fmt.Errorf("--cacert %s: %w", g.cacert, err)
+			}
+			n++
+		}
+		if n == 0 {
+			return fmt.Errorf("--cacert %s is not a PEM certificate (no -----BEGIN CERTIFICATE----- block)", g.cacert)
+		}
+	}
+	if g.cert != "" {
+		if _, err := tls.LoadX509KeyPair(g.cert, g.key); err != nil {
+			return fmt.Errorf("--cert %s and --key %s: %w", g.cert, g.key, err)
+		}
+	}
+	return nil
 }
 
 // request connects to etcd and calls fn with the client and a context
@@ -260,7 +302,7 @@ func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context
 // detached is request with a lock.Detached for the script commands.
 func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *lock.Detached) error) error {
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix))
+		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout))
 		if err != nil {
 			return err
 		}
@@ -268,7 +310,17 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 	})
 }
 
-// requestCtx bounds one etcd request by --request-timeout.
+// requestCtx bounds one etcd request by --request-timeout. A request not
+// done at half of it starts the probe of the endpoints, within the same
+// deadline, which diagnose reads if the request fails (see diagnose).
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.requestTimeout)
+	rctx, cancel := context.WithTimeout(ctx, g.requestTimeout)
+	t := time.AfterFunc(g.requestTimeout/2, func() { g.probes.start(rctx, g) })
+	return rctx, func() {
+		timedOut := errors.Is(rctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if !t.Stop() {
+			g.probes.ended(rctx, timedOut)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
@@ -194,7 +195,7 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 
 // runLocked is run and elect: acquire names (one, or an AcquireAll set),
 // supervise the command, release.
-func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) error {
+func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) (rerr error) {
 	killSig, err := o.validate()
 	if err != nil {
 		return err
@@ -225,7 +226,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl)}
+	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
+		lock.WithCleanupTimeout(g.requestTimeout)}
 	if o.owner != "" {
 		opts = append(opts, lock.WithOwner(o.owner))
 	}
@@ -237,7 +239,14 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	closed := false
 	defer func() {
-		if !closed {
+		switch {
+		case closed:
+		case isUnavailable(rerr):
+			// etcd did not answer: a revoke would wait its own
+			// --request-timeout for an answer that does not come. The
+			// lease, and any key it holds, expires within --ttl.
+			s.Abandon()
+		default:
 			cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 			defer cancel()
 			_ = s.Close(cctx)
@@ -253,6 +262,9 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	if err != nil {
 		return err
 	}
+	if err := heldThroughout(ctx, g, s, l); err != nil {
+		return err
+	}
 	// Closing the session releases the lock: revoking the lease deletes
 	// the key, and only this lease's key, in one write (a Release first
 	// would be a second).
@@ -264,6 +276,34 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	if code != 0 {
 		return &exitErr{code: code, signal: sig}
+	}
+	return nil
+}
+
+// heldThroughout returns an error wrapping lock.ErrLost if l's keys are
+// gone once its command has exited. The session learns of a deleted key
+// (a break) or a revoked lease from its watch, which may tell it only after
+// the command, which may itself have broken the lock, has exited. A key
+// never comes back with the same create revision: found now, it was there
+// all the while the command ran. A key gone now may have gone just after
+// the command exited: the loss is reported all the same. If etcd cannot
+// say, a note says so and the command's own status stands.
+func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *lock.Lock) error {
+	keys := l.Keys()
+	keys[0] = l.Key() // a semaphore's slot key, whose create revision is the token
+	cmps := make([]clientv3.Cmp, len(keys))
+	for i, k := range keys {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", int64(l.Token()))
+	}
+	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	resp, err := s.Client().Txn(rctx).If(cmps...).Commit()
+	switch {
+	case err != nil:
+		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(l.Names()), err)
+		return nil
+	case !resp.Succeeded:
+		return fmt.Errorf("%s lost while the command ran (its key is gone: broken, or its lease revoked or expired): %w", lockNames(l.Names()), lock.ErrLost)
 	}
 	return nil
 }

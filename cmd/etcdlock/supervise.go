@@ -72,6 +72,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 		KillGrace:  o.killGrace,
 		Foreground: fg,
 		JSONNotes:  g.printer.format == "json",
+		Quiet:      g.quiet,
 		Soft:       soft,
 		Hard:       hard,
 	})

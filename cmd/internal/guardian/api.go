@@ -50,6 +50,11 @@ type Config struct {
 	// JSONNotes makes the guardian write its notes on Stderr as JSON
 	// objects {"note": "..."}, as etcdlock's -w json does.
 	JSONNotes bool
+	// Quiet drops the guardian's notes (its stops, SIGKILL after the
+	// grace, processes it cannot signal), as etcdlock's -q does; what
+	// keeps the command from running (it cannot be started) is still
+	// written.
+	Quiet bool
 	// Soft and Hard are the first deadlines: at Soft the guardian stops the
 	// command unless told a later one; Hard is when SIGKILL must have gone
 	// out. Hard is not before Soft.

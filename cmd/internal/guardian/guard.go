@@ -90,6 +90,7 @@ type guard struct {
 	killGrace  time.Duration
 	foreground bool
 	jsonNotes  bool
+	quiet      bool          // progress notes are dropped
 	jobPgrp    int           // the supervisor's process group, which had the terminal
 	termios    *unix.Termios // the terminal's settings before the command ran
 
@@ -124,6 +125,7 @@ func (g *guard) run(ctrl *os.File) int {
 	g.killGrace = time.Duration(cfg.KillGrace)
 	g.foreground = cfg.Foreground
 	g.jsonNotes = cfg.JSONNotes
+	g.quiet = cfg.Quiet
 	g.soft, g.hard = cfg.Soft, cfg.Hard
 
 	sigs := make(chan os.Signal, 16)
@@ -133,7 +135,7 @@ func (g *guard) run(ctrl *os.File) int {
 	defer signal.Stop(sigs)
 
 	if Limits != "" {
-		g.note("%s", Limits)
+		g.progress("%s", Limits)
 	}
 	if err := becomeSubreaper(); err != nil {
 		g.note("guardian: cannot become a child subreaper: %v", err)
@@ -342,7 +344,7 @@ func (g *guard) stopAllWithin(reason string, grace time.Duration) {
 	if wait < g.killGrace.Round(time.Millisecond) {
 		cut = fmt.Sprintf(" (--kill-grace %v cut short: SIGKILL must go out before etcd could give the lock to someone else)", g.killGrace)
 	}
-	g.note("%s: sent %s to the command and everything it started, SIGKILL in %v%s", reason, signals.Name(g.killSignal), wait, cut)
+	g.progress("%s: sent %s to the command and everything it started, SIGKILL in %v%s", reason, signals.Name(g.killSignal), wait, cut)
 	g.refused(denied)
 }
 
@@ -364,7 +366,7 @@ func (g *guard) enforce() {
 		g.refused(g.signalBelow(syscall.SIGKILL))
 	}
 	if first && !g.cmdDone {
-		g.note("the command was still running after the grace period: sent SIGKILL")
+		g.progress("the command was still running after the grace period: sent SIGKILL")
 	}
 }
 
@@ -388,7 +390,7 @@ func (g *guard) refused(denied []int) {
 		return
 	}
 	g.denied = true
-	g.note("%d %s started by the command cannot be signalled (pid %v): %s changed user id, as setuid programs such as sudo do; waiting for %s to exit",
+	g.progress("%d %s started by the command cannot be signalled (pid %v): %s changed user id, as setuid programs such as sudo do; waiting for %s to exit",
 		len(denied), plural(len(denied), "process", "processes"), denied, plural(len(denied), "it", "they"), plural(len(denied), "it", "them"))
 }
 
@@ -402,6 +404,14 @@ func (g *guard) nextWake() time.Duration {
 		next = min(g.killAt, g.hard)
 	}
 	return max(time.Duration(next-monoNow()), 0)
+}
+
+// progress is note for what etcdlock's -q silences: how the guardian
+// stops the command, not why the command could not run.
+func (g *guard) progress(format string, args ...any) {
+	if !g.quiet {
+		g.note(format, args...)
+	}
 }
 
 // note queues a message for stderr, formatted as etcdlock's printer does.

@@ -79,6 +79,7 @@ type message struct {
 	KillGrace  int64    `json:"kill_grace_ns,omitempty"`
 	Foreground bool     `json:"foreground,omitempty"`
 	JSONNotes  bool     `json:"json_notes,omitempty"`
+	Quiet      bool     `json:"quiet,omitempty"`
 	Soft       int64    `json:"soft_ns,omitempty"` // CLOCK_MONOTONIC
 	Hard       int64    `json:"hard_ns,omitempty"` // CLOCK_MONOTONIC
 	Signal     int      `json:"signal,omitempty"`
@@ -181,6 +182,7 @@ func (g *Guardian) Run(cfg Config) error {
 		KillGrace:  int64(cfg.KillGrace),
 		Foreground: cfg.Foreground,
 		JSONNotes:  cfg.JSONNotes,
+		Quiet:      cfg.Quiet,
 		Soft:       monoOf(cfg.Soft),
 		Hard:       monoOf(cfg.Hard),
 	})
