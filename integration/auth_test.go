@@ -17,6 +17,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
@@ -34,6 +35,11 @@ func TestCLITLSAndAuth(t *testing.T) {
 	cliCert, cliKey := ca.issue(t, dir, "client", false)
 	c := etcdtest.Cluster(t, embedded.WithClientTLS(transport.TLSInfo{
 		CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: ca.file, ClientCertAuth: true,
+	}), embedded.WithConfig(func(cfg *embed.Config) {
+		// bcrypt's least cost: at etcd's default each password check
+		// takes about a second under the race detector on a busy
+		// machine, and a CLI call with a wrong password ran out of time.
+		cfg.BcryptCost = 4
 	}))
 	ep := c.Endpoints()[0]
 	if !strings.HasPrefix(ep, "https://") {
