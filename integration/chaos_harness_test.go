@@ -111,6 +111,7 @@ type chaosResult struct {
 	minLead, maxStuck              time.Duration
 	hashesEqual                    bool
 	visualization                  string
+	phases                         string // where the run's time went
 }
 
 func (r chaosResult) violations() int {
@@ -129,9 +130,9 @@ func (r chaosResult) String() string {
 	if r.minLead >= 0 {
 		lead = r.minLead.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d over-limit=%d partial-sets=%d short-delays=%d/%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v",
+	return fmt.Sprintf("kind=%q seed=%d control=%q ops=%d faults=%v history=%s stale(attempted=%d rejected=%d accepted=%d) double-grants=%d over-limit=%d partial-sets=%d short-delays=%d/%d token-regressions=%d bad-releases=%d early-deletes=%d min-lead=%s max-stuck=%v hashkv-equal=%v took=%s",
 		r.kind, r.seed, r.control, r.ops, r.faults, r.check, r.staleAttempted, r.staleRejected, r.staleAccepted,
-		r.doubleGrants, r.overLimit, r.partialSets, r.shortDelays, r.uncleanEnds, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual)
+		r.doubleGrants, r.overLimit, r.partialSets, r.shortDelays, r.uncleanEnds, r.tokenRegressions, r.badReleases, r.earlyDeletes, lead, r.maxStuck.Round(time.Millisecond), r.hashesEqual, r.phases)
 }
 
 func (c *chaosRun) now() time.Duration { return time.Since(c.t0) }
@@ -152,6 +153,12 @@ func (c *chaosRun) fault(kind string) {
 // runChaos runs one randomized fault run and checks its history.
 func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	t.Helper()
+	start := time.Now()
+	var marks []string
+	mark := func(phase string) {
+		marks = append(marks, fmt.Sprintf("%s %v", phase, time.Since(start).Round(100*time.Millisecond)))
+		start = time.Now()
+	}
 	c := &chaosRun{cfg: cfg, t: t, applied: map[string][]fencing.Token{}, putAt: map[partToken]time.Duration{},
 		deletedAt: map[partToken]time.Duration{}, faults: map[string]int{}}
 	c.cluster = cfg.cluster
@@ -162,6 +169,7 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 		c.cfg.prefix = fmt.Sprintf("/chaos/%d/", cfg.seed)
 	}
 	c.obs = etcdtest.Client(t, c.cluster.Endpoints()...)
+	mark("start")
 	c.t0 = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
@@ -347,8 +355,17 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 			}
 		}
 	}
+	mark("run")
+	// Every worker's call is bounded by a few seconds and every fault
+	// ends within 30 s: a settle that takes a minute is a hang, whose
+	// stacks are the evidence.
+	stuck := time.AfterFunc(time.Minute, func() {
+		t.Errorf("the run's workers and faults have not ended a minute after the run; goroutines:\n%s", goroutineDump())
+	})
 	wg.Wait()
 	faultWG.Wait()
+	stuck.Stop()
+	mark("settle")
 	for i := range workers {
 		cut(i, false)
 	}
@@ -378,7 +395,20 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	}
 	stopObs()
 	<-obsDone
-	return c.check(t)
+	mark("drain")
+	r := c.check(t)
+	mark("check")
+	r.phases = strings.Join(marks, ", ")
+	return r
+}
+
+// goroutineDump is every goroutine's stack, grouped.
+func goroutineDump() string {
+	var b strings.Builder
+	for _, g := range goroutineGroups() {
+		fmt.Fprintf(&b, "%d × %s\n\n", g.count, g.text)
+	}
+	return b.String()
 }
 
 // partToken names one key: its model part and create revision (the keys of

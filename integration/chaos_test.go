@@ -9,15 +9,27 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
 )
 
-// The short fault suite that `make test` runs: fixed seeds, a few seconds
-// each. `make chaos` runs TestChaos with CHAOS_RUNS and CHAOS_SEED.
+// TestFaultSuite is the short fault suite that `make test` runs: fixed
+// seeds, a few seconds each, one after another on one 3-member cluster
+// (its stop takes seconds), beside the package's other parallel tests.
+// `make chaos` runs TestChaos with CHAOS_RUNS and CHAOS_SEED.
 func TestFaultSuite(t *testing.T) {
-	var suite runs
+	t.Parallel()
+	c := chaosCluster(t)
+	t.Run("mutex", func(t *testing.T) { faultSuiteMutex(t, c) })
+	t.Run("beyond-mutex", func(t *testing.T) { faultSuiteBeyondMutex(t, c) })
+	t.Run("controls", func(t *testing.T) { faultSuiteNegativeControls(t, c) })
+}
+
+// faultSuiteMutex runs the mutex with every fault.
+func faultSuiteMutex(t *testing.T, c *embedded.Cluster) {
 	for _, seed := range []uint64{1, 2, 3} {
-		suite.run(t, "seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
-			r := runChaos(t, chaosConfig{seed: seed, workers: 4, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second})
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			r := runChaos(t, chaosConfig{cluster: c, prefix: chaosPrefix(t), seed: seed, workers: 4, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second})
 			t.Log(r)
 			if r.violations() != 0 || r.check != porcupine.Ok {
 				t.Errorf("violations in %v (porcupine: %s, visualization %s)", r, r.check, r.visualization)
@@ -27,19 +39,17 @@ func TestFaultSuite(t *testing.T) {
 			}
 		})
 	}
-	suite.wait()
 }
 
-// TestFaultSuiteBeyondMutex is the short fault suite for a semaphore of
-// limit 2, a read-write lock and AcquireAll, on a 3-member cluster, with
-// the mutex's invariants adapted: at most one holder per slot (so at most
-// the limit per name), readers or one writer, every name of a set held
-// alone and created at the set's token (all or none), tokens increasing
-// per slot or name, fenced writes linearizable per slot or name. The
-// controls break the deadline and the fencing for each kind, and take a
-// set's names one at a time.
-func TestFaultSuiteBeyondMutex(t *testing.T) {
-	var suite runs
+// faultSuiteBeyondMutex runs a semaphore of limit 2, a read-write lock,
+// AcquireAll and a lock-delay with the mutex's invariants adapted: at most
+// one holder per slot (so at most the limit per name), readers or one
+// writer, every name of a set held alone and created at the set's token
+// (all or none), tokens increasing per slot or name, fenced writes
+// linearizable per slot or name, no holder sooner than the delay after an
+// unclean end. The controls break the deadline and the fencing for each
+// kind, take a set's names one at a time, and skip the delay.
+func faultSuiteBeyondMutex(t *testing.T, c *embedded.Cluster) {
 	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti, kindDelay} {
 		controls := []string{controlNone, controlNoDeadline, controlUnfenced}
 		switch kind {
@@ -49,8 +59,8 @@ func TestFaultSuiteBeyondMutex(t *testing.T) {
 			controls = []string{controlNone, controlNoDelay}
 		}
 		for _, control := range controls {
-			suite.run(t, kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
-				cfg := chaosConfig{kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
+			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
+				cfg := chaosConfig{cluster: c, prefix: chaosPrefix(t), kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
 				if kind == kindDelay {
 					cfg.seed = 22 // its faults end two holders uncleanly, for the check to see
 				}
@@ -71,24 +81,25 @@ func TestFaultSuiteBeyondMutex(t *testing.T) {
 			})
 		}
 	}
-	suite.wait()
 }
 
-// Each negative control breaks one safety mechanism on purpose; the checks
-// must catch it every time, or the suite proves nothing.
-func TestFaultSuiteNegativeControls(t *testing.T) {
-	var suite runs
+// faultSuiteNegativeControls breaks one of the mutex's safety mechanisms
+// at a time, on purpose; the checks must catch it every time, or the suite
+// proves nothing.
+func faultSuiteNegativeControls(t *testing.T, c *embedded.Cluster) {
 	for _, control := range []string{controlUnfenced, controlNoDeadline, controlReleaseByName} {
-		suite.run(t, control, func(t *testing.T) {
-			r := runChaos(t, chaosConfig{seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
+		t.Run(control, func(t *testing.T) {
+			r := runChaos(t, chaosConfig{cluster: c, prefix: chaosPrefix(t), seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
 			t.Log(r)
 			if !detected(r) {
 				t.Errorf("negative control %q went unnoticed: %v", control, r)
 			}
 		})
 	}
-	suite.wait()
 }
+
+// chaosPrefix is the key prefix of t's run, on a cluster other runs use.
+func chaosPrefix(t *testing.T) string { return "/chaos/" + t.Name() + "/" }
 
 // detected reports whether the checks caught the control's breakage.
 func detected(r chaosResult) bool {

@@ -4,11 +4,11 @@
 //   - the lock scenarios every client must survive (TestScenario*), with
 //     network faults injected by a TCP proxy between client and server;
 //   - the etcdlock CLI, driven through the built binary (TestCLI*);
-//   - the fault suite (TestFaultSuite*, and TestChaos for `make chaos`):
+//   - the fault suite (TestFaultSuite, and TestChaos for `make chaos`):
 //     randomized partitions, pauses, lost replies, leader moves, member and
 //     cluster crashes, with every history checked by porcupine and by
 //     independent safety checks, and negative controls that must be caught;
-//   - the session-reuse checker (TestReuseChecker*, and TestReuseLong for
+//   - the session-reuse checker (TestReuseChecker, and TestReuseLong for
 //     `make chaos`): seeded workloads of the public API as long-running
 //     programs use it — sessions reused for many locks, quick cycles,
 //     releases on expired contexts and their retries, an operator breaking

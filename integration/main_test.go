@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,31 +122,3 @@ func holder(t *testing.T, ctx context.Context, cli *clientv3.Client, name string
 	}
 	return string(resp.Kvs[0].Key), resp.Kvs[0].CreateRevision
 }
-
-// runsAtOnce is how many randomized runs (the fault suite's, the reuse
-// checker's) run at once: each drives several clients (a fault run also
-// its own 3-member cluster), and a negative control must meet its hazard
-// in time, which a starved CPU can deny it. Their suites are not parallel
-// tests, so they run before the parallel tests start — but beside the
-// other packages' tests, which make test runs at the same time. Two at a
-// time starved them there: negative controls missed their hazards in CI
-// (ignore-lost, partial-set), so they run one at a time.
-const runsAtOnce = 1
-
-var runSlots = make(chan struct{}, runsAtOnce)
-
-// runs runs a suite's randomized runs as subtests, each once it has one
-// of the package's runSlots; wait returns when all have ended.
-type runs struct{ wg sync.WaitGroup }
-
-func (r *runs) run(t *testing.T, name string, f func(t *testing.T)) {
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		runSlots <- struct{}{}
-		defer func() { <-runSlots }()
-		t.Run(name, f)
-	}()
-}
-
-func (r *runs) wait() { r.wg.Wait() }

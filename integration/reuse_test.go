@@ -8,14 +8,16 @@ import (
 	"time"
 )
 
-// The session-reuse checker's short mode, run by `make test`: fixed seeds
-// of about 15 s each. `make chaos` runs TestReuseLong with REUSE_RUNS and
-// REUSE_SEED. REUSE_REPORT_ONLY=1 reports violations without failing, for
-// measuring a library that has them.
+// TestReuseChecker is the session-reuse checker's short mode, run by
+// `make test`: fixed seeds of about 15 s each, then the negative
+// controls, one after another, beside the package's other parallel tests.
+// `make chaos` runs TestReuseLong with REUSE_RUNS and REUSE_SEED.
+// REUSE_REPORT_ONLY=1 reports violations without failing, for measuring a
+// library that has them.
 func TestReuseChecker(t *testing.T) {
-	var suite runs
+	t.Parallel()
 	for _, seed := range []uint64{1, 2, 3, 4} {
-		suite.run(t, "seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			r := runReuse(t, reuseRunConfig(seed, 13*time.Second))
 			t.Log(r)
 			if r.violations() != 0 {
@@ -23,15 +25,10 @@ func TestReuseChecker(t *testing.T) {
 			}
 		})
 	}
-	suite.wait()
-}
-
-// Each negative control breaks one guarantee on purpose; the invariant
-// built for it must catch it every time, or the checker proves nothing.
-func TestReuseCheckerNegativeControls(t *testing.T) {
-	var suite runs
+	// Each negative control breaks one guarantee on purpose; the invariant
+	// built for it must catch it every time, or the checker proves nothing.
 	for _, control := range reuseControls {
-		suite.run(t, control, func(t *testing.T) {
+		t.Run("control="+control, func(t *testing.T) {
 			// A run whose hazard did not come (a random workload may not
 			// set it up) is followed by one of the next seed, up to three.
 			var r reuseResult
@@ -46,7 +43,6 @@ func TestReuseCheckerNegativeControls(t *testing.T) {
 			}
 		})
 	}
-	suite.wait()
 }
 
 // TestReuseLong is the checker's part of `make chaos`: REUSE_RUNS runs of
