@@ -58,8 +58,11 @@ func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
 }
 
 // rpcCounter counts the KV requests a client sends: reads (Range, and
-// Txn without a write) and writes.
-type rpcCounter struct{ reads, writes atomic.Int64 }
+// Txn without a write) and writes; and, among the writes, the failed slot
+// claims: transactions that would write a semaphore's slot key, did not
+// apply, and wrote nothing instead (a claim that lost its slot to another
+// contender costs one such request).
+type rpcCounter struct{ reads, writes, failedClaims atomic.Int64 }
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	switch r := req.(type) {
@@ -71,10 +74,29 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 		} else {
 			c.reads.Add(1)
 		}
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && !resp.Succeeded && claimsSlot(r) {
+			c.failedClaims.Add(1)
+		}
+		return err
 	case *etcdserverpb.PutRequest, *etcdserverpb.DeleteRangeRequest:
 		c.writes.Add(1)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// claimsSlot reports whether r writes a semaphore's slot key if it
+// applies, and nothing if it does not.
+func claimsSlot(r *etcdserverpb.TxnRequest) bool {
+	if txnWrites(&etcdserverpb.TxnRequest{Success: r.Failure}) {
+		return false
+	}
+	for _, op := range r.Success {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "%slot/") {
+			return true
+		}
+	}
+	return false
 }
 
 func txnWrites(r *etcdserverpb.TxnRequest) bool {
@@ -95,16 +117,16 @@ func txnWrites(r *etcdserverpb.TxnRequest) bool {
 
 // countingClient is a client of endpoints (default: the test cluster)
 // whose KV requests c counts.
-func countingClient(b *testing.B, c *rpcCounter, endpoints ...string) *clientv3.Client {
+func countingClient(tb testing.TB, c *rpcCounter, endpoints ...string) *clientv3.Client {
 	if len(endpoints) == 0 {
 		endpoints = cluster.Endpoints()
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { cli.Close() })
+	tb.Cleanup(func() { cli.Close() })
 	return cli
 }
 func (e *etcdlockLocker) unlock(ctx context.Context) error { return e.l.Release(ctx) }
@@ -170,7 +192,7 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		wg        sync.WaitGroup
 	)
 	events0 := watchEvents(b)
-	reads0, writes0 := rpcs.reads.Load(), rpcs.writes.Load()
+	reads0, writes0, failed0 := rpcs.reads.Load(), rpcs.writes.Load(), rpcs.failedClaims.Load()
 	b.ResetTimer()
 	for _, l := range lockers {
 		wg.Add(1)
@@ -213,6 +235,9 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		b.ReportMetric((watchEvents(b)-events0)/float64(b.N), "events/op")
 		b.ReportMetric(float64(rpcs.reads.Load()-reads0)/float64(b.N), "reads/op")
 		b.ReportMetric(float64(rpcs.writes.Load()-writes0)/float64(b.N), "writes/op")
+		if impl == "semaphore" {
+			b.ReportMetric(float64(rpcs.failedClaims.Load()-failed0)/float64(b.N), "failedclaims/op")
+		}
 	}
 }
 
