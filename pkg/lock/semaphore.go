@@ -99,109 +99,6 @@ func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
-// leaves out the lease, which tells this session's own slot keys.
-func slotsOp(prefix, name string) clientv3.Op {
-	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
-}
-
-// removeOwnSlots deletes the slot keys of this session's lease from
-// slots, a listing of the slot keys of a name the session is acquiring
-// now: an earlier acquisition of the name left them (its Release failed,
-// or it was lost when its contender key was deleted), and one session
-// never holds two slots of a name. It returns the listing without them.
-func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
-	kept := slots[:0:0]
-	for _, kv := range slots {
-		if clientv3.LeaseID(kv.Lease) != s.lease {
-			kept = append(kept, kv)
-			continue
-		}
-		if err := s.removeLeftover(ctx, kv); err != nil {
-			return nil, err
-		}
-	}
-	return kept, nil
-}
-
-// claimSlot gives l, an eligible contender of a semaphore, a free slot:
-// the lowest-numbered slot key that does not exist, written only while l's
-// contender key still exists. When every slot is taken (a holder whose
-// contender key is gone still has its slot until its lease goes), it
-// waits for a slot key's deletion. It returns the slot key's create
-// revision, l's token.
-//
-// get lists the slot keys as of a recent read; its Header is set.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
-	queueRev := int64(l.token)
-	for first := true; ; first = false {
-		if !first {
-			resp, err := s.client.Do(ctx, slotsOp(s.cfg.prefix, l.name))
-			if err != nil {
-				return 0, err
-			}
-			get = (*etcdserverpb.RangeResponse)(resp.Get())
-		}
-		taken := make(map[string]bool, len(get.Kvs))
-		for _, kv := range get.Kvs {
-			taken[string(kv.Key)] = true
-		}
-		for slot := range l.opts.limit {
-			key := keys.Slot(slot)
-			if taken[key] {
-				continue
-			}
-			l.mu.Lock()
-			l.slot, l.slotKey = slot, key // for failAcquire's clean-up if the reply is lost
-			l.mu.Unlock()
-			resp, err := s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
-				Then(clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
-				Else(clientv3.OpGet(l.key, clientv3.WithKeysOnly())).
-				Commit()
-			if err != nil {
-				return 0, err
-			}
-			if resp.Succeeded {
-				return fencing.Token(resp.Header.Revision), nil
-			}
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != queueRev {
-				return 0, ErrKeyDeleted
-			}
-		}
-		l.mu.Lock()
-		l.slotKey = ""
-		l.mu.Unlock()
-		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, keys.Slots(), get.Header.Revision, clientv3.WithPrefix()); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// waitDelete waits for a deletion of key (with clientv3.WithPrefix in
-// opts, of a key under it) after revision rev, or for etcd to cancel the
-// watch, after which the caller reads again anyway.
-func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64, opts ...clientv3.OpOption) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, append(opts, clientv3.WithRev(rev+1), clientv3.WithFilterPut())...)
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
-				return nil
-			}
-		case <-l.ctx.Done():
-			return context.Cause(l.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // behindSemaphore fails with ErrLimitMismatch if pred, the newest key
 // older than a plain lock's or a reader's, is a semaphore's. Together with
 // checkLimits it keeps every name's queue of one kind: a contender that
@@ -215,20 +112,28 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 	return nil
 }
 
-// trySemaphore is TryAcquire for a semaphore: it reads the queue and the
-// slots, fails with a *LockedError naming the oldest holder if the name
-// has its limit of contenders or no free slot, and otherwise writes l's
-// contender key and a free slot's key in one transaction, if no key under
-// the name was written since the read. It returns the write's revision.
+// trySemaphore is TryAcquire for a semaphore. When the name has no key,
+// it writes l's contender key and slot 0's in one transaction
+// (firstHolder). Otherwise that transaction reads the queue and the slots
+// instead: trySemaphore fails with a *LockedError naming the oldest
+// holder if the name has its limit of contenders or no free slot, and
+// otherwise writes l's contender key and a free slot's key in one
+// transaction, if no key under the name was written since the read. It
+// returns the write's revision.
 func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
 	for {
-		resp, err := s.client.Txn(ctx).Then(
+		empty, claim := s.firstHolder(l, pfx)
+		resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 			slotsOp(s.cfg.prefix, l.name),
 		).Commit()
 		if err != nil {
 			return 0, err
 		}
+		if resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+		l.setSlot(-1)
 		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
 		if err != nil {
@@ -281,30 +186,13 @@ func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mv
 	return len(kept) < len(slots), err
 }
 
-// freeSlot is the lowest-numbered of a semaphore's limit slots not among
-// slots, the slot keys of name; -1 if none is free.
-func freeSlot(name keyspace.Name, limit int, slots []*mvccpb.KeyValue) int {
-	taken := make(map[string]bool, len(slots))
-	for _, kv := range slots {
-		taken[string(kv.Key)] = true
-	}
-	for i := range limit {
-		if !taken[name.Slot(i)] {
-			return i
-		}
-	}
-	return -1
-}
-
 // takeSlot writes l's contender key and the key of slot in one
 // transaction, if no key under pfx was written after revision read and
 // the slot is still free, and returns the write's revision; ok is false if
 // the transaction did not apply.
 func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
 	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	l.mu.Lock()
-	l.slot, l.slotKey = slot, key
-	l.mu.Unlock()
+	l.setSlot(slot)
 	txn, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
 			clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -316,9 +204,7 @@ func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64,
 	if txn.Succeeded {
 		return txn.Header.Revision, true, nil
 	}
-	l.mu.Lock()
-	l.slotKey = ""
-	l.mu.Unlock()
+	l.setSlot(-1)
 	return 0, false, nil
 }
 
@@ -354,19 +240,4 @@ func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []
 	}
 	s.holdSlot(l, tok)
 	return s.activated(ctx, l)
-}
-
-// holdSlot records that l holds its slot key, created at revision tok, and
-// watches that key: its deletion by anyone else loses the lock, as the
-// contender key's does.
-func (s *Session) holdSlot(l *Lock, tok fencing.Token) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.queueRev, l.token = int64(l.token), tok
-	if s.err != nil || l.state != stateAcquiring {
-		return
-	}
-	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }
