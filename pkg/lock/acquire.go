@@ -66,7 +66,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...Option) (*Lo
 	s.watchKey(l, fencing.Token(q.rev), q.rev+1)
 	switch {
 	case q.claimed:
-		s.holdSlot(l, fencing.Token(q.rev))
+		s.holdSlot(l, 0, fencing.Token(q.rev))
 		return s.activated(ctx, l)
 	case l.opts.semaphore():
 		return s.acquireSlot(ctx, l, pfx, q.older.Kvs, q.slots)
@@ -135,7 +135,7 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 			if q.claimed = resp.Succeeded; q.claimed {
 				return q, nil
 			}
-			l.setSlot(-1)
+			l.setClaiming()
 			r = resp.Responses[0].GetResponseTxn()
 		}
 		if r.Succeeded {

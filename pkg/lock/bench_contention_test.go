@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,9 +60,8 @@ func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
 
 // rpcCounter counts the KV requests a client sends: reads (Range, and
 // Txn without a write) and writes; and, among the writes, the failed slot
-// claims: transactions that would write a semaphore's slot key, did not
-// apply, and wrote nothing instead (a claim that lost its slot to another
-// contender costs one such request).
+// claims: transactions that could write a semaphore's slot key but wrote
+// nothing (a claim that lost every slot it tried to other contenders).
 type rpcCounter struct{ reads, writes, failedClaims atomic.Int64 }
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -69,13 +69,13 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 	case *etcdserverpb.RangeRequest:
 		c.reads.Add(1)
 	case *etcdserverpb.TxnRequest:
-		if txnWrites(r) {
-			c.writes.Add(1)
-		} else {
+		if !txnWrites(r) {
 			c.reads.Add(1)
+			break
 		}
+		c.writes.Add(1)
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && !resp.Succeeded && claimsSlot(r) {
+		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && putsSlot(r) && !wrote(r, resp) {
 			c.failedClaims.Add(1)
 		}
 		return err
@@ -85,15 +85,34 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// claimsSlot reports whether r writes a semaphore's slot key if it
-// applies, and nothing if it does not.
-func claimsSlot(r *etcdserverpb.TxnRequest) bool {
-	if txnWrites(&etcdserverpb.TxnRequest{Success: r.Failure}) {
-		return false
-	}
-	for _, op := range r.Success {
+// putsSlot reports whether r, in any branch, puts a semaphore's slot key.
+func putsSlot(r *etcdserverpb.TxnRequest) bool {
+	for _, op := range slices.Concat(r.Success, r.Failure) {
 		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "%slot/") {
 			return true
+		}
+		if t := op.GetRequestTxn(); t != nil && putsSlot(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrote reports whether the branches of r that etcd took, as resp says,
+// wrote anything.
+func wrote(r *etcdserverpb.TxnRequest, resp *etcdserverpb.TxnResponse) bool {
+	ops := r.Failure
+	if resp.Succeeded {
+		ops = r.Success
+	}
+	for i, op := range ops {
+		switch o := op.Request.(type) {
+		case *etcdserverpb.RequestOp_RequestPut, *etcdserverpb.RequestOp_RequestDeleteRange:
+			return true
+		case *etcdserverpb.RequestOp_RequestTxn:
+			if wrote(o.RequestTxn, resp.Responses[i].GetResponseTxn()) {
+				return true
+			}
 		}
 	}
 	return false

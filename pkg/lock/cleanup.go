@@ -104,10 +104,9 @@ func (s *Session) removeFailed(l *Lock) {
 // any key (firstHolder), and a semaphore's TryAcquire, write a slot key in
 // the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
-	keys := l.Keys()
-	if l.slotKey != "" {
-		keys = append(keys, l.slotKey)
-	}
+	l.mu.Lock()
+	keys := append(l.Keys(), l.slotKeys()...)
+	l.mu.Unlock()
 	var err error
 	for _, key := range keys {
 		var resp *clientv3.TxnResponse

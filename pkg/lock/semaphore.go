@@ -117,10 +117,10 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 // (firstHolder). Otherwise that transaction reads the queue and the slots
 // instead: trySemaphore fails with a *LockedError naming the oldest
 // holder if the name has its limit of contenders or no free slot, and
-// otherwise writes l's contender key and a free slot's key in one
-// transaction, if no key under the name was written since the read. It
-// returns the write's revision.
-func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
+// otherwise writes l's contender key and the key of the free slot that
+// slotOrder puts first in one transaction, if no key under the name was
+// written since the read. It returns the slot and the write's revision.
+func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot int, rev int64, err error) {
 	for {
 		empty, claim := s.firstHolder(l, pfx)
 		resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(
@@ -128,29 +128,29 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64,
 			slotsOp(s.cfg.prefix, l.name),
 		).Commit()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if resp.Succeeded {
-			return resp.Header.Revision, nil
+			return 0, resp.Header.Revision, nil
 		}
-		l.setSlot(-1)
+		l.setClaiming()
 		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if removed {
 			continue
 		}
 		if err := checkLimits(l, queue); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		slot := freeSlot(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, slots)
-		if len(queue) >= l.opts.limit || slot < 0 {
-			return 0, semaphoreHolder(l.name, queue, slots)
+		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, queue, slots, 1)
+		if len(queue) >= l.opts.limit || len(order) == 0 {
+			return 0, 0, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, slot); err != nil || ok {
-			return rev, err
+		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, order[0]); err != nil || ok {
+			return order[0], rev, err
 		}
 	}
 }
@@ -192,7 +192,7 @@ func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mv
 // the transaction did not apply.
 func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
 	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	l.setSlot(slot)
+	l.setClaiming(key)
 	txn, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
 			clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -204,7 +204,7 @@ func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64,
 	if txn.Succeeded {
 		return txn.Header.Revision, true, nil
 	}
-	l.setSlot(-1)
+	l.setClaiming()
 	return 0, false, nil
 }
 
@@ -230,14 +230,14 @@ func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	slots.Kvs = kept
-	slots, err = s.waitRank(ctx, l, pfx, int64(len(older)), slots)
+	older, slots, err = s.waitRank(ctx, l, pfx, older, slots)
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	tok, err := s.claimSlot(ctx, l, slots)
+	slot, tok, err := s.claimSlot(ctx, l, pfx, older, slots)
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.holdSlot(l, tok)
+	s.holdSlot(l, slot, tok)
 	return s.activated(ctx, l)
 }

@@ -98,15 +98,18 @@ func checkSlotKey(t *testing.T, ctx context.Context, s *lock.Session, l *lock.Lo
 // replyLost marks the requests whose replies loseReplies drops.
 type replyLost struct{}
 
-// loseReplies is a client interceptor that sends a Txn carrying a write
-// on a context marked with replyLost to etcd, then drops etcd's reply and
-// answers as etcd does a write whose outcome it cannot tell: "request
+// loseReplies is a client interceptor that sends a Txn that lose picks,
+// on a context marked with replyLost, to etcd, then drops etcd's reply
+// and answers as etcd does a write whose outcome it cannot tell: "request
 // timed out". applied receives whether etcd applied the transaction.
-type loseReplies struct{ applied chan bool }
+type loseReplies struct {
+	lose    func(*pb.TxnRequest) bool
+	applied chan bool
+}
 
 func (lr *loseReplies) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r, ok := req.(*pb.TxnRequest)
-	if !ok || ctx.Value(replyLost{}) == nil || !txnWrites(r) {
+	if !ok || ctx.Value(replyLost{}) == nil || !lr.lose(r) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
@@ -114,6 +117,21 @@ func (lr *loseReplies) intercept(ctx context.Context, method string, req, reply 
 	}
 	lr.applied <- reply.(*pb.TxnResponse).Succeeded
 	return rpctypes.ErrGRPCTimeout
+}
+
+// lossyClient is a client of the test cluster whose transactions that
+// lose picks lose their replies (loseReplies) when sent on a context
+// marked with replyLost.
+func lossyClient(t *testing.T, lose func(*pb.TxnRequest) bool) (*clientv3.Client, *loseReplies) {
+	t.Helper()
+	lr := &loseReplies{lose: lose, applied: make(chan bool, 1)}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lr.intercept)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, lr
 }
 
 // A semaphore's first holder writes its contender key and its slot key in
@@ -133,13 +151,7 @@ func TestSemaphoreFirstHolderReplyLost(t *testing.T) {
 	for what, acquire := range acquires {
 		t.Run(what, func(t *testing.T) {
 			ctx := testCtx(t)
-			lr := &loseReplies{applied: make(chan bool, 1)}
-			cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-				DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lr.intercept)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cli.Close() })
+			cli, lr := lossyClient(t, txnWrites) // the first write is the first holder's
 			s := newSession(t, cli)
 			if _, err := acquire(context.WithValue(ctx, replyLost{}, true), s); !errors.Is(err, rpctypes.ErrTimeout) {
 				t.Fatalf("%s without its reply = %v, want etcd's timeout", what, err)
@@ -160,5 +172,81 @@ func TestSemaphoreFirstHolderReplyLost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A semaphore's contender that queued behind a holder claims a slot in a
+// transaction of its own. When that claim's reply is lost, the failed
+// acquisition's clean-up deletes the slot key it wrote and its contender
+// key, and leaves the holder's keys alone.
+func TestSemaphoreClaimReplyLost(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	// The claim is the one write whose Then is a single nested
+	// transaction (the slots it tries, one after another).
+	cli, lr := lossyClient(t, func(r *pb.TxnRequest) bool {
+		return len(r.Success) == 1 && r.Success[0].GetRequestTxn() != nil
+	})
+	holder, err := newSession(t, client(t)).Acquire(ctx, "pool", lock.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t, cli)
+	if _, err := s.Acquire(context.WithValue(ctx, replyLost{}, true), "pool", lock.WithLimit(2)); !errors.Is(err, rpctypes.ErrTimeout) {
+		t.Fatalf("Acquire without its claim's reply = %v, want etcd's timeout", err)
+	}
+	if !<-lr.applied {
+		t.Fatal("the claim did not apply")
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 2 {
+		t.Fatalf("keys after the clean-up: %v, want the holder's two", keys)
+	}
+	l, err := s.Acquire(ctx, "pool", lock.WithLimit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Slot() == holder.Slot() || holder.State() != lock.StateActive {
+		t.Errorf("second holder in slot %d, first in %d and %v", l.Slot(), holder.Slot(), holder.State())
+	}
+}
+
+// Waiters that become eligible at one revision claim different slots
+// without a failed claim: each tries first the free slot at its rank
+// among the eligible contenders without a slot, then the others in the
+// same transaction. The holders' keys are deleted in one transaction, so
+// every waiter reads the same free slots.
+func TestSemaphoreEligibleTogetherClaimOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	const n = 4
+	var deletes []clientv3.Op
+	for range n {
+		s := newSession(t, cli)
+		l, err := s.Acquire(ctx, "pool", lock.WithLimit(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		contender := fmt.Sprintf("%s%x", namePrefix(t, prefix(t), "pool"), int64(s.Lease()))
+		deletes = append(deletes, clientv3.OpDelete(contender), clientv3.OpDelete(l.Key()))
+	}
+	var rpcs rpcCounter
+	counted := countingClient(t, &rpcs)
+	var waiters []<-chan acquired
+	for i := range n {
+		waiters = append(waiters, queueWaiter(t, ctx, newSession(t, counted), "pool", n+i+1, lock.WithLimit(n)))
+	}
+	if _, err := cli.Txn(ctx).Then(deletes...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	slots := map[int]bool{}
+	for i, w := range waiters {
+		l := mustReceive(t, w, "every holder's keys were deleted")
+		if slots[l.Slot()] {
+			t.Errorf("waiter %d got slot %d, which another waiter holds", i+1, l.Slot())
+		}
+		slots[l.Slot()] = true
+	}
+	if got := rpcs.failedClaims.Load(); got != 0 {
+		t.Errorf("%d failed slot claims, want none", got)
 	}
 }

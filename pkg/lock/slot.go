@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -12,7 +13,8 @@ import (
 )
 
 // slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
-// leaves out the lease, which tells this session's own slot keys.
+// leaves out the lease, which tells this session's own slot keys and
+// whose contender key holds each slot.
 func slotsOp(prefix, name string) clientv3.Op {
 	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
 }
@@ -48,12 +50,11 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 // l is first in FIFO order; no slot is held, and slot 0's new key is
 // created after every earlier holder's of that slot.
 //
-// It records slot 0 as l's claim first, so that the clean-up of an
-// acquisition whose reply is lost deletes both keys (removeUnconfirmed);
-// the caller clears it (setSlot(-1)) when the transaction did not claim.
+// It records slot 0's key as l's claim first (setClaiming); the caller
+// clears it when the transaction did not claim.
 func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim []clientv3.Op) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
-	l.setSlot(0)
+	l.setClaiming(keys.Slot(0))
 	empty = []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
 		clientv3.Compare(clientv3.CreateRevision(keys.Slots()), "=", 0).WithPrefix(),
@@ -65,85 +66,129 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 	return empty, claim
 }
 
-// setSlot records slot as the one l is claiming, or none for -1, before
-// the claim is sent: the clean-up of a claim whose reply is lost deletes
-// that slot's key by the value l wrote (removeUnconfirmed, deleteKeys).
-func (l *Lock) setSlot(slot int) {
+// setClaiming records keys, before a claim that may write one of them is
+// sent, as the slot keys l may have written until the reply comes (none:
+// the reply came and l claimed none). The clean-up of an acquisition whose
+// claim's reply is lost deletes them by the value l wrote
+// (removeUnconfirmed, deleteKeys), which no other write has.
+func (l *Lock) setClaiming(keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if slot < 0 {
-		l.slotKey = ""
-		return
-	}
-	l.slot, l.slotKey = slot, keyspace.Of(l.s.cfg.prefix, l.name).Slot(slot)
+	l.claiming = keys
 }
 
-// claimSlot gives l, an eligible contender of a semaphore, a free slot:
-// the lowest-numbered slot key that does not exist, written only while l's
-// contender key still exists. When every slot is taken (a holder whose
-// contender key is gone still has its slot until its lease goes), it
-// waits for a slot key's deletion. It returns the slot key's create
-// revision, l's token.
-//
-// get lists the slot keys as of a recent read; its Header is set.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
+// slotKeys is the slot key l holds, if any, and those it may have written
+// (setClaiming). l.mu must be held.
+func (l *Lock) slotKeys() []string {
+	if l.slotKey == "" {
+		return l.claiming
+	}
+	return append([]string{l.slotKey}, l.claiming...)
+}
+
+// maxSlotTries is how many free slots one claim transaction tries, one
+// after another, in nested transactions.
+const maxSlotTries = 8
+
+// claimSlot gives l, an eligible contender of a semaphore, a free slot,
+// written only while l's contender key still exists; older are the
+// contender keys older than l's and slots the slot keys (Header set), as
+// of one recent read. One transaction tries up to maxSlotTries of the
+// free slots, in the order slotOrder gives (contenders that became
+// eligible together start at different slots), and writes the first that
+// is still free; if none is, it lists the slot keys, and l tries again.
+// When every slot is taken (a holder whose contender key is gone still has
+// its slot until its lease goes), it waits for a slot key's deletion and
+// reads again. It returns the slot and its key's create revision, l's
+// token.
+func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	queueRev := int64(l.token)
-	for first := true; ; first = false {
-		if !first {
-			resp, err := s.client.Do(ctx, slotsOp(s.cfg.prefix, l.name))
-			if err != nil {
-				return 0, err
+	for {
+		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
+		if len(order) == 0 {
+			// Every slot is taken: wait for one to go, then read again.
+			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision, clientv3.WithPrefix()); err != nil {
+				return 0, 0, err
 			}
-			get = (*etcdserverpb.RangeResponse)(resp.Get())
+			var err error
+			if older, slots, err = s.readRank(ctx, l, pfx); err != nil {
+				return 0, 0, err
+			}
+			continue
 		}
-		taken := make(map[string]bool, len(get.Kvs))
-		for _, kv := range get.Kvs {
-			taken[string(kv.Key)] = true
+		claims := make([]string, len(order))
+		try := slotsOp(s.cfg.prefix, l.name) // when every slot tried is taken
+		for i := len(order) - 1; i >= 0; i-- {
+			claims[i] = keys.Slot(order[i])
+			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.lease))}, []clientv3.Op{try})
 		}
-		for slot := range l.opts.limit {
-			key := keys.Slot(slot)
-			if taken[key] {
-				continue
+		l.setClaiming(claims...)
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
+			Then(try).
+			Commit()
+		if err != nil {
+			return 0, 0, err
+		}
+		if !resp.Succeeded { // l's contender key is gone: nothing was written
+			l.setClaiming()
+			return 0, 0, ErrKeyDeleted
+		}
+		r := resp.Responses[0].GetResponseTxn()
+		for i := range order {
+			if r.Succeeded {
+				return order[i], fencing.Token(resp.Header.Revision), nil
 			}
-			l.setSlot(slot) // for failAcquire's clean-up if the reply is lost
-			resp, err := s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
-				Then(clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
-				Else(clientv3.OpGet(l.key, clientv3.WithKeysOnly())).
-				Commit()
-			if err != nil {
-				return 0, err
-			}
-			if resp.Succeeded {
-				return fencing.Token(resp.Header.Revision), nil
-			}
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != queueRev {
-				return 0, ErrKeyDeleted
+			if i < len(order)-1 {
+				r = r.Responses[0].GetResponseTxn()
 			}
 		}
-		l.setSlot(-1)
-		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, keys.Slots(), get.Header.Revision, clientv3.WithPrefix()); err != nil {
-			return 0, err
-		}
+		l.setClaiming()
+		slots = r.Responses[0].GetResponseRange()
+		slots.Header = resp.Header
 	}
 }
 
-// freeSlot is the lowest-numbered of a semaphore's limit slots not among
-// slots, the slot keys of name; -1 if none is free.
-func freeSlot(name keyspace.Name, limit int, slots []*mvccpb.KeyValue) int {
+// slotOrder lists up to max of the free slots of a semaphore of limit
+// slots, in the order that an eligible contender tries them, given older,
+// the contender keys older than its own, and slots, the slot keys; none
+// if every slot is taken. Every older contender without a slot is
+// eligible too and about to claim one, so the contender starts after as
+// many free slots as there are such contenders, in slot order, and goes
+// on in slot order, wrapping around: contenders that read the same keys
+// start at different slots.
+func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, max int) []int {
 	taken := make(map[string]bool, len(slots))
+	holders := make(map[string]bool, len(slots))
 	for _, kv := range slots {
 		taken[string(kv.Key)] = true
+		holders[name.Contender(kv.Lease)] = true
 	}
-	for i := range limit {
-		if !taken[name.Slot(i)] {
-			return i
+	var free []int // the first free slots, as many as the order can need
+	skip := 0
+	for _, kv := range older {
+		if !holders[string(kv.Key)] {
+			skip++
 		}
 	}
-	return -1
+	for i := 0; i < limit && len(free) < skip+max; i++ {
+		if !taken[name.Slot(i)] {
+			free = append(free, i)
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	if skip >= len(free) {
+		// More contenders without a slot than free slots seen: the
+		// listing is stale, or the slots are held by holders whose
+		// contender keys are gone.
+		skip %= len(free)
+	}
+	order := slices.Concat(free[skip:], free[:skip])
+	return order[:min(len(order), max)]
 }
 
 // waitDelete waits for a deletion of key (with clientv3.WithPrefix in
@@ -167,14 +212,15 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64
 	}
 }
 
-// holdSlot records that l holds its slot key, created at revision tok, and
-// watches that key: its deletion by anyone else loses the lock, as the
-// contender key's does.
-func (s *Session) holdSlot(l *Lock, tok fencing.Token) {
+// holdSlot records that l holds slot, whose key it created at revision
+// tok, and watches that key: its deletion by anyone else loses the lock,
+// as the contender key's does.
+func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.slot, l.slotKey, l.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
 	l.queueRev, l.token = int64(l.token), tok
 	if s.err != nil || l.state != stateAcquiring {
 		return

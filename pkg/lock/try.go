@@ -25,9 +25,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	defer stop()
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var rev int64
+	slot := -1
 	switch {
 	case l.opts.semaphore():
-		rev, err = s.trySemaphore(ctx, l, pfx)
+		slot, rev, err = s.trySemaphore(ctx, l, pfx)
 	case l.opts.shared:
 		rev, err = s.tryShared(ctx, l, pfx)
 	default:
@@ -38,7 +39,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...Option) (
 	}
 	if l.opts.semaphore() {
 		s.watchKey(l, fencing.Token(rev), rev+1)
-		s.holdSlot(l, fencing.Token(rev))
+		s.holdSlot(l, slot, fencing.Token(rev))
 		return s.activated(ctx, l)
 	}
 	return s.tryAcquired(ctx, l, rev)
