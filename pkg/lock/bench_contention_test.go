@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -140,14 +141,21 @@ func countingClient(tb testing.TB, c *rpcCounter, endpoints ...string) *clientv3
 	if len(endpoints) == 0 {
 		endpoints = cluster.Endpoints()
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
+	return interceptedClient(tb, endpoints, c.intercept)
+}
+
+// interceptedClient is a client of endpoints whose unary requests go
+// through intercept, closed when tb ends.
+func interceptedClient(tb testing.TB, endpoints []string, intercept grpc.UnaryClientInterceptor) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cli.Close() })
 	return cli
 }
+
 func (e *etcdlockLocker) unlock(ctx context.Context) error { return e.l.Release(ctx) }
 
 type mutexLocker struct{ m *concurrency.Mutex }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -125,13 +123,7 @@ func (lr *loseReplies) intercept(ctx context.Context, method string, req, reply 
 func lossyClient(t *testing.T, lose func(*pb.TxnRequest) bool) (*clientv3.Client, *loseReplies) {
 	t.Helper()
 	lr := &loseReplies{lose: lose, applied: make(chan bool, 1)}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lr.intercept)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli, lr
+	return interceptedClient(t, cluster.Endpoints(), lr.intercept), lr
 }
 
 // A semaphore's first holder writes its contender key and its slot key in
