@@ -28,6 +28,26 @@ const MaxLimit = 1 << 16
 // fence each part with the slot's tokens, by the existing guards, with
 // the name and slot as the guard's key.
 //
+// Acquire's first transaction is If(no contender key and no slot key
+// under the name) Then(put the contender key and slot 0's key) Else(the
+// queueing transaction: put the contender key, read the name's older
+// contender keys and its slot keys). On a name without keys that is the
+// whole acquisition, and with Release an uncontended cycle costs two
+// requests, as for a plain lock; the token is then also the contender
+// key's create revision. Otherwise an eligible contender claims a slot in
+// one more transaction: If(its contender key is unchanged) Then(for up to
+// 8 free slots, one after another, nested: If(the slot key is absent)
+// Then(put it)). It starts at the free slot at its rank among the older
+// contenders without a slot, so that contenders eligible together claim
+// different slots, and tries again only when every slot it tried was
+// taken meanwhile. TryAcquire sends the same first transaction, with the
+// reads of the queue and the slots as its Else, and otherwise writes its
+// contender key and a free slot's key in one transaction if nothing under
+// the name changed since that read. Every key is written under the
+// session's lease. When a reply is lost, the failed acquisition's clean-up
+// deletes its contender key and each slot key the transaction may have
+// written, each only if it still holds the value this acquisition wrote.
+//
 // A waiter reads the queue once, in the acquiring transaction, then
 // counts the deletions of older keys from one range watch (clientv3's
 // watcher, which shares one stream per client): a release costs every

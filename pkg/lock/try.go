@@ -11,8 +11,8 @@ import (
 )
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
-// trip (more for a reader, a semaphore or a lock-delay: see their
-// options), and otherwise returns a *LockedError (wrapping ErrLocked)
+// trip (more for a reader, a semaphore whose name has keys, or a
+// lock-delay: see their options), and otherwise returns a *LockedError (wrapping ErrLocked)
 // naming the current holder, leaving no key behind. Like Acquire it never adopts an
 // existing key (a leftover of this session's earlier acquisition of name is
 // removed and, if the name is then free, replaced by a fresh key), and it
