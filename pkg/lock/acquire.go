@@ -61,18 +61,19 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	}
 	defer stop()
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
-	resp, err := s.enqueue(ctx, l, pfx)
+	q, err := s.enqueue(ctx, l, pfx)
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
-	older := resp.Responses[0].GetResponseRange()
-	if l.opts.semaphore() {
-		slots := resp.Responses[2].GetResponseRange()
-		slots.Header = resp.Header
-		return s.acquireSlot(ctx, l, pfx, older.Kvs, slots)
+	s.watchKey(l, fencing.Token(q.rev), q.rev+1)
+	switch {
+	case q.claimed:
+		s.holdSlot(l, 0, fencing.Token(q.rev))
+		return s.activated(ctx, l)
+	case l.opts.semaphore():
+		return s.acquireSlot(ctx, l, pfx, q.older.Kvs, q.slots)
 	}
-	if err := s.takeTurn(ctx, l, pfx, older); err != nil {
+	if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	return s.activated(ctx, l)
@@ -94,26 +95,61 @@ func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) 
 	return l, ctx, stop, nil
 }
 
+// queued is what the acquiring transaction (enqueue) did and read.
+type queued struct {
+	rev     int64                       // its revision: l's key's create revision
+	claimed bool                        // a semaphore's contender claimed slot 0 too (firstHolder)
+	older   *etcdserverpb.RangeResponse // unless claimed, the keys older than l's that l needs (olderOp)
+	slots   *etcdserverpb.RangeResponse // unless claimed, a semaphore's slot keys, Header set
+}
+
 // enqueue writes l's contender key under pfx in the acquiring transaction,
 // first replacing a key that an earlier acquisition of the name on this
 // session left (see removeLeftoverOf). Its reply holds the keys older than
-// l's that l needs (see olderOp) and, for a semaphore, the slot keys.
-func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (*clientv3.TxnResponse, error) {
+// l's that l needs (see olderOp) and, for a semaphore, the slot keys. A
+// semaphore's contender that finds no key at all under the name claims
+// slot 0 in the same transaction instead (see firstHolder).
+func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, error) {
+	absent := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
 	then := []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+	mine := []clientv3.Op{clientv3.OpGet(l.key)}
 	if l.opts.semaphore() {
 		then = append(then, slotsOp(s.cfg.prefix, l.name)) // for the slot claim
 	}
 	for {
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-			Then(then...).
-			Else(clientv3.OpGet(l.key)).
-			Commit()
-		if err != nil || resp.Succeeded {
-			return resp, err
+		var (
+			resp *clientv3.TxnResponse
+			err  error
+		)
+		if l.opts.semaphore() {
+			empty, claim := s.firstHolder(l, pfx)
+			resp, err = s.client.Txn(ctx).If(empty...).Then(claim...).
+				Else(clientv3.OpTxn(absent, then, mine)).Commit()
+		} else {
+			resp, err = s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
 		}
-		if err := s.removeLeftoverOf(ctx, l.name, resp.Responses[0].GetResponseRange().Kvs[0]); err != nil {
-			return nil, err
+		if err != nil {
+			return queued{}, err
+		}
+		q := queued{rev: resp.Header.Revision}
+		r := (*etcdserverpb.TxnResponse)(resp)
+		if l.opts.semaphore() {
+			if q.claimed = resp.Succeeded; q.claimed {
+				return q, nil
+			}
+			l.setClaiming()
+			r = resp.Responses[0].GetResponseTxn()
+		}
+		if r.Succeeded {
+			q.older = r.Responses[0].GetResponseRange()
+			if l.opts.semaphore() {
+				q.slots = r.Responses[2].GetResponseRange()
+				q.slots.Header = resp.Header
+			}
+			return q, nil
+		}
+		if err := s.removeLeftoverOf(ctx, l.name, r.Responses[0].GetResponseRange().Kvs[0]); err != nil {
+			return queued{}, err
 		}
 	}
 }

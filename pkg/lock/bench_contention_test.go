@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -58,23 +60,63 @@ func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
 }
 
 // rpcCounter counts the KV requests a client sends: reads (Range, and
-// Txn without a write) and writes.
-type rpcCounter struct{ reads, writes atomic.Int64 }
+// Txn without a write) and writes; and, among the writes, the failed slot
+// claims: transactions that could write a semaphore's slot key but wrote
+// nothing (a claim that lost every slot it tried to other contenders).
+type rpcCounter struct{ reads, writes, failedClaims atomic.Int64 }
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	switch r := req.(type) {
 	case *etcdserverpb.RangeRequest:
 		c.reads.Add(1)
 	case *etcdserverpb.TxnRequest:
-		if txnWrites(r) {
-			c.writes.Add(1)
-		} else {
+		if !txnWrites(r) {
 			c.reads.Add(1)
+			break
 		}
+		c.writes.Add(1)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && putsSlot(r) && !wrote(r, resp) {
+			c.failedClaims.Add(1)
+		}
+		return err
 	case *etcdserverpb.PutRequest, *etcdserverpb.DeleteRangeRequest:
 		c.writes.Add(1)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// putsSlot reports whether r, in any branch, puts a semaphore's slot key.
+func putsSlot(r *etcdserverpb.TxnRequest) bool {
+	for _, op := range slices.Concat(r.Success, r.Failure) {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "%slot/") {
+			return true
+		}
+		if t := op.GetRequestTxn(); t != nil && putsSlot(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// wrote reports whether the branches of r that etcd took, as resp says,
+// wrote anything.
+func wrote(r *etcdserverpb.TxnRequest, resp *etcdserverpb.TxnResponse) bool {
+	ops := r.Failure
+	if resp.Succeeded {
+		ops = r.Success
+	}
+	for i, op := range ops {
+		switch o := op.Request.(type) {
+		case *etcdserverpb.RequestOp_RequestPut, *etcdserverpb.RequestOp_RequestDeleteRange:
+			return true
+		case *etcdserverpb.RequestOp_RequestTxn:
+			if wrote(o.RequestTxn, resp.Responses[i].GetResponseTxn()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func txnWrites(r *etcdserverpb.TxnRequest) bool {
@@ -95,18 +137,25 @@ func txnWrites(r *etcdserverpb.TxnRequest) bool {
 
 // countingClient is a client of endpoints (default: the test cluster)
 // whose KV requests c counts.
-func countingClient(b *testing.B, c *rpcCounter, endpoints ...string) *clientv3.Client {
+func countingClient(tb testing.TB, c *rpcCounter, endpoints ...string) *clientv3.Client {
 	if len(endpoints) == 0 {
 		endpoints = cluster.Endpoints()
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
+	return interceptedClient(tb, endpoints, c.intercept)
+}
+
+// interceptedClient is a client of endpoints whose unary requests go
+// through intercept, closed when tb ends.
+func interceptedClient(tb testing.TB, endpoints []string, intercept grpc.UnaryClientInterceptor) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)}})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { cli.Close() })
+	tb.Cleanup(func() { cli.Close() })
 	return cli
 }
+
 func (e *etcdlockLocker) unlock(ctx context.Context) error { return e.l.Release(ctx) }
 
 type mutexLocker struct{ m *concurrency.Mutex }
@@ -170,7 +219,7 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		wg        sync.WaitGroup
 	)
 	events0 := watchEvents(b)
-	reads0, writes0 := rpcs.reads.Load(), rpcs.writes.Load()
+	reads0, writes0, failed0 := rpcs.reads.Load(), rpcs.writes.Load(), rpcs.failedClaims.Load()
 	b.ResetTimer()
 	for _, l := range lockers {
 		wg.Add(1)
@@ -213,6 +262,9 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		b.ReportMetric((watchEvents(b)-events0)/float64(b.N), "events/op")
 		b.ReportMetric(float64(rpcs.reads.Load()-reads0)/float64(b.N), "reads/op")
 		b.ReportMetric(float64(rpcs.writes.Load()-writes0)/float64(b.N), "writes/op")
+		if impl == "semaphore" {
+			b.ReportMetric(float64(rpcs.failedClaims.Load()-failed0)/float64(b.N), "failedclaims/op")
+		}
 	}
 }
 

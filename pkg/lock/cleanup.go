@@ -100,13 +100,13 @@ func (s *Session) removeFailed(l *Lock) {
 // requests race on the server, or the put was delayed in the network): the
 // key is then a stray, which the renewal loop deletes after the next
 // renewals (sweepStrays), and which the session's next acquisition of the
-// name would replace. A semaphore's TryAcquire writes a slot key in the
-// same transaction, with the same value.
+// name would replace. A semaphore's contender that found its name without
+// any key (firstHolder), and a semaphore's TryAcquire, write a slot key in
+// the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
-	keys := l.Keys()
-	if l.slotKey != "" {
-		keys = append(keys, l.slotKey)
-	}
+	l.mu.Lock()
+	keys := append(l.Keys(), l.slotKeys()...)
+	l.mu.Unlock()
 	var err error
 	for _, key := range keys {
 		var resp *clientv3.TxnResponse

@@ -94,11 +94,13 @@ type Lock struct {
 	watch     *watchmux.Watch // on the key, from its first write until a final state
 
 	// A semaphore holder's slot (WithLimit): slotKey is "" until a slot is
-	// being claimed. Once held, token is the slot key's create revision and
-	// queueRev the contender key's.
+	// held. Once held, token is the slot key's create revision and
+	// queueRev the contender key's. claiming lists the slot keys that a claim
+	// whose reply has not come may have written (see setClaiming).
 	slot      int
 	slotKey   string
 	queueRev  int64
+	claiming  []string
 	slotWatch *watchmux.Watch
 
 	marker string // the lock-delay marker, once being written (see WithLockDelay)
@@ -294,17 +296,13 @@ func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
 		l.mu.Lock() // a semaphore's acquisition may still be setting the token
-		tok, slotKey := l.token, l.slotKey
+		tok, slotKeys := l.token, l.slotKeys()
 		l.mu.Unlock()
-		if slotKey != "" || len(l.more) > 0 {
+		if len(slotKeys) > 0 || len(l.more) > 0 {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.
-			keys := l.Keys()
-			if slotKey != "" {
-				keys = append(keys, slotKey)
-			}
-			l.s.addStrays(l, keys...)
+			l.s.addStrays(l, append(l.Keys(), slotKeys...)...)
 			l.s.sweepSoon()
 		}
 		l.s.unclaim(l)
@@ -314,11 +312,12 @@ func (l *Lock) lose(cause, detail error) {
 
 // deleteKeys deletes l's keys, each only if it is still the one l wrote:
 // the contender key by its create revision, and a semaphore holder's slot
-// key by its own (the token). A slot claim whose outcome is unknown is
-// deleted by its value, unique to this acquisition (Record.Seq).
+// key by its own (the token). The slot keys that a claim whose outcome is
+// unknown may have written are deleted by their value, unique to this
+// acquisition (Record.Seq).
 func (l *Lock) deleteKeys(ctx context.Context) error {
 	l.mu.Lock()
-	slotKey, queueRev := l.slotKey, l.queueRev
+	slotKey, queueRev, claims := l.slotKey, l.queueRev, l.claiming
 	l.mu.Unlock()
 	if len(l.more) > 0 {
 		ops := make([]clientv3.Op, 0, 1+len(l.more))
@@ -328,7 +327,7 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 		_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 		return err
 	}
-	if slotKey == "" {
+	if slotKey == "" && len(claims) == 0 {
 		if ops := markerDeletes([]*Lock{l}); len(ops) > 0 {
 			// A clean end: the marker goes in the same transaction.
 			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
@@ -338,15 +337,17 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
 		return err
 	}
-	slotCmp := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))}
-	if queueRev == 0 { // the claim's reply was lost; l.token is the contender key's
+	var ops []clientv3.Op
+	if queueRev != 0 {
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil))
+	} else { // a claim's reply was lost; l.token is the contender key's
 		queueRev = int64(l.token)
-		slotCmp = l.s.sameWrite(slotKey, l.value)
+		for _, key := range claims {
+			ops = append(ops, clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil))
+		}
 	}
-	_, err := l.s.client.Txn(ctx).Then(
-		clientv3.OpTxn(slotCmp, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil),
-		clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil),
-	).Commit()
+	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
+	_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 	return err
 }
 

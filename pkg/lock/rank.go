@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // waitRank waits until fewer than l's limit keys under pfx are older than
-// l's; older counts them as of the acquiring transaction, which read the
-// slot keys too (slots, Header set). It returns the latest listing of the
-// slot keys, read with the count that made l eligible.
+// l's; older lists them as of the acquiring transaction, which read the
+// slot keys too (slots, Header set). It returns the latest listings of
+// the older keys and of the slot keys, read together, with the count that
+// made l eligible.
 //
 // A waiter watches the name's keys from the revision etcd creates the
 // watch at (a watch from a past revision may wait up to 100 ms for etcd to
@@ -20,8 +22,8 @@ import (
 // and no read. When the events say l is eligible, one read confirms it.
 // A watch that etcd cancels (compaction, lost leader) is created anew and
 // the count read again.
-func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64, slots *etcdserverpb.RangeResponse) (*etcdserverpb.RangeResponse, error) {
-	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.opts.limit), older: older, slots: slots}
+func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.opts.limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	for w.older >= w.limit {
 		step := w.next
@@ -29,10 +31,10 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older int64
 			step = w.watch
 		}
 		if err := step(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return w.slots, nil
+	return w.olderKeys, w.slots, nil
 }
 
 // rankWait is one semaphore waiter's wait for its rank (waitRank).
@@ -42,9 +44,10 @@ type rankWait struct {
 	pfx   string // the name's contenders prefix
 	limit int64
 
-	older   int64 // keys older than l's, as of counted
-	counted int64 // the revision of the count: events up to it are in it
-	slots   *etcdserverpb.RangeResponse
+	older     int64 // keys older than l's, as of counted
+	counted   int64 // the revision of the count: events up to it are in it
+	olderKeys []*mvccpb.KeyValue
+	slots     *etcdserverpb.RangeResponse // read with olderKeys
 
 	wch    clientv3.WatchChan // nil: no watch, create one
 	cancel context.CancelFunc // ends wch
@@ -132,25 +135,36 @@ func (w *rankWait) unwatch() {
 	w.wch, w.cancel = nil, nil
 }
 
-// read counts the keys older than l's and lists the slot keys, in one
-// read, and checks that l's key is still there.
+// read counts the keys older than l's and lists them and the slot keys
+// (readRank).
 func (w *rankWait) read(ctx context.Context) error {
-	l, mine := w.l, int64(w.l.token)
-	resp, err := w.s.waitRead(ctx, l,
-		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
-		// Not count-only: etcd counts before it applies the create
-		// revision filter.
-		clientv3.OpGet(w.pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
-		slotsOp(w.s.cfg.prefix, l.name),
-	)
+	older, slots, err := w.s.readRank(ctx, w.l, w.pfx)
 	if err != nil {
 		return err
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != mine {
-		return ErrKeyDeleted
-	}
-	w.older, w.counted = int64(len(resp.Responses[1].GetResponseRange().Kvs)), resp.Header.Revision
-	w.slots = resp.Responses[2].GetResponseRange()
-	w.slots.Header = resp.Header
+	w.older, w.counted, w.olderKeys, w.slots = int64(len(older)), slots.Header.Revision, older, slots
 	return nil
+}
+
+// readRank lists the keys under pfx older than l's, a semaphore's
+// contender key, and the slot keys (Header set), in one read, and checks
+// that l's key is still there.
+func (s *Session) readRank(ctx context.Context, l *Lock, pfx string) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	mine := int64(l.token) // the contender key's: no slot is held yet
+	resp, err := s.waitRead(ctx, l,
+		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
+		// Not count-only: etcd counts before it applies the create
+		// revision filter.
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
+		slotsOp(s.cfg.prefix, l.name),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != mine {
+		return nil, nil, ErrKeyDeleted
+	}
+	slots := resp.Responses[2].GetResponseRange()
+	slots.Header = resp.Header
+	return resp.Responses[1].GetResponseRange().Kvs, slots, nil
 }

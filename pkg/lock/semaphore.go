@@ -28,6 +28,26 @@ const MaxLimit = 1 << 16
 // fence each part with the slot's tokens, by the existing guards, with
 // the name and slot as the guard's key.
 //
+// Acquire's first transaction is If(no contender key and no slot key
+// under the name) Then(put the contender key and slot 0's key) Else(the
+// queueing transaction: put the contender key, read the name's older
+// contender keys and its slot keys). On a name without keys that is the
+// whole acquisition, and with Release an uncontended cycle costs two
+// requests, as for a plain lock; the token is then also the contender
+// key's create revision. Otherwise an eligible contender claims a slot in
+// one more transaction: If(its contender key is unchanged) Then(for up to
+// 8 free slots, one after another, nested: If(the slot key is absent)
+// Then(put it)). It starts at the free slot at its rank among the older
+// contenders without a slot, so that contenders eligible together claim
+// different slots, and tries again only when every slot it tried was
+// taken meanwhile. TryAcquire sends the same first transaction, with the
+// reads of the queue and the slots as its Else, and otherwise writes its
+// contender key and a free slot's key in one transaction if nothing under
+// the name changed since that read. Every key is written under the
+// session's lease. When a reply is lost, the failed acquisition's clean-up
+// deletes its contender key and each slot key the transaction may have
+// written, each only if it still holds the value this acquisition wrote.
+//
 // A waiter reads the queue once, in the acquiring transaction, then
 // counts the deletions of older keys from one range watch (clientv3's
 // watcher, which shares one stream per client): a release costs every
@@ -105,109 +125,6 @@ func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
-// leaves out the lease, which tells this session's own slot keys.
-func slotsOp(prefix, name string) clientv3.Op {
-	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
-}
-
-// removeOwnSlots deletes the slot keys of this session's lease from
-// slots, a listing of the slot keys of a name the session is acquiring
-// now: an earlier acquisition of the name left them (its Release failed,
-// or it was lost when its contender key was deleted), and one session
-// never holds two slots of a name. It returns the listing without them.
-func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
-	kept := slots[:0:0]
-	for _, kv := range slots {
-		if clientv3.LeaseID(kv.Lease) != s.lease {
-			kept = append(kept, kv)
-			continue
-		}
-		if err := s.removeLeftover(ctx, kv); err != nil {
-			return nil, err
-		}
-	}
-	return kept, nil
-}
-
-// claimSlot gives l, an eligible contender of a semaphore, a free slot:
-// the lowest-numbered slot key that does not exist, written only while l's
-// contender key still exists. When every slot is taken (a holder whose
-// contender key is gone still has its slot until its lease goes), it
-// waits for a slot key's deletion. It returns the slot key's create
-// revision, l's token.
-//
-// get lists the slot keys as of a recent read; its Header is set.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, get *etcdserverpb.RangeResponse) (fencing.Token, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
-	queueRev := int64(l.token)
-	for first := true; ; first = false {
-		if !first {
-			resp, err := s.client.Do(ctx, slotsOp(s.cfg.prefix, l.name))
-			if err != nil {
-				return 0, err
-			}
-			get = (*etcdserverpb.RangeResponse)(resp.Get())
-		}
-		taken := make(map[string]bool, len(get.Kvs))
-		for _, kv := range get.Kvs {
-			taken[string(kv.Key)] = true
-		}
-		for slot := range l.opts.limit {
-			key := keys.Slot(slot)
-			if taken[key] {
-				continue
-			}
-			l.mu.Lock()
-			l.slot, l.slotKey = slot, key // for failAcquire's clean-up if the reply is lost
-			l.mu.Unlock()
-			resp, err := s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-					clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
-				Then(clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
-				Else(clientv3.OpGet(l.key, clientv3.WithKeysOnly())).
-				Commit()
-			if err != nil {
-				return 0, err
-			}
-			if resp.Succeeded {
-				return fencing.Token(resp.Header.Revision), nil
-			}
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != queueRev {
-				return 0, ErrKeyDeleted
-			}
-		}
-		l.mu.Lock()
-		l.slotKey = ""
-		l.mu.Unlock()
-		// Every slot is taken: wait for one to go, then read again.
-		if err := s.waitDelete(ctx, l, keys.Slots(), get.Header.Revision, clientv3.WithPrefix()); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// waitDelete waits for a deletion of key (with clientv3.WithPrefix in
-// opts, of a key under it) after revision rev, or for etcd to cancel the
-// watch, after which the caller reads again anyway.
-func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64, opts ...clientv3.OpOption) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, append(opts, clientv3.WithRev(rev+1), clientv3.WithFilterPut())...)
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
-				return nil
-			}
-		case <-l.ctx.Done():
-			return context.Cause(l.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // behindSemaphore fails with ErrLimitMismatch if pred, the newest key
 // older than a plain lock's or a reader's, is a semaphore's. Together with
 // checkLimits it keeps every name's queue of one kind: a contender that
@@ -221,37 +138,45 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 	return nil
 }
 
-// trySemaphore is TryAcquire for a semaphore: it reads the queue and the
-// slots, fails with a *LockedError naming the oldest holder if the name
-// has its limit of contenders or no free slot, and otherwise writes l's
-// contender key and a free slot's key in one transaction, if no key under
-// the name was written since the read. It returns the write's revision.
-func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (int64, error) {
+// trySemaphore is TryAcquire for a semaphore. When the name has no key,
+// it writes l's contender key and slot 0's in one transaction
+// (firstHolder). Otherwise that transaction reads the queue and the slots
+// instead: trySemaphore fails with a *LockedError naming the oldest
+// holder if the name has its limit of contenders or no free slot, and
+// otherwise writes l's contender key and the key of the free slot that
+// slotOrder puts first in one transaction, if no key under the name was
+// written since the read. It returns the slot and the write's revision.
+func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot int, rev int64, err error) {
 	for {
-		resp, err := s.client.Txn(ctx).Then(
+		empty, claim := s.firstHolder(l, pfx)
+		resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(
 			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 			slotsOp(s.cfg.prefix, l.name),
 		).Commit()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+		if resp.Succeeded {
+			return 0, resp.Header.Revision, nil
+		}
+		l.setClaiming()
 		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if removed {
 			continue
 		}
 		if err := checkLimits(l, queue); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		slot := freeSlot(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, slots)
-		if len(queue) >= l.opts.limit || slot < 0 {
-			return 0, semaphoreHolder(l.name, queue, slots)
+		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, queue, slots, 1)
+		if len(queue) >= l.opts.limit || len(order) == 0 {
+			return 0, 0, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, slot); err != nil || ok {
-			return rev, err
+		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, order[0]); err != nil || ok {
+			return order[0], rev, err
 		}
 	}
 }
@@ -287,30 +212,13 @@ func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mv
 	return len(kept) < len(slots), err
 }
 
-// freeSlot is the lowest-numbered of a semaphore's limit slots not among
-// slots, the slot keys of name; -1 if none is free.
-func freeSlot(name keyspace.Name, limit int, slots []*mvccpb.KeyValue) int {
-	taken := make(map[string]bool, len(slots))
-	for _, kv := range slots {
-		taken[string(kv.Key)] = true
-	}
-	for i := range limit {
-		if !taken[name.Slot(i)] {
-			return i
-		}
-	}
-	return -1
-}
-
 // takeSlot writes l's contender key and the key of slot in one
 // transaction, if no key under pfx was written after revision read and
 // the slot is still free, and returns the write's revision; ok is false if
 // the transaction did not apply.
 func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
 	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	l.mu.Lock()
-	l.slot, l.slotKey = slot, key
-	l.mu.Unlock()
+	l.setClaiming(key)
 	txn, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
 			clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -322,9 +230,7 @@ func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64,
 	if txn.Succeeded {
 		return txn.Header.Revision, true, nil
 	}
-	l.mu.Lock()
-	l.slotKey = ""
-	l.mu.Unlock()
+	l.setClaiming()
 	return 0, false, nil
 }
 
@@ -350,29 +256,14 @@ func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	slots.Kvs = kept
-	slots, err = s.waitRank(ctx, l, pfx, int64(len(older)), slots)
+	older, slots, err = s.waitRank(ctx, l, pfx, older, slots)
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	tok, err := s.claimSlot(ctx, l, slots)
+	slot, tok, err := s.claimSlot(ctx, l, pfx, older, slots)
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.holdSlot(l, tok)
+	s.holdSlot(l, slot, tok)
 	return s.activated(ctx, l)
-}
-
-// holdSlot records that l holds its slot key, created at revision tok, and
-// watches that key: its deletion by anyone else loses the lock, as the
-// contender key's does.
-func (s *Session) holdSlot(l *Lock, tok fencing.Token) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.queueRev, l.token = int64(l.token), tok
-	if s.err != nil || l.state != stateAcquiring {
-		return
-	}
-	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }

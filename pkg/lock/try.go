@@ -11,8 +11,8 @@ import (
 )
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round
-// trip (more for a reader, a semaphore or a lock-delay: see their
-// options), and otherwise returns a *LockedError (wrapping ErrLocked)
+// trip (more for a reader, a semaphore whose name has keys, or a
+// lock-delay: see their options), and otherwise returns a *LockedError (wrapping ErrLocked)
 // naming the current holder, leaving no key behind. Like Acquire it never adopts an
 // existing key (a leftover of this session's earlier acquisition of name is
 // removed and, if the name is then free, replaced by a fresh key), and it
@@ -25,9 +25,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	defer stop()
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var rev int64
+	slot := -1
 	switch {
 	case l.opts.semaphore():
-		rev, err = s.trySemaphore(ctx, l, pfx)
+		slot, rev, err = s.trySemaphore(ctx, l, pfx)
 	case l.opts.shared:
 		rev, err = s.tryShared(ctx, l, pfx)
 	default:
@@ -38,7 +39,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	}
 	if l.opts.semaphore() {
 		s.watchKey(l, fencing.Token(rev), rev+1)
-		s.holdSlot(l, fencing.Token(rev))
+		s.holdSlot(l, slot, fencing.Token(rev))
 		return s.activated(ctx, l)
 	}
 	return s.tryAcquired(ctx, l, rev)

@@ -1,0 +1,229 @@
+package lock
+
+import (
+	"context"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+)
+
+// slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
+// leaves out the lease, which tells this session's own slot keys and
+// whose contender key holds each slot.
+func slotsOp(prefix, name string) clientv3.Op {
+	return clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix())
+}
+
+// removeOwnSlots deletes the slot keys of this session's lease from
+// slots, a listing of the slot keys of a name the session is acquiring
+// now: an earlier acquisition of the name left them (its Release failed,
+// or it was lost when its contender key was deleted), and one session
+// never holds two slots of a name. It returns the listing without them.
+func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
+	kept := slots[:0:0]
+	for _, kv := range slots {
+		if clientv3.LeaseID(kv.Lease) != s.lease {
+			kept = append(kept, kv)
+			continue
+		}
+		if err := s.removeLeftover(ctx, kv); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// firstHolder returns the comparisons and writes with which l, a
+// semaphore's contender, claims slot 0 in the transaction that queues it
+// when its name has no key at all: no contender key under pfx (no holder
+// or waiter of any kind, no key this session left) and no slot key (a
+// holder whose contender key is gone still has its slot). etcd compares
+// every key of a range, and the range's absent key when it is empty, so
+// a create revision of 0 over a range holds exactly when the range is
+// empty. The writes put l's contender key and slot 0's key, under the
+// session's lease, at one revision: l's token. No contender is older, so
+// l is first in FIFO order; no slot is held, and slot 0's new key is
+// created after every earlier holder's of that slot.
+//
+// It records slot 0's key as l's claim first (setClaiming); the caller
+// clears it when the transaction did not claim.
+func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim []clientv3.Op) {
+	keys := keyspace.Of(s.cfg.prefix, l.name)
+	l.setClaiming(keys.Slot(0))
+	empty = []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(keys.Slots()), "=", 0).WithPrefix(),
+	}
+	claim = []clientv3.Op{
+		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
+		clientv3.OpPut(keys.Slot(0), l.value, clientv3.WithLease(s.lease)),
+	}
+	return empty, claim
+}
+
+// setClaiming records keys, before a claim that may write one of them is
+// sent, as the slot keys l may have written until the reply comes (none:
+// the reply came and l claimed none). The clean-up of an acquisition whose
+// claim's reply is lost deletes them by the value l wrote
+// (removeUnconfirmed, deleteKeys), which no other write has.
+func (l *Lock) setClaiming(keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claiming = keys
+}
+
+// slotKeys is the slot key l holds, if any, and those it may have written
+// (setClaiming). l.mu must be held.
+func (l *Lock) slotKeys() []string {
+	if l.slotKey == "" {
+		return l.claiming
+	}
+	return append([]string{l.slotKey}, l.claiming...)
+}
+
+// maxSlotTries is how many free slots one claim transaction tries, one
+// after another, in nested transactions.
+const maxSlotTries = 8
+
+// claimSlot gives l, an eligible contender of a semaphore, a free slot,
+// written only while l's contender key still exists; older are the
+// contender keys older than l's and slots the slot keys (Header set), as
+// of one recent read. One transaction tries up to maxSlotTries of the
+// free slots, in the order slotOrder gives (contenders that became
+// eligible together start at different slots), and writes the first that
+// is still free; if none is, it lists the slot keys, and l tries again.
+// When every slot is taken (a holder whose contender key is gone still has
+// its slot until its lease goes), it waits for a slot key's deletion and
+// reads again. It returns the slot and its key's create revision, l's
+// token.
+func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+	keys := keyspace.Of(s.cfg.prefix, l.name)
+	queueRev := int64(l.token)
+	for {
+		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
+		if len(order) == 0 {
+			// Every slot is taken: wait for one to go, then read again.
+			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision, clientv3.WithPrefix()); err != nil {
+				return 0, 0, err
+			}
+			var err error
+			if older, slots, err = s.readRank(ctx, l, pfx); err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
+		claims := make([]string, len(order))
+		try := slotsOp(s.cfg.prefix, l.name) // when every slot tried is taken
+		for i := len(order) - 1; i >= 0; i-- {
+			claims[i] = keys.Slot(order[i])
+			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.lease))}, []clientv3.Op{try})
+		}
+		l.setClaiming(claims...)
+		resp, err := s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
+			Then(try).
+			Commit()
+		if err != nil {
+			return 0, 0, err
+		}
+		if !resp.Succeeded { // l's contender key is gone: nothing was written
+			l.setClaiming()
+			return 0, 0, ErrKeyDeleted
+		}
+		r := resp.Responses[0].GetResponseTxn()
+		for i := range order {
+			if r.Succeeded {
+				return order[i], fencing.Token(resp.Header.Revision), nil
+			}
+			if i < len(order)-1 {
+				r = r.Responses[0].GetResponseTxn()
+			}
+		}
+		l.setClaiming()
+		slots = r.Responses[0].GetResponseRange()
+		slots.Header = resp.Header
+	}
+}
+
+// slotOrder lists up to max of the free slots of a semaphore of limit
+// slots, in the order that an eligible contender tries them, given older,
+// the contender keys older than its own, and slots, the slot keys; none
+// if every slot is taken. Every older contender without a slot is
+// eligible too and about to claim one, so the contender starts after as
+// many free slots as there are such contenders, in slot order, and goes
+// on in slot order, wrapping around: contenders that read the same keys
+// start at different slots.
+func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, max int) []int {
+	taken := make(map[string]bool, len(slots))
+	holders := make(map[string]bool, len(slots))
+	for _, kv := range slots {
+		taken[string(kv.Key)] = true
+		holders[name.Contender(kv.Lease)] = true
+	}
+	var free []int // the first free slots, as many as the order can need
+	skip := 0
+	for _, kv := range older {
+		if !holders[string(kv.Key)] {
+			skip++
+		}
+	}
+	for i := 0; i < limit && len(free) < skip+max; i++ {
+		if !taken[name.Slot(i)] {
+			free = append(free, i)
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	if skip >= len(free) {
+		// More contenders without a slot than free slots seen: the
+		// listing is stale, or the slots are held by holders whose
+		// contender keys are gone.
+		skip %= len(free)
+	}
+	order := slices.Concat(free[skip:], free[:skip])
+	return order[:min(len(order), max)]
+}
+
+// waitDelete waits for a deletion of key (with clientv3.WithPrefix in
+// opts, of a key under it) after revision rev, or for etcd to cancel the
+// watch, after which the caller reads again anyway.
+func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64, opts ...clientv3.OpOption) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, append(opts, clientv3.WithRev(rev+1), clientv3.WithFilterPut())...)
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
+				return nil
+			}
+		case <-l.ctx.Done():
+			return context.Cause(l.ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// holdSlot records that l holds slot, whose key it created at revision
+// tok, and watches that key: its deletion by anyone else loses the lock,
+// as the contender key's does.
+func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slot, l.slotKey, l.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
+	l.queueRev, l.token = int64(l.token), tok
+	if s.err != nil || l.state != stateAcquiring {
+		return
+	}
+	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
+}
