@@ -77,7 +77,6 @@ type Lock struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	lost   chan struct{}
 
 	// unclaimed is closed when the session drops the claim; made only when
 	// a later acquisition of the name waits for that. Guarded by
@@ -92,16 +91,11 @@ type Lock struct {
 	since     time.Time // when the acquisition started; once active, when it became so
 	err       error
 	watch     *watchmux.Watch // on the key, from its first write until a final state
+	lost      chan struct{}   // Lost's, made by its first call
 
-	// A semaphore holder's slot (WithLimit): slotKey is "" until a slot is
-	// held. Once held, token is the slot key's create revision and
-	// queueRev the contender key's. claiming lists the slot keys that a claim
-	// whose reply has not come may have written (see setClaiming).
-	slot      int
-	slotKey   string
-	queueRev  int64
-	claiming  []string
-	slotWatch *watchmux.Watch
+	// slot is a semaphore holder's slot (WithLimit); nil for every other
+	// kind, which saves the fields in each of their handles.
+	slot *slotHold
 
 	marker string // the lock-delay marker, once being written (see WithLockDelay)
 	// clean is set when the lock ends cleanly — released by Release,
@@ -148,8 +142,8 @@ func (l *Lock) Name() string { return l.name }
 // Key returns the etcd key that represents this claim: its contender key,
 // or for a semaphore holder its slot key (see WithLimit).
 func (l *Lock) Key() string {
-	if l.queueRev != 0 {
-		return l.slotKey
+	if l.slot != nil && l.slot.queueRev != 0 {
+		return l.slot.key
 	}
 	return l.key
 }
@@ -169,7 +163,17 @@ func (l *Lock) Deadline() time.Time { return l.s.Deadline() }
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Lost returns a channel closed when the lock is lost (not when released).
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
+func (l *Lock) Lost() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil { // made on first use: most holders never ask
+		l.lost = make(chan struct{})
+		if l.state == StateLost {
+			close(l.lost)
+		}
+	}
+	return l.lost
+}
 
 // State returns the lock's current state.
 func (l *Lock) State() State {
@@ -237,11 +241,15 @@ func (l *Lock) finish(state State, err error) bool {
 		m.Ended(l.s.cfg.clock.Since(l.since), lost)
 	}
 	l.state, l.err = state, err
-	if state == StateLost {
+	if state == StateLost && l.lost != nil {
 		close(l.lost)
 	}
-	ws := []*watchmux.Watch{l.watch, l.slotWatch}
-	l.watch, l.slotWatch = nil, nil
+	ws := []*watchmux.Watch{l.watch}
+	l.watch = nil
+	if l.slot != nil {
+		ws = append(ws, l.slot.watch)
+		l.slot.watch = nil
+	}
 	for i := range l.more {
 		ws = append(ws, l.more[i].watch)
 		l.more[i].watch = nil
@@ -316,8 +324,13 @@ func (l *Lock) lose(cause, detail error) {
 // unknown may have written are deleted by their value, unique to this
 // acquisition (Record.Seq).
 func (l *Lock) deleteKeys(ctx context.Context) error {
+	var slotKey string
+	var queueRev int64
+	var claims []string
 	l.mu.Lock()
-	slotKey, queueRev, claims := l.slotKey, l.queueRev, l.claiming
+	if l.slot != nil {
+		slotKey, queueRev, claims = l.slot.key, l.slot.queueRev, l.slot.claiming
+	}
 	l.mu.Unlock()
 	if len(l.more) > 0 {
 		ops := make([]clientv3.Op, 0, 1+len(l.more))

@@ -581,3 +581,37 @@ func TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst(t *testing.T) {
 		})
 	}
 }
+
+// Lost's channel is made by its first call: a call that comes only after
+// the loss gets a closed channel, and one made before is closed by it.
+func TestLostAskedBeforeOrAfterTheLoss(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s := newSession(t, cli)
+	early, err := s.Acquire(ctx, "early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := s.Acquire(ctx, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := early.Lost()
+	if closed(lost) {
+		t.Fatal("Lost() closed while the lock is held")
+	}
+	for _, l := range []*lock.Lock{early, late} {
+		if _, err := cli.Delete(ctx, l.Key()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("Lost() asked before the loss was not closed by it")
+	}
+	<-late.Context().Done()
+	if !closed(late.Lost()) {
+		t.Errorf("Lost() asked after the loss (state %v) is not closed", late.State())
+	}
+}

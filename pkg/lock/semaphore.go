@@ -95,10 +95,10 @@ func (LimitOption) acquireOption() {}
 // Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
 // -1 for a lock acquired without a limit above 1.
 func (l *Lock) Slot() int {
-	if l.slotKey == "" {
+	if l.slot == nil || l.slot.key == "" {
 		return -1
 	}
-	return l.slot
+	return l.slot.n
 }
 
 // semaphore reports whether ac acquires a semaphore.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range
@@ -74,16 +75,32 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 func (l *Lock) setClaiming(keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.claiming = keys
+	l.slot.claiming = keys
 }
 
 // slotKeys is the slot key l holds, if any, and those it may have written
 // (setClaiming). l.mu must be held.
 func (l *Lock) slotKeys() []string {
-	if l.slotKey == "" {
-		return l.claiming
+	switch {
+	case l.slot == nil:
+		return nil
+	case l.slot.key == "":
+		return l.slot.claiming
 	}
-	return append([]string{l.slotKey}, l.claiming...)
+	return append([]string{l.slot.key}, l.slot.claiming...)
+}
+
+// slotHold is a semaphore holder's slot (WithLimit). key is "" until a
+// slot is held. Once held, the lock's token is the slot key's create
+// revision and queueRev the contender key's. claiming lists the slot keys
+// that a claim whose reply has not come may have written (see
+// setClaiming). Guarded by Lock.mu.
+type slotHold struct {
+	n        int
+	key      string
+	queueRev int64
+	claiming []string
+	watch    *watchmux.Watch
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -220,10 +237,11 @@ func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slot, l.slotKey, l.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
-	l.queueRev, l.token = int64(l.token), tok
+	h := l.slot
+	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
+	h.queueRev, l.token = int64(l.token), tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}
-	l.slotWatch = s.mux.WatchKey(l.slotKey, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
+	h.watch = s.mux.WatchKey(h.key, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }
