@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 )
 
 // term is one term of this lock's identity as the record's holder.
@@ -104,15 +105,18 @@ func (l *Lock) enforceDeadline(t *term) {
 // which is why the deadline has a goroutine of its own.)
 func (l *Lock) watch(t *term, from int64) {
 	defer l.wg.Done()
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
 	for t.ctx.Err() == nil {
+		opened := time.Now()
 		events, stop := l.openWatch(t, from)
-		from = l.follow(t, events, from)
+		next := l.follow(t, events, from)
 		stop()
+		if next != from || time.Since(opened) > bo.Max {
+			bo.Reset() // the watch delivered, or lived: the next starts afresh
+		}
+		from = next
 		if t.ctx.Err() == nil {
-			select {
-			case <-t.ctx.Done():
-			case <-time.After(watchRetry):
-			}
+			_ = backoff.Sleep(t.ctx, bo.Next())
 		}
 	}
 }
@@ -145,9 +149,6 @@ func (l *Lock) openWatch(t *term, from int64) (clientv3.WatchChan, context.Cance
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
 	return l.client.Watch(ctx, l.key, clientv3.WithRev(from)), cancel
 }
-
-// watchRetry is the pause before a watch that etcd ended is opened again.
-const watchRetry = 100 * time.Millisecond
 
 // reread reads the record after its watch was compacted: it ends t if the
 // record is gone or under another lease, and returns the revision to watch

@@ -1,8 +1,8 @@
 // Package backoff is the exponential backoff of the retry loops of the
-// lock and the election: a lock waiter's reads, the watch stream's
-// reconnects and re-reads, Follow, and an elector's campaigns. (A lease's
-// renewals retry at a fixed period derived from the TTL, and kubelock's
-// term watch after a fixed pause.)
+// lock, the election and kubelock: a lock waiter's reads, the watch
+// stream's reconnects and re-reads, Follow, an elector's campaigns, and
+// kubelock's term watch. (A lease's renewals retry at a fixed period
+// derived from the TTL.)
 package backoff
 
 import (
