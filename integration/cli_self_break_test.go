@@ -1,8 +1,18 @@
 package integration
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
 // A run whose lock is broken while its command runs exits 79, whatever the
@@ -23,5 +33,84 @@ func TestCLIRunBrokenByItsCommand(t *testing.T) {
 	}
 	if r := cli(t, ep, nil, "run", "job", "--", "true"); r.code != 0 {
 		t.Errorf("a run that keeps its lock: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A command that overwrites its own lock's key with a put of its own (no
+// lease, the same create revision) has lost the lock: the run exits 79 and
+// deletes the key, which would otherwise outlive the run's lease and
+// block the name until someone breaks it.
+func TestCLIRunOverwrittenByItsCommand(t *testing.T) {
+	t.Parallel()
+	ep := shared.Endpoints()[0]
+	cl := etcdtest.Client(t, ep)
+	dir := t.TempDir()
+	wrote, done := filepath.Join(dir, "key"), filepath.Join(dir, "done")
+	script := `echo "$ETCDLOCK_KEY" > "$1.tmp" && mv "$1.tmp" "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 0`
+	cmd := cliCommand(t, ep, nil, "run", "r4", "--", "sh", "-c", script, "sh", wrote, done)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(wrote)
+		key = strings.TrimSpace(string(b))
+		return err == nil
+	}, "the command did not start")
+	if _, err := cl.Put(context.Background(), key, "junk"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 79 || !strings.Contains(stderr.String(), "overwritten") {
+		t.Fatalf("exit %v, stderr %q; want 79 saying that the key was overwritten", err, stderr.String())
+	}
+	if resp, err := cl.Get(context.Background(), key); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the overwritten key is still there (%v): %v", err, resp.Kvs)
+	}
+	if r := cli(t, ep, nil, "run", "--try", "r4", "--", "true"); r.code != 0 {
+		t.Errorf("the next run --try: exit %d %s, want 0", r.code, r.stderr)
+	}
+}
+
+// A run of several names one of whose keys is deleted while the command
+// runs (an operator's etcdctl del) names that one as lost (or, when the
+// loss is seen while the command runs, says that one of them was lost),
+// never the first name alone.
+func TestCLIRunSetLosesOneName(t *testing.T) {
+	t.Parallel()
+	ep := shared.Endpoints()[0]
+	cl := etcdtest.Client(t, ep)
+	dir := t.TempDir()
+	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
+	script := `touch "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 0`
+	cmd := cliCommand(t, ep, nil, "run", "m1", "m2", "--", "sh", "-c", script, "sh", started, done)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	}, "the command did not start")
+	if resp, err := cl.Delete(context.Background(), prefixOf(t)+"m2/", clientv3.WithPrefix()); err != nil || resp.Deleted != 1 {
+		t.Fatalf("deleting m2's key: %v, %v", err, resp)
+	}
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	msg := stderr.String()
+	named := strings.Contains(msg, `lock "m2" lost while the command ran`) ||
+		strings.Contains(msg, `one of locks "m1", "m2" lost while the command ran`)
+	if !errors.As(err, &ee) || ee.ExitCode() != 79 || !named || strings.Contains(msg, `lock "m1" lost`) {
+		t.Errorf("exit %v, stderr %q; want 79 naming m2 (or one of m1, m2) as lost", err, msg)
 	}
 }

@@ -281,31 +281,68 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 }
 
 // heldThroughout returns an error wrapping lock.ErrLost if l's keys are
-// gone once its command has exited. The session learns of a deleted key
-// (a break) or a revoked lease from its watch, which may tell it only after
-// the command, which may itself have broken the lock, has exited. A key
-// never comes back with the same create revision: found now, it was there
-// all the while the command ran. A key gone now may have gone just after
-// the command exited: the loss is reported all the same. If etcd cannot
-// say, a note says so and the command's own status stands.
+// not this session's once its command has exited. The session learns of a
+// deleted key (a break) or a revoked lease from its watch, which may tell
+// it only after the command, which may itself have broken the lock, has
+// exited. A key never comes back with the same create revision: found now
+// with the session's lease, it was there all the while the command ran. A
+// key gone now may have gone just after the command exited: the loss is
+// reported all the same. A key found with the run's create revision but
+// another lease (or none) was overwritten by a put: it would outlive the
+// session and block the name for good, so the same transaction deletes it
+// (by its create revision: it is still this run's key). The loss names the
+// names whose key failed, from each name's nested transaction. If etcd
+// cannot say, a note says so and the command's own status stands.
 func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *lock.Lock) error {
 	keys := l.Keys()
 	keys[0] = l.Key() // a semaphore's slot key, whose create revision is the token
-	cmps := make([]clientv3.Cmp, len(keys))
+	tok := int64(l.Token())
+	var cmps []clientv3.Cmp
+	perKey := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", int64(l.Token()))
+		mine := clientv3.Compare(clientv3.CreateRevision(k), "=", tok)
+		held := []clientv3.Cmp{mine, clientv3.Compare(clientv3.LeaseValue(k), "=", s.Lease())}
+		cmps = append(cmps, held...)
+		perKey[i] = clientv3.OpTxn(held, nil, []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{mine}, []clientv3.Op{clientv3.OpDelete(k)}, nil)})
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	resp, err := s.Client().Txn(rctx).If(cmps...).Commit()
-	switch {
-	case err != nil:
+	resp, err := s.Client().Txn(rctx).If(cmps...).Else(perKey...).Commit()
+	if err != nil {
 		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(l.Names()), err)
 		return nil
-	case !resp.Succeeded:
-		return fmt.Errorf("%s lost while the command ran (its key is gone: broken, or its lease revoked or expired): %w", lockNames(l.Names()), lock.ErrLost)
 	}
-	return nil
+	if resp.Succeeded {
+		return nil
+	}
+	var gone, overwritten []string
+	for i, name := range l.Names() {
+		r := resp.Responses[i].GetResponseTxn()
+		switch {
+		case r.GetSucceeded():
+		case r.GetResponses()[0].GetResponseTxn().GetSucceeded():
+			overwritten = append(overwritten, name)
+		default:
+			gone = append(gone, name)
+		}
+	}
+	var why []string
+	if len(gone) > 0 {
+		why = append(why, fmt.Sprintf("%s lost while the command ran: its key is gone (broken, or its lease revoked or expired)", lockNames(gone)))
+	}
+	if len(overwritten) > 0 {
+		why = append(why, fmt.Sprintf("%s lost while the command ran: its key was overwritten by a write without the run's lease (deleted now, so that it does not block the name)", lockNames(overwritten)))
+	}
+	return fmt.Errorf("%s: %w", strings.Join(why, "; "), lock.ErrLost)
+}
+
+// someOf is names as a loss that etcdlock cannot attribute shows them:
+// lock "a", or one of locks "a", "b".
+func someOf(names []string) string {
+	if len(names) == 1 {
+		return lockNames(names)
+	}
+	return "one of " + lockNames(names)
 }
 
 // acquireWaiting acquires names, reporting who holds each of them while

@@ -117,7 +117,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 				}
 				err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", gd.Err())
 				if lostErr != nil {
-					err = fmt.Errorf("lock %q lost while the command ran (%w); %v", l.Name(), lostErr, err)
+					err = fmt.Errorf("%s lost while the command ran (%w); %v", someOf(l.Names()), lostErr, err)
 				}
 				return 0, 0, err
 			case ev.Stopping:
@@ -143,7 +143,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 					lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))
 				}
 				if lostErr != nil {
-					return 0, 0, fmt.Errorf("lock %q lost while the command ran; the command was stopped: %w", l.Name(), lostErr)
+					return 0, 0, fmt.Errorf("%s lost while the command ran; the command was stopped: %w", someOf(l.Names()), lostErr)
 				}
 				if timedOut {
 					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
@@ -162,7 +162,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 		case <-lost:
 			lost = nil
 			lostErr = l.Err()
-			_ = gd.Stop(fmt.Sprintf("lock %q lost (%v)", l.Name(), lostErr), killGrace(o.killGrace, s, lostErr))
+			_ = gd.Stop(fmt.Sprintf("%s lost (%v)", someOf(l.Names()), lostErr), killGrace(o.killGrace, s, lostErr))
 			ack, asked = time.After(guardian.StopAck), time.Now()
 		case <-runOut:
 			runOut = nil
