@@ -1,9 +1,16 @@
 package integration
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
 // A call to an etcd that stopped answering (frozen, as SIGSTOP freezes
@@ -62,4 +69,97 @@ func TestCLIFrozenEtcdDuringTry(t *testing.T) {
 	if txns > 2 {
 		t.Errorf("%d transactions sent to the frozen etcd, want the try and its clean-up", txns)
 	}
+	// The endpoint is probed while the try waits (from half its
+	// --request-timeout), so that the reason is known when it fails: a
+	// probe after the clean-up would add its own wait.
+	if p := f.probesOnceFrozen(); len(p) != 1 || p[0] != 1 {
+		t.Errorf("probes of the frozen etcd came after %v calls, want one probe while the try waits (after 1 call)", p)
+	}
+}
+
+// callsOtherThan fails the test for each call sent to a frozen etcd that
+// is not in allowed, or more often than allowed says; the session's
+// renewals, in the background, may always go.
+func callsOtherThan(t *testing.T, f *freezer, allowed map[string]int) {
+	t.Helper()
+	sent := map[string]int{}
+	for _, c := range f.callsOnceFrozen() {
+		if c == "/etcdserverpb.Lease/LeaseKeepAlive" {
+			continue
+		}
+		if sent[c]++; sent[c] > allowed[c] {
+			t.Errorf("call %s sent to the frozen etcd (calls once frozen: %q)", c, f.callsOnceFrozen())
+		}
+	}
+}
+
+// A run whose wait for a holder ends at --timeout while etcd is frozen
+// sends the clean-up of its wait, which gets no answer, and nothing after
+// it: no revoke, which would wait another --request-timeout for nothing.
+// It exits 124 all the same.
+func TestCLIFrozenEtcdWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ep := shared.Endpoints()[0]
+	name := fmt.Sprintf("held-%d", time.Now().UnixNano()) // its holder's lease outlives the test
+	if r := cli(t, ep, nil, "acquire", name, "--owner", "holder"); r.code != 0 {
+		t.Fatalf("acquire: %d %s", r.code, r.stderr)
+	}
+	f := newFreezer(t, ep, onDemand)
+	errFile := filepath.Join(t.TempDir(), "stderr")
+	out, err := os.Create(errFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := cliCommand(t, f.addr(), nil, "--request-timeout", "1s", "run", "--timeout", "3", name, "--", "true")
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(errFile)
+		return strings.Contains(string(b), "waiting for lock")
+	}, "the run did not say that it waits")
+	f.freeze()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 124 {
+		b, _ := os.ReadFile(errFile)
+		t.Errorf("exit %v, stderr %q; want 124", err, b)
+	}
+	callsOtherThan(t, f, map[string]int{"/etcdserverpb.KV/Txn": 1}) // the wait's clean-up
+}
+
+// A run whose check that it held its lock throughout, once its command
+// has exited, gets no answer from a frozen etcd sends nothing after it:
+// no revoke. The command's own status stands, with notes that the lock
+// could not be confirmed nor released.
+func TestCLIFrozenEtcdAfterCommand(t *testing.T) {
+	t.Parallel()
+	f := newFreezer(t, shared.Endpoints()[0], onDemand)
+	dir := t.TempDir()
+	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
+	script := `touch "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 3`
+	cmd := cliCommand(t, f.addr(), nil, "--request-timeout", "1s", "run", "X", "--", "sh", "-c", script, "sh", started, done)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Frozen once the session watches its key (a watch stream it opens
+	// in the background, 100 ms after the acquisition).
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(started)
+		return err == nil && f.sent("/etcdserverpb.Watch/Watch")
+	}, "the command did not start, or the session does not watch its key")
+	f.freeze()
+	if err := os.WriteFile(done, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(stderr.String(), "could not confirm") {
+		t.Errorf("exit %v, stderr %q; want 3 with a note that the lock could not be confirmed", err, stderr.String())
+	}
+	callsOtherThan(t, f, map[string]int{"/etcdserverpb.KV/Txn": 1}) // the check
 }

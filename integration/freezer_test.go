@@ -3,6 +3,7 @@ package integration
 import (
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,14 +18,14 @@ import (
 // that a test sees which requests a client sent to a frozen etcd.
 type freezer struct {
 	target   string // host:port of the etcd
-	freezeAt string // a method ("/etcdserverpb.KV/Range"); "" freezes at the first call
+	freezeAt string // a method ("/etcdserverpb.KV/Range"); "" freezes at the first call; onDemand at freeze
 	ln       net.Listener
 
 	mu     sync.Mutex
 	frozen bool
 	calls  []string // every call's method, in order
 	after  int      // calls[after:] were sent once frozen (the first is the one that froze it)
-	probes int      // connections that did not speak HTTP/2 (TLS probes)
+	probes []int    // per connection that did not speak HTTP/2 (a TLS probe): how many calls came before it
 	conns  []net.Conn
 	wg     sync.WaitGroup
 }
@@ -117,7 +118,7 @@ func (f *freezer) fromClient(c, s net.Conn) {
 		// A probe of the endpoint (a TLS ClientHello): a frozen etcd
 		// accepts the connection and never answers.
 		f.mu.Lock()
-		f.probes++
+		f.probes = append(f.probes, len(f.calls))
 		f.mu.Unlock()
 		_, _ = io.Copy(io.Discard, c)
 		return
@@ -174,6 +175,40 @@ func (f *freezer) fromClient(c, s net.Conn) {
 				return
 			}
 		}
+	}
+}
+
+// probesOnceFrozen returns, for each probe of the endpoint since the
+// freeze, how many calls the client had sent once frozen when it came.
+func (f *freezer) probesOnceFrozen() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n []int
+	for _, p := range f.probes {
+		if f.frozen && p > f.after {
+			n = append(n, p-f.after)
+		}
+	}
+	return n
+}
+
+// sent reports whether the client has sent a call to method.
+func (f *freezer) sent(method string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.calls, method)
+}
+
+// onDemand is the freezeAt of a freezer that freezes only when the test
+// calls freeze.
+const onDemand = "on demand"
+
+// freeze freezes f now: the next call is the first sent once frozen.
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.frozen {
+		f.frozen, f.after = true, len(f.calls)
 	}
 }
 

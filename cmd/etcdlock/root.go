@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/logging"
@@ -61,6 +62,7 @@ type globalOptions struct {
 	logger         *zap.Logger
 	printer        *printer
 	probes         probes // of the endpoints, started by a slow request (see diagnose)
+	unanswered     unanswered
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
@@ -228,6 +230,7 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		Logger:      g.logger.Named("etcd-client"),
 		Username:    g.user,
 		Password:    g.password,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.unanswered.intercept)},
 	}
 	if user, pass, ok := strings.Cut(g.user, ":"); ok && g.password == "" {
 		cfg.Username, cfg.Password = user, pass
@@ -314,8 +317,14 @@ func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Contex
 // done at half of it starts the probe of the endpoints, within the same
 // deadline, which diagnose reads if the request fails (see diagnose).
 func (g *globalOptions) requestCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	rctx, cancel := context.WithTimeout(ctx, g.requestTimeout)
-	t := time.AfterFunc(g.requestTimeout/2, func() { g.probes.start(rctx, g) })
+	return g.requestCtxFor(ctx, g.requestTimeout)
+}
+
+// requestCtxFor is requestCtx for a request bounded by d instead: one
+// that may also wait (run --try waits out a --lock-delay).
+func (g *globalOptions) requestCtxFor(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	t := time.AfterFunc(d/2, func() { g.probes.start(rctx, g) })
 	return rctx, func() {
 		timedOut := errors.Is(rctx.Err(), context.DeadlineExceeded)
 		cancel()

@@ -241,7 +241,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	defer func() {
 		switch {
 		case closed:
-		case isUnavailable(rerr):
+		case isUnavailable(rerr) || g.unanswered.Load():
 			// etcd did not answer: a revoke would wait its own
 			// --request-timeout for an answer that does not come. The
 			// lease, and any key it holds, expires within --ttl.
@@ -268,11 +268,18 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	// Closing the session releases the lock: revoking the lease deletes
 	// the key, and only this lease's key, in one write (a Release first
 	// would be a second).
-	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
-	defer cancel()
 	closed = true
-	if err := s.Close(rctx); err != nil {
-		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
+	if g.unanswered.Load() {
+		// The check above got no answer: as in the deferred clean-up,
+		// no revoke that would wait for none.
+		s.Abandon()
+		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(l.Names()), s.TTL())
+	} else {
+		rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		if err := s.Close(rctx); err != nil {
+			g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
+		}
 	}
 	if code != 0 {
 		return &exitErr{code: code, signal: sig}
@@ -355,7 +362,9 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
 	if o.try || firstTry {
 		// A --try waits for no holder, but does wait out a lock-delay.
-		rctx, cancel := context.WithTimeout(ctx, g.requestTimeout+o.lockDelay)
+		// Bounded as every request, so that a try that gets no answer
+		// has its diagnosis when it fails (see diagnose).
+		rctx, cancel := g.requestCtxFor(ctx, g.requestTimeout+o.lockDelay)
 		defer cancel()
 		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
 		var locked *lock.LockedError
