@@ -192,6 +192,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
 	)
 	root.AddCommand(extraCommands()...)
+	refuseUnknownCommands(root)
 	registerCompletions(g, root)
 	return root
 }
@@ -224,6 +225,9 @@ func (g *globalOptions) setup() error {
 
 // client connects to etcd with the global flags.
 func (g *globalOptions) client() (*clientv3.Client, error) {
+	if err := checkEndpoints(g.endpoints); err != nil {
+		return nil, err
+	}
 	cfg := clientv3.Config{
 		Endpoints:   g.endpoints,
 		DialTimeout: g.dialTimeout,
@@ -251,6 +255,21 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
+}
+
+// checkEndpoints refuses an empty endpoint list, or an empty endpoint in
+// it, at once: etcd's client fails the one with "no available endpoints"
+// (exit 1) and dials the other until --dial-timeout.
+func checkEndpoints(endpoints []string) error {
+	if len(endpoints) == 0 {
+		return usageErr("--endpoints (or ETCDLOCK_ENDPOINTS) is empty: give at least one etcd endpoint, host:port or a URL")
+	}
+	for _, ep := range endpoints {
+		if strings.TrimSpace(ep) == "" {
+			return usageErr("--endpoints %q has an empty endpoint: give host:port or URLs, comma separated", strings.Join(endpoints, ","))
+		}
+	}
+	return nil
 }
 
 // checkTLSFiles reads the TLS files given, so that one that cannot serve
