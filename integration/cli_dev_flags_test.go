@@ -34,6 +34,14 @@ func TestCLIDevFlags(t *testing.T) {
 		{[]string{"--log-level", "loud"}, "--log-level"},
 		{[]string{"--bogus"}, "unknown flag"},
 		{[]string{"extra"}, "extra"},
+		// Not a loopback IP with a port: localhost too, which may resolve
+		// to 127.0.0.1 for etcd and to ::1 for a client.
+		{[]string{"--listen", "0.0.0.0:0"}, "not a loopback IP"},
+		{[]string{"--listen", "10.0.0.1:2379"}, "not a loopback IP"},
+		{[]string{"--listen", "localhost:0"}, "not a loopback IP"},
+		{[]string{"--listen", "127.0.0.1"}, "not host:port"},
+		{[]string{"--listen", "127.0.0.1:99999"}, "0 to 65535"},
+		{[]string{"--listen", ""}, "not host:port"},
 	} {
 		cmd := exec.Command(cliPath, append([]string{"dev"}, tt.args...)...)
 		var stderr strings.Builder
