@@ -172,6 +172,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{"empty owner", nil, []string{"acquire", "a", "--owner", ""}, 64, "--owner"},
 		{"bad signal", nil, []string{"run", "--kill-signal", "NOPE", "a", "--", "true"}, 64, "unknown signal"},
 		{"bad output", nil, []string{"-w", "yaml", "status", "a"}, 64, "simple or json"},
+		{"skip-verify without TLS", nil, []string{"--insecure-skip-tls-verify", "status", "a"}, 64, "--insecure-skip-tls-verify"},
 		{"missing TLS file", nil, []string{"--cacert", filepath.Join(dir, "ca.pem"), "status", "a"}, 78, "TLS"},
 		{"renew expired", nil, []string{"renew", "a", "--owner", "o", "--token", "1"}, 79, "not held"},
 		{"break nothing", nil, []string{"break", "a", "--token", "1"}, 79, "no holder"},

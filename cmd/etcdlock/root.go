@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -176,7 +177,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
 	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
 	f.StringVar(&g.key, "key", "", "client private key file for TLS (environment: ETCDLOCK_KEY_FILE)")
-	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe)")
+	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe); applies to TLS, which --cacert, --cert or https:// endpoints turn on: alone it is refused (exit 64)")
 	f.StringVar(&g.user, "user", "", "etcd user name, or user:password")
 	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
 	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
@@ -239,6 +240,11 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 	if user, pass, ok := strings.Cut(g.user, ":"); ok && g.password == "" {
 		cfg.Username, cfg.Password = user, pass
 	}
+	if g.insecureTLS && g.cacert == "" && g.cert == "" && g.key == "" && !slices.ContainsFunc(g.endpoints, isTLSEndpoint) {
+		// etcdctl does not turn TLS on for it either; ignored, it would
+		// leave a user who meant TLS talking in the clear.
+		return nil, usageErr("--insecure-skip-tls-verify applies to TLS, which nothing here turns on: give --cacert, --cert and --key, or https:// endpoints")
+	}
 	if g.cacert != "" || g.cert != "" || g.key != "" || g.insecureTLS {
 		if (g.cert == "") != (g.key == "") {
 			return nil, withCode(exitcode.Config, errors.New("--cert and --key must be given together"))
@@ -255,6 +261,12 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		g.tlsConfig = tlsCfg
 	}
 	return clientv3.New(cfg)
+}
+
+// isTLSEndpoint says whether etcd's client speaks TLS to ep whatever the
+// TLS flags: its scheme asks for it.
+func isTLSEndpoint(ep string) bool {
+	return strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") || strings.HasPrefix(ep, "unixs:")
 }
 
 // checkEndpoints refuses an empty endpoint list, or an empty endpoint in
