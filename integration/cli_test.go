@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -202,6 +203,25 @@ func TestCLIExitCodes(t *testing.T) {
 		r := cli(t, ep, nil, "-w", "json", "renew", "a", "--owner", "o", "--token", "1")
 		if r.code != 79 || !strings.HasPrefix(r.stderr, `{"error":`) || !strings.Contains(r.stderr, `"exit_code":79`) {
 			t.Errorf("exit %d stderr %q", r.code, r.stderr)
+		}
+	})
+	t.Run("json start failure", func(t *testing.T) {
+		// One error object with its exit code, as every error: the
+		// command that could not start is what ends the run.
+		for _, tt := range []struct {
+			cmd  string
+			code int
+		}{{filepath.Join(dir, "nope"), 127}, {dir, 126}} {
+			r := cli(t, ep, nil, "-w", "json", "run", "a", "--", tt.cmd)
+			var e struct {
+				Error    string `json:"error"`
+				ExitCode *int   `json:"exit_code"`
+			}
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			err := json.Unmarshal([]byte(lines[len(lines)-1]), &e)
+			if r.code != tt.code || err != nil || !strings.Contains(e.Error, "cannot start") || e.ExitCode == nil || *e.ExitCode != tt.code {
+				t.Errorf("run %s: exit %d stderr %q; want %d and {\"error\": \"cannot start ...\", \"exit_code\": %[4]d}", tt.cmd, r.code, r.stderr, tt.code)
+			}
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {

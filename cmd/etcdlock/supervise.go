@@ -148,6 +148,9 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 				if timedOut {
 					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
 				}
+				if ev.StartError != "" {
+					return 0, 0, withCode(ev.Code, errors.New(ev.StartError))
+				}
 				if fg && !forwarded && (ev.Signal == syscall.SIGINT || ev.Signal == syscall.SIGQUIT) {
 					g.terminalSignal = true // the terminal's: etcdlock received none
 				}

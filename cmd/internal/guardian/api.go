@@ -79,6 +79,10 @@ type Event struct {
 	// Signal is the signal that killed the command, with Exited; 0 if it
 	// exited by itself.
 	Signal syscall.Signal
+	// StartError, with Exited, says why the command could not be started
+	// (Code is then exitcode.CannotExecute or exitcode.NotFound); the
+	// guardian does not print it: it is the error that ends the run.
+	StartError string
 }
 
 // ErrExited is returned by Guardian's methods once the guardian is gone.

@@ -148,8 +148,9 @@ func (g *guard) run(ctrl *os.File) int {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
 		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
-	if code, ok := g.startCommand(cfg.Argv, cfg.Env); !ok {
-		return g.exit(code)
+	if code, why := g.startCommand(cfg.Argv, cfg.Env); why != "" {
+		_ = g.status.Encode(message{Op: opExit, Code: code, Reason: why})
+		return code
 	}
 	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
 
@@ -222,10 +223,10 @@ func (g *guard) handle(m message) {
 }
 
 // startCommand starts the command in its own process group, with env as
-// its whole environment; ok is false with the shell's exit status if it
-// cannot be started. (Start, in the
-// supervisor, starts the guardian process itself.)
-func (g *guard) startCommand(argv, env []string) (code int, ok bool) {
+// its whole environment. If it cannot be started, it returns the shell's
+// exit status and why ("" once started). (Start, in the supervisor,
+// starts the guardian process itself.)
+func (g *guard) startCommand(argv, env []string) (code int, why string) {
 	c := exec.Command(argv[0], argv[1:]...)
 	if env == nil { // the guardian's own, but for the marker
 		env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, EnvMarker+"=") })
@@ -246,16 +247,16 @@ func (g *guard) startCommand(argv, env []string) (code int, ok bool) {
 	err := c.Start()
 	blockTerminalStops()
 	if err != nil {
-		g.note("cannot start %s: %v", argv[0], err)
+		why := fmt.Sprintf("cannot start %s: %v", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return exitcode.NotFound, false
+			return exitcode.NotFound, why
 		}
-		return exitcode.CannotExecute, false
+		return exitcode.CannotExecute, why
 	}
 	g.cmdPid = c.Process.Pid
 	// The guardian reaps with wait4(-1); the handle is not needed.
 	_ = c.Process.Release()
-	return 0, true
+	return 0, ""
 }
 
 // reap collects every child that changed state and reports whether the

@@ -329,7 +329,7 @@ func (p *process) readStatus(r *os.File) {
 		case opStopping:
 			p.events <- Event{Stopping: true}
 		case opExit:
-			p.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal)}
+			p.events <- Event{Exited: true, Code: m.Code, Signal: syscall.Signal(m.Signal), StartError: m.Reason}
 		}
 	}
 	r.Close()

@@ -328,8 +328,8 @@ func TestCommandThatCannotStart(t *testing.T) {
 		if len(got) != 1 || !got[0].Exited || got[0].Code != tc.code {
 			t.Errorf("%v: events %+v, want one exit with %d", tc.argv, got, tc.code)
 		}
-		if !strings.Contains(stderr.String(), "cannot start") {
-			t.Errorf("%v: stderr %q", tc.argv, stderr)
+		if len(got) == 1 && !strings.Contains(got[0].StartError, "cannot start") {
+			t.Errorf("%v: start error %q", tc.argv, got[0].StartError)
 		}
 	}
 }
