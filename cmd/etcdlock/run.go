@@ -43,7 +43,7 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f.StringVar(&o.owner, "owner", "", "owner identity recorded in the lock (default host:pid:random)")
 	secondsVar(f, &o.timeout, "timeout", 0, "give up waiting for holders after this long, in seconds (10) or as a duration (2m) (exit 124, or --conflict-exit-code); 0 waits forever. A free lock is taken however short it is; with --lock-delay or several names it bounds the whole acquisition")
 	if try {
-		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet")
+		f.BoolVar(&o.try, "try", false, "do not wait: exit 75 (or --conflict-exit-code) at once if the lock is held; silent with --quiet. One NAME only: several names are taken together, waiting (else exit 64)")
 	}
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
@@ -148,9 +148,9 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
 	}
 	o.bind(cmd, true)
 	f := cmd.Flags()
-	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N (else exit 76)")
-	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone; a semaphore's name refuses it (exit 76)")
-	f.DurationVar(&o.lockDelay, "lock-delay", 0, "after a holder of NAME ended without releasing (killed, lease expired, broken), wait this long before running COMMAND; every run of NAME must give it")
+	f.IntVar(&o.limit, "limit", 1, "semaphore: up to N holders at once, each in its own slot (ETCDLOCK_SLOT); every user of NAME must give the same N (else exit 76). One NAME only (else exit 64)")
+	f.BoolVar(&o.shared, "shared", false, "read-write lock: hold NAME together with other --shared holders; a run without --shared is a writer and holds it alone; a semaphore's name refuses it (exit 76). One NAME only (else exit 64)")
+	f.DurationVar(&o.lockDelay, "lock-delay", 0, "after a holder of NAME ended without releasing (killed, lease expired, broken), wait this long before running COMMAND; every run of NAME must give it. One NAME only (else exit 64)")
 	return cmd
 }
 

@@ -118,3 +118,14 @@ func TestRunLockFlagsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// The flags that several names refuse (exit 64) say so in their help,
+// which the manual prints.
+func TestSingleNameFlagsSaySo(t *testing.T) {
+	cmd := newRunCommand(&globalOptions{})
+	for _, name := range []string{"try", "limit", "shared", "lock-delay"} {
+		if f := cmd.Flags().Lookup(name); f == nil || !strings.Contains(f.Usage, "One NAME only") {
+			t.Errorf("--%s's help does not say that it takes one NAME only: %v", name, f)
+		}
+	}
+}
