@@ -137,29 +137,12 @@ func TestCLIFrozenEtcdWhileWaiting(t *testing.T) {
 func TestCLIFrozenEtcdAfterCommand(t *testing.T) {
 	t.Parallel()
 	f := newFreezer(t, shared.Endpoints()[0], onDemand)
-	dir := t.TempDir()
-	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
-	script := `touch "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 3`
-	cmd := cliCommand(t, f.addr(), nil, "--request-timeout", "1s", "run", "X", "--", "sh", "-c", script, "sh", started, done)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Frozen once the session watches its key (a watch stream it opens
 	// in the background, 100 ms after the acquisition).
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		_, err := os.Stat(started)
-		return err == nil && f.sent("/etcdserverpb.Watch/Watch")
-	}, "the command did not start, or the session does not watch its key")
+	p := startPaused(t, f.addr(), 3, func() bool { return f.sent("/etcdserverpb.Watch/Watch") }, "--request-timeout", "1s", "run", "X")
 	f.freeze()
-	if err := os.WriteFile(done, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(stderr.String(), "could not confirm") {
-		t.Errorf("exit %v, stderr %q; want 3 with a note that the lock could not be confirmed", err, stderr.String())
+	if code, stderr := p.finish(t); code != 3 || !strings.Contains(stderr, "could not confirm") {
+		t.Errorf("exit %d, stderr %q; want 3 with a note that the lock could not be confirmed", code, stderr)
 	}
 	callsOtherThan(t, f, map[string]int{"/etcdserverpb.KV/Txn": 1}) // the check
 }

@@ -2,13 +2,8 @@ package integration
 
 import (
 	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -44,33 +39,14 @@ func TestCLIRunOverwrittenByItsCommand(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
 	cl := etcdtest.Client(t, ep)
-	dir := t.TempDir()
-	wrote, done := filepath.Join(dir, "key"), filepath.Join(dir, "done")
-	script := `echo "$ETCDLOCK_KEY" > "$1.tmp" && mv "$1.tmp" "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 0`
-	cmd := cliCommand(t, ep, nil, "run", "r4", "--", "sh", "-c", script, "sh", wrote, done)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	p := startPaused(t, ep, 0, nil, "run", "r4")
+	if _, err := cl.Put(context.Background(), p.key, "junk"); err != nil {
 		t.Fatal(err)
 	}
-	var key string
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		b, err := os.ReadFile(wrote)
-		key = strings.TrimSpace(string(b))
-		return err == nil
-	}, "the command did not start")
-	if _, err := cl.Put(context.Background(), key, "junk"); err != nil {
-		t.Fatal(err)
+	if code, stderr := p.finish(t); code != 79 || !strings.Contains(stderr, "overwritten") {
+		t.Fatalf("exit %d, stderr %q; want 79 saying that the key was overwritten", code, stderr)
 	}
-	if err := os.WriteFile(done, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 79 || !strings.Contains(stderr.String(), "overwritten") {
-		t.Fatalf("exit %v, stderr %q; want 79 saying that the key was overwritten", err, stderr.String())
-	}
-	if resp, err := cl.Get(context.Background(), key); err != nil || len(resp.Kvs) != 0 {
+	if resp, err := cl.Get(context.Background(), p.key); err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("the overwritten key is still there (%v): %v", err, resp.Kvs)
 	}
 	if r := cli(t, ep, nil, "run", "--try", "r4", "--", "true"); r.code != 0 {
@@ -86,31 +62,14 @@ func TestCLIRunSetLosesOneName(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
 	cl := etcdtest.Client(t, ep)
-	dir := t.TempDir()
-	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
-	script := `touch "$1"; while [ ! -e "$2" ]; do sleep 0.05; done; exit 0`
-	cmd := cliCommand(t, ep, nil, "run", "m1", "m2", "--", "sh", "-c", script, "sh", started, done)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		_, err := os.Stat(started)
-		return err == nil
-	}, "the command did not start")
+	p := startPaused(t, ep, 0, nil, "run", "m1", "m2")
 	if resp, err := cl.Delete(context.Background(), prefixOf(t)+"m2/", clientv3.WithPrefix()); err != nil || resp.Deleted != 1 {
 		t.Fatalf("deleting m2's key: %v, %v", err, resp)
 	}
-	if err := os.WriteFile(done, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	msg := stderr.String()
+	code, msg := p.finish(t)
 	named := strings.Contains(msg, `lock "m2" lost while the command ran`) ||
 		strings.Contains(msg, `one of locks "m1", "m2" lost while the command ran`)
-	if !errors.As(err, &ee) || ee.ExitCode() != 79 || !named || strings.Contains(msg, `lock "m1" lost`) {
-		t.Errorf("exit %v, stderr %q; want 79 naming m2 (or one of m1, m2) as lost", err, msg)
+	if code != 79 || !named || strings.Contains(msg, `lock "m1" lost`) {
+		t.Errorf("exit %d, stderr %q; want 79 naming m2 (or one of m1, m2) as lost", code, msg)
 	}
 }
