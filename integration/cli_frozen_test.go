@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,4 +146,26 @@ func TestCLIFrozenEtcdAfterCommand(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 3 with a note that the lock could not be confirmed", code, stderr)
 	}
 	callsOtherThan(t, f, map[string]int{"/etcdserverpb.KV/Txn": 1}) // the check
+}
+
+// A run that keeps its lock makes four requests, one name or several: the
+// lease, the acquisition, the check once the command has exited (which
+// also catches a key overwritten without the lease) and the revoke that
+// releases. (The renewals and the key watch are streams opened in the
+// background, when the run lasts long enough.)
+func TestCLIRunRequests(t *testing.T) {
+	t.Parallel()
+	want := []string{"/etcdserverpb.Lease/LeaseGrant", "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseRevoke"}
+	for _, names := range [][]string{{"one"}, {"one", "two"}} {
+		f := newFreezer(t, shared.Endpoints()[0], onDemand)
+		if r := cli(t, f.addr(), nil, append(append([]string{"run"}, names...), "--", "true")...); r.code != 0 {
+			t.Fatalf("run %q: exit %d %s", names, r.code, r.stderr)
+		}
+		got := slices.DeleteFunc(f.allCalls(), func(c string) bool {
+			return c == "/etcdserverpb.Lease/LeaseKeepAlive" || c == "/etcdserverpb.Watch/Watch"
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("run %q made the requests %q, want %q", names, got, want)
+		}
+	}
 }

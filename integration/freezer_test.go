@@ -192,6 +192,13 @@ func (f *freezer) probesOnceFrozen() []int {
 	return n
 }
 
+// allCalls returns every call's method, in order.
+func (f *freezer) allCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
 // sent reports whether the client has sent a call to method.
 func (f *freezer) sent(method string) bool {
 	f.mu.Lock()
