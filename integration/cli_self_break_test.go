@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // A run whose lock is broken while its command runs exits 79, whatever the
@@ -71,5 +73,18 @@ func TestCLIRunSetLosesOneName(t *testing.T) {
 		strings.Contains(msg, `one of locks "m1", "m2" lost while the command ran`)
 	if code != 79 || !named || strings.Contains(msg, `lock "m1" lost`) {
 		t.Errorf("exit %d, stderr %q; want 79 naming m2 (or one of m1, m2) as lost", code, msg)
+	}
+}
+
+// The check after the command fits in one transaction for the largest
+// set of names: etcd bounds each level of a transaction's operations.
+func TestCLIRunLargestSetConfirmed(t *testing.T) {
+	t.Parallel()
+	args := []string{"run"}
+	for i := range lock.MaxNames {
+		args = append(args, fmt.Sprintf("n%d", i))
+	}
+	if r := cli(t, shared.Endpoints()[0], nil, append(args, "--", "true")...); r.code != 0 || r.stderr != "" {
+		t.Errorf("run of %d names: exit %d, stderr %q; want 0 and nothing on stderr", lock.MaxNames, r.code, r.stderr)
 	}
 }

@@ -304,22 +304,20 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *l
 	keys := l.Keys()
 	keys[0] = l.Key() // a semaphore's slot key, whose create revision is the token
 	tok := int64(l.Token())
-	var cmps []clientv3.Cmp
+	// One nested transaction per key, none at the top: etcd bounds each
+	// level's operations (128 by default), and a top-level compare of
+	// every key's two fields would exceed it for a set of 64 names.
 	perKey := make([]clientv3.Op, len(keys))
 	for i, k := range keys {
 		mine := clientv3.Compare(clientv3.CreateRevision(k), "=", tok)
 		held := []clientv3.Cmp{mine, clientv3.Compare(clientv3.LeaseValue(k), "=", s.Lease())}
-		cmps = append(cmps, held...)
 		perKey[i] = clientv3.OpTxn(held, nil, []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{mine}, []clientv3.Op{clientv3.OpDelete(k)}, nil)})
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	resp, err := s.Client().Txn(rctx).If(cmps...).Else(perKey...).Commit()
+	resp, err := s.Client().Txn(rctx).Then(perKey...).Commit()
 	if err != nil {
 		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(l.Names()), err)
-		return nil
-	}
-	if resp.Succeeded {
 		return nil
 	}
 	var gone, overwritten []string
@@ -327,11 +325,14 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *l
 		r := resp.Responses[i].GetResponseTxn()
 		switch {
 		case r.GetSucceeded():
-		case r.GetResponses()[0].GetResponseTxn().GetSucceeded():
+		case len(r.GetResponses()) == 1 && r.GetResponses()[0].GetResponseTxn().GetSucceeded():
 			overwritten = append(overwritten, name)
 		default:
 			gone = append(gone, name)
 		}
+	}
+	if len(gone)+len(overwritten) == 0 {
+		return nil
 	}
 	var why []string
 	if len(gone) > 0 {
