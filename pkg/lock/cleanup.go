@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -107,16 +108,23 @@ func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	l.mu.Lock()
 	keys := append(l.Keys(), l.slotKeys()...)
 	l.mu.Unlock()
-	var err error
-	for _, key := range keys {
-		var resp *clientv3.TxnResponse
-		resp, err = s.client.Txn(ctx).
-			If(s.sameWrite(key, l.value)...).
-			Then(clientv3.OpDelete(key)).Commit()
-		if err != nil || !resp.Succeeded {
-			s.addStrays(l, key)
-		}
+	// One transaction for all of them (up to maxTxnOps): a semaphore's
+	// contender key and the slot keys its transaction may have written
+	// go together, so a clean-up cut off midway leaves no slot taken.
+	ops := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		ops[i] = clientv3.OpTxn(s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
 	}
+	done := 0
+	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
+		for _, r := range rs {
+			if !r.GetResponseTxn().Succeeded {
+				s.addStrays(l, keys[done]) // not written yet: a late write may still land
+			}
+			done++
+		}
+	})
+	s.addStrays(l, keys[done:]...)
 	return err
 }
 

@@ -73,7 +73,7 @@ type LockedError struct {
 	Name    string           // lock name
 	Owner   string           // holder's owner identity ("" if Foreign)
 	Token   fencing.Token    // holder's fencing token
-	Key     string           // holder's key
+	Key     string           // holder's key: of a semaphore's holder, its contender key (Inspect's Contender.Key), not its slot key
 	Since   time.Time        // when the holder says it acquired the lock (its clock)
 	LeaseID clientv3.LeaseID // holder's lease
 	// Foreign is set when the holder's key has no etcdlock record: another

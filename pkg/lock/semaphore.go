@@ -60,7 +60,9 @@ const MaxLimit = 1 << 16
 // ErrLimitMismatch, and so does a plain Acquire, a reader or an AcquireAll
 // that finds a semaphore's key as its newest predecessor under the name,
 // when it queues or at any read while it waits (it would get its token
-// before the semaphore's holders claimed their slots, so a lower one).
+// before the semaphore's holders claimed their slots, so a lower one). A
+// plain TryAcquire (or one WithLimit(1)) never queues: on a name that a
+// semaphore holds it returns a *LockedError, as on any held name.
 // The check is a guard against misuse, not an ordering guarantee: a
 // contender queued behind another kind's transient key (one being
 // refused) can miss it. Tokens of different kinds on one name are not

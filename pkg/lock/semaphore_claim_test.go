@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -99,20 +100,27 @@ type replyLost struct{}
 // loseReplies is a client interceptor that sends a Txn that lose picks,
 // on a context marked with replyLost, to etcd, then drops etcd's reply
 // and answers as etcd does a write whose outcome it cannot tell: "request
-// timed out". applied receives whether etcd applied the transaction.
+// timed out". applied receives whether etcd applied the transaction;
+// after counts the transactions sent after it.
 type loseReplies struct {
 	lose    func(*pb.TxnRequest) bool
 	applied chan bool
+	lost    atomic.Bool
+	after   atomic.Int32
 }
 
 func (lr *loseReplies) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r, ok := req.(*pb.TxnRequest)
+	if ok && lr.lost.Load() {
+		lr.after.Add(1)
+	}
 	if !ok || ctx.Value(replyLost{}) == nil || !lr.lose(r) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 		return err
 	}
+	lr.lost.Store(true)
 	lr.applied <- reply.(*pb.TxnResponse).Succeeded
 	return rpctypes.ErrGRPCTimeout
 }
@@ -153,6 +161,11 @@ func TestSemaphoreFirstHolderReplyLost(t *testing.T) {
 			}
 			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 				t.Fatalf("keys left after the clean-up: %v, want none", keys)
+			}
+			// Both keys go in one transaction: a clean-up cut off after
+			// its first request would leave a slot taken for a TTL.
+			if n := lr.after.Load(); n != 1 {
+				t.Errorf("the clean-up sent %d transactions, want 1", n)
 			}
 			for i, s := range []*lock.Session{s, newSession(t, client(t))} {
 				l, err := acquire(ctx, s)
