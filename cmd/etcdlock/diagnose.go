@@ -156,7 +156,7 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 		return fmt.Sprintf("%s: %v", ep, err), false
 	}
 	defer conn.Close()
-	wantTLS := g.tlsConfig != nil || scheme == "https" || scheme == "unixs"
+	wantTLS := g.tlsConfig != nil || isTLSEndpoint(ep)
 	cfg := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
 	if wantTLS && g.tlsConfig != nil {
 		cfg = g.tlsConfig.Clone()

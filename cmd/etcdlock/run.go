@@ -239,17 +239,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	closed := false
 	defer func() {
-		switch {
-		case closed:
-		case isUnavailable(rerr) || g.unanswered.Load():
-			// etcd did not answer: a revoke would wait its own
-			// --request-timeout for an answer that does not come. The
-			// lease, and any key it holds, expires within --ttl.
-			s.Abandon()
-		default:
-			cctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
-			defer cancel()
-			_ = s.Close(cctx)
+		if !closed {
+			_, _ = g.endSession(ctx, s, isUnavailable(rerr))
 		}
 	}()
 
@@ -269,22 +260,32 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	// the key, and only this lease's key, in one write (a Release first
 	// would be a second).
 	closed = true
-	if g.unanswered.Load() {
-		// The check above got no answer: as in the deferred clean-up,
-		// no revoke that would wait for none.
-		s.Abandon()
+	switch abandoned, err := g.endSession(ctx, s, false); {
+	case abandoned: // the check above got no answer
 		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(l.Names()), s.TTL())
-	} else {
-		rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		if err := s.Close(rctx); err != nil {
-			g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
-		}
+	case err != nil:
+		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
 	if code != 0 {
 		return &exitErr{code: code, signal: sig}
 	}
 	return nil
+}
+
+// endSession ends s, releasing its locks: it closes s (a revoke), or, when
+// etcd did not answer (unanswered, or the last request that ended got no
+// answer), abandons it: a revoke would wait its own --request-timeout for
+// an answer that does not come, and the lease, with any key it holds,
+// expires within --ttl. It reports whether it abandoned s, and Close's
+// error.
+func (g *globalOptions) endSession(ctx context.Context, s *lock.Session, unanswered bool) (abandoned bool, err error) {
+	if unanswered || g.unanswered.Load() {
+		s.Abandon()
+		return true, nil
+	}
+	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	return false, s.Close(rctx)
 }
 
 // heldThroughout returns an error wrapping lock.ErrLost if l's keys are
