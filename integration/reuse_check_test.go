@@ -122,7 +122,11 @@ func (r reuseResult) caught() bool {
 		return r.counters[invLeftover] > 0 && r.counters[invLeak] > 0
 	case reuseSkipDelay:
 		return r.counters[invLockDelay] > 0
-	case reuseOverLimit, reuseReaderAsWriter, reusePartialSet:
+	case reusePartialSet:
+		// The phantom name overlaps its real holder; when that holder
+		// lost it early, the phantom's older token may show up first.
+		return r.counters[invOverlap] > 0 || r.counters[invRegression] > 0
+	case reuseOverLimit, reuseReaderAsWriter:
 		return r.counters[invOverlap] > 0
 	}
 	return false

@@ -114,12 +114,12 @@ func (r *reuseRun) holders(name string) int {
 }
 
 // heldByOthers returns a plain name that a worker other than worker
-// believes it holds, "" if none.
-func (r *reuseRun) heldByOthers(worker string) string {
+// believes it holds and means to hold until at least until, "" if none.
+func (r *reuseRun) heldByOthers(worker string, until time.Duration) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.grants {
-		if g.end < 0 && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName {
+		if g.end < 0 && g.due >= until && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName {
 			return g.name
 		}
 	}

@@ -329,7 +329,9 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 	if w.control == reusePartialSet {
 		// The broken set: it reports as held a name it does not hold,
 		// which another worker holds.
-		if n := w.r.heldByOthers(w.name); n != "" && w.held[n] == nil {
+		// Its holder means to hold it a while yet, so that the two
+		// intervals overlap rather than touch.
+		if n := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond); n != "" && w.held[n] == nil {
 			// A key of its own, so that no deletion is attributed to it.
 			h.more = append(h.more, w.r.grantedAs("set", w.name, w.id, w.rec, n, l.Keys()[0]+"-phantom", l.Token(), start, start+hold, false, set))
 			w.controlled()
