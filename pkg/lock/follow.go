@@ -5,9 +5,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // Follow calls fn with the status of name now and after every change of
@@ -16,11 +18,12 @@ import (
 // is held, the name's prefix while it is free, so waiters joining or
 // leaving wake no one. (While an AcquireAll set heads the queue but waits
 // for another of its names, it also reads again every second: the set
-// takes this name without a change under it.) It retries etcd errors with
-// backoff and re-reads the
-// state after any broken or compacted watch. It returns an error only for
-// a nil client or an invalid name or option, at once. Its option is
-// WithPrefix; a nil or invalid one fails with ErrInvalidOption.
+// takes this name without a change under it.) Its watches are a session's
+// (see Lock): one stream, opened under clientv3.WithRequireLeader, asked
+// for progress when silent. It retries etcd errors with backoff and
+// re-reads the state after any broken or compacted watch. It returns an
+// error only for a nil client or an invalid name or option, at once. Its
+// option is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
 func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...ReadOption) error {
 	if err := validateClient(client); err != nil {
 		return err
@@ -32,6 +35,16 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	if err != nil {
 		return err
 	}
+	mctx, stop := context.WithCancel(ctx)
+	mux, ran := newMux(client, zap.NewNop()), make(chan struct{})
+	go func() {
+		defer close(ran)
+		mux.Run(mctx)
+	}()
+	defer func() {
+		stop()
+		<-ran
+	}()
 	prefix := keyspace.Of(cfg.prefix, name).Contenders()
 	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
@@ -44,7 +57,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		if !fn(st) {
 			return nil
 		}
-		waitChange(ctx, client, prefix, st)
+		waitChange(ctx, mux, prefix, st)
 	}
 	return nil
 }
@@ -53,36 +66,28 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 // prefix may have changed since st, or ctx ends. Only a change of holder
 // matters: it waits for the holder's key to go, or, while the name is
 // free, for the first key to appear. Waiters joining or leaving wake no
-// one. Any end of the watch (an error, compaction) returns too: the caller
-// reads again.
-func waitChange(ctx context.Context, client *clientv3.Client, prefix string, st Status) {
-	wctx, cancel := context.WithCancel(ctx)
-	var wch clientv3.WatchChan
+// one. Any end of the watch (a broken stream, compaction, a refusal)
+// returns too: the caller reads again.
+func waitChange(ctx context.Context, mux *watchmux.Mux, prefix string, st Status) {
+	r := watchmux.Range{Key: prefix, End: clientv3.GetPrefixRangeEnd(prefix), Rev: st.Revision + 1, Puts: true}
 	if st.Holder != nil {
-		wch = client.Watch(wctx, st.Holder.Key, clientv3.WithRev(st.Revision+1), clientv3.WithFilterPut())
-	} else {
-		wch = client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(st.Revision+1))
+		r = watchmux.Range{Key: st.Holder.Key, Rev: st.Revision + 1}
 	}
+	changed := make(chan struct{}, 1)
+	w := mux.WatchRange(r, nil, func(error) { changed <- struct{}{} }, nil)
+	defer mux.Remove(w)
 	// An AcquireAll set at the head of the queue that waits for another
 	// of its names becomes the holder without any change under this name:
 	// read again every second while one does.
 	var recheck <-chan time.Time
 	if st.Holder == nil && len(st.Waiters) > 0 {
-		recheck = time.After(time.Second)
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		recheck = t.C
 	}
-	defer func() {
-		cancel()
-		for range wch { // drained once the watcher sees the cancel
-		}
-	}()
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || len(wr.Events) > 0 || wr.Err() != nil {
-				return
-			}
-		case <-recheck:
-			return
-		}
+	select {
+	case <-changed:
+	case <-recheck:
+	case <-ctx.Done():
 	}
 }

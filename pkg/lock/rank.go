@@ -2,11 +2,12 @@ package lock
 
 import (
 	"context"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // waitRank waits until fewer than l's limit keys under pfx are older than
@@ -15,22 +16,21 @@ import (
 // the older keys and of the slot keys, read together, with the count that
 // made l eligible.
 //
-// A waiter watches the name's keys from the revision etcd creates the
-// watch at (a watch from a past revision may wait up to 100 ms for etcd to
-// catch it up), then reads the count, and from then on counts deletions of
-// older keys from the watch's events: a release costs a waiter one event
-// and no read. When the events say l is eligible, one read confirms it.
-// A watch that etcd cancels (compaction, lost leader) is created anew and
-// the count read again.
+// A waiter watches the name's keys on the session's watch stream from the
+// revision etcd creates the watch at (a watch from a past revision may
+// wait up to 100 ms for etcd to catch it up), then reads the count, and
+// from then on counts deletions of older keys from the watch's events: a
+// release costs a waiter one event and no read. When the events say l is
+// eligible, one read confirms it. A watch that breaks (a broken stream,
+// a lost leader) is created anew and the count read again.
 func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
 	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.opts.limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	for w.older >= w.limit {
-		step := w.next
-		if w.wch == nil {
-			step = w.watch
+		if w.feed == nil {
+			w.feed = s.mux.Feed(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), PrevKV: true})
 		}
-		if err := step(ctx); err != nil {
+		if err := w.next(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -45,44 +45,28 @@ type rankWait struct {
 	limit int64
 
 	older     int64 // keys older than l's, as of counted
-	counted   int64 // the revision of the count: events up to it are in it
+	counted   int64 // the revision of the count: events up to it are in it; 0 before the first read
 	olderKeys []*mvccpb.KeyValue
 	slots     *etcdserverpb.RangeResponse // read with olderKeys
 
-	wch    clientv3.WatchChan // nil: no watch, create one
-	cancel context.CancelFunc // ends wch
+	feed *watchmux.Feed // nil: no watch, create one
 }
 
-// watch creates the watch of the name's keys, waits until etcd created it,
-// and reads the count again.
-func (w *rankWait) watch(ctx context.Context) error {
-	w.unwatch()
-	wctx, cancel := context.WithCancel(ctx)
-	w.cancel = cancel
-	w.wch = w.s.client.Watch(clientv3.WithRequireLeader(wctx), w.pfx, clientv3.WithPrefix(),
-		clientv3.WithFilterPut(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
-	wr, ok, err := w.recv(ctx)
-	if err != nil {
-		return err
-	}
-	if broken(wr, ok) {
-		return w.rewatch(ctx)
-	}
-	return w.read(ctx)
-}
-
-// next takes the watch's next response: it counts the deletions of older
-// keys, and when they make l eligible, reads to confirm it.
+// next takes the watch's next update: once etcd created the watch it
+// reads the count; it counts the deletions of older keys, and when they
+// make l eligible, reads to confirm it.
 func (w *rankWait) next(ctx context.Context) error {
-	wr, ok, err := w.recv(ctx)
+	u, err := w.recv(ctx)
 	if err != nil {
 		return err
 	}
-	if broken(wr, ok) {
-		return w.rewatch(ctx)
+	if u.Created {
+		if err := w.read(ctx); err != nil {
+			return err
+		}
 	}
 	mine := int64(w.l.token)
-	for _, ev := range wr.Events {
+	for _, ev := range u.Events {
 		if ev.Kv.ModRevision <= w.counted {
 			continue // in the count already
 		}
@@ -95,44 +79,42 @@ func (w *rankWait) next(ctx context.Context) error {
 			w.older--
 		}
 	}
+	switch {
+	case u.Err != nil:
+		return refused(u.Err)
+	case u.Ended:
+		w.unwatch() // the next is created at once; the stream paces itself
+	case len(u.Events) == 0:
+		return nil
+	}
 	if w.older < w.limit {
 		return w.read(ctx)
 	}
 	return nil
 }
 
-// recv waits for the watch's next response; ok is false once the watch
-// channel is closed.
-func (w *rankWait) recv(ctx context.Context) (wr clientv3.WatchResponse, ok bool, err error) {
-	select {
-	case wr, ok = <-w.wch:
-		return wr, ok, nil
-	case <-w.l.ctx.Done():
-		return wr, false, context.Cause(w.l.ctx)
-	case <-ctx.Done():
-		return wr, false, ctx.Err()
+// recv waits for the watch's next update.
+func (w *rankWait) recv(ctx context.Context) (watchmux.Update, error) {
+	for {
+		if u, ok := w.feed.Take(); ok {
+			return u, nil
+		}
+		select {
+		case <-w.feed.Ready():
+		case <-w.l.ctx.Done():
+			return watchmux.Update{}, context.Cause(w.l.ctx)
+		case <-ctx.Done():
+			return watchmux.Update{}, ctx.Err()
+		}
 	}
-}
-
-// broken reports whether a watch response (ok false: the channel closed)
-// says etcd ended the watch.
-func broken(wr clientv3.WatchResponse, ok bool) bool {
-	return !ok || wr.Canceled || wr.Err() != nil
-}
-
-// rewatch drops a watch etcd ended (no leader, compaction) and paces the
-// next, so that an unavailable etcd is not asked in a tight loop.
-func (w *rankWait) rewatch(ctx context.Context) error {
-	w.unwatch()
-	return w.l.pause(ctx, 100*time.Millisecond)
 }
 
 // unwatch ends the watch, if there is one.
 func (w *rankWait) unwatch() {
-	if w.cancel != nil {
-		w.cancel()
+	if w.feed != nil {
+		w.feed.Close()
 	}
-	w.wch, w.cancel = nil, nil
+	w.feed = nil
 }
 
 // read counts the keys older than l's and lists them and the slot keys

@@ -125,7 +125,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
-			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision, clientv3.WithPrefix()); err != nil {
+			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
 				return 0, 0, err
 			}
 			var err error
@@ -208,24 +208,21 @@ func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, m
 	return order[:min(len(order), max)]
 }
 
-// waitDelete waits for a deletion of key (with clientv3.WithPrefix in
-// opts, of a key under it) after revision rev, or for etcd to cancel the
-// watch, after which the caller reads again anyway.
-func (s *Session) waitDelete(ctx context.Context, l *Lock, key string, rev int64, opts ...clientv3.OpOption) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := s.client.Watch(clientv3.WithRequireLeader(wctx), key, append(opts, clientv3.WithRev(rev+1), clientv3.WithFilterPut())...)
-	for {
-		select {
-		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil || len(wr.Events) > 0 {
-				return nil
-			}
-		case <-l.ctx.Done():
-			return context.Cause(l.ctx)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// waitDelete waits for a deletion of a key under pfx after revision rev,
+// or for its watch on the session's stream to break, after which the
+// caller reads again anyway.
+func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
+	gone := make(chan error, 1)
+	w := s.mux.WatchRange(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), Rev: rev + 1},
+		nil, func(err error) { gone <- err }, nil)
+	defer s.mux.Remove(w)
+	select {
+	case err := <-gone:
+		return refused(err)
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/clock"
@@ -93,11 +94,15 @@ type Mux struct {
 // belong to its Mux.
 type Watch struct {
 	key       string
-	rev       int64 // watch from this revision on (0: from now); moved on by a re-read
-	createRev int64 // WatchKey: the key's create revision; 0 for WatchFromNow
+	end       string // the range end of a WatchRange; "" for one key
+	rev       int64  // watch from this revision on (0: from now); moved on by a re-read
+	createRev int64  // WatchKey: the key's create revision; 0 for WatchRange
+	puts      bool   // report puts too, not only deletions
+	prevKV    bool   // events carry the previous version
 	due       time.Time
 	fire      func(error)
 	created   func()
+	events    func([]*mvccpb.Event) // nil: the first event fires the watch
 	id        int64
 	state     state
 	alone     bool // re-read on its own: etcd refused to read a batch with it
@@ -150,7 +155,39 @@ func (m *Mux) WatchKey(key string, rev, createRev int64, after time.Duration, fi
 // "unsynced" group, caught up only every 100 ms (watchResyncPeriod in
 // etcd's mvcc).
 func (m *Mux) WatchFromNow(key string, fire func(error), created func()) *Watch {
-	return m.add(&Watch{key: key, fire: fire, created: created, state: stateQueued})
+	return m.WatchRange(Range{Key: key}, nil, fire, created)
+}
+
+// Range is what a WatchRange watch covers and reports.
+type Range struct {
+	Key string
+	// End is the end of the range [Key, End), as clientv3.GetPrefixRangeEnd
+	// gives for a prefix; "" watches Key alone.
+	End string
+	// Rev is the revision to watch from; 0 is the revision etcd creates
+	// the watch at. A past revision compacted meanwhile breaks the watch.
+	Rev int64
+	// Puts reports puts as well as deletions.
+	Puts bool
+	// PrevKV has each event carry the key's previous version.
+	PrevKV bool
+}
+
+// WatchRange watches the keys of r. Without events (nil) it is like
+// WatchFromNow for a range: fire is called at most once, with nil on the
+// first event or when the watch breaks. With events, each response's
+// events are passed to events, and fire is called only when the watch
+// breaks (nil: the owner reads again and watches anew) or is refused (a
+// *RefusedError); events is not called after fire. created is called (if
+// not nil) once etcd has created the watch. All run on one of the Mux's
+// goroutines and must not block.
+//
+// A broken stream breaks every WatchRange watch, once a new stream is
+// open: watched again from "now", they would miss what happened meanwhile,
+// and a past revision may be compacted by then.
+func (m *Mux) WatchRange(r Range, events func([]*mvccpb.Event), fire func(error), created func()) *Watch {
+	return m.add(&Watch{key: r.Key, end: r.End, rev: r.Rev, puts: r.Puts, prevKV: r.PrevKV,
+		fire: fire, created: created, events: events, state: stateQueued})
 }
 
 func (m *Mux) add(w *Watch) *Watch {

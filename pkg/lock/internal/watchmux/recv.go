@@ -131,14 +131,20 @@ func (m *Mux) handleEnded(resp *pb.WatchResponse) func() {
 	return m.broken(w)
 }
 
-// handleEvents applies a watch's events: a deletion fires it. m.mu must be
-// held.
+// handleEvents applies a watch's events: they go to its events callback,
+// or the first reported one (a deletion, or a put where puts are watched)
+// fires it. m.mu must be held.
 func (m *Mux) handleEvents(resp *pb.WatchResponse) func() {
+	w := m.watches[resp.WatchId]
+	if w == nil || w.state != stateSent || len(resp.Events) == 0 {
+		return nil // progress, or the events of a watch removed meanwhile
+	}
+	if w.events != nil {
+		events, evs := w.events, resp.Events
+		return func() { events(evs) }
+	}
 	for _, ev := range resp.Events {
-		if ev.Type != mvccpb.DELETE {
-			continue
-		}
-		if w := m.watches[resp.WatchId]; w != nil {
+		if ev.Type == mvccpb.DELETE || w.puts {
 			m.drop(w)
 			fire := w.fire
 			return func() { fire(nil) }

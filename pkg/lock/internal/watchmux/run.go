@@ -343,16 +343,23 @@ func (m *Mux) take(now time.Time) (reqs []*pb.WatchRequest, idle bool, err error
 		m.watches[w.id] = w
 		m.pending = append(m.pending, w.id)
 		reqs = append(reqs, &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{
-			CreateRequest: &pb.WatchCreateRequest{
-				Key:           []byte(w.key),
-				StartRevision: w.rev,
-				Filters:       []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT},
-				WatchId:       w.id,
-			}}})
+			CreateRequest: w.createRequest()}})
 	}
 	clear(m.queue)
 	m.queue = m.queue[:0]
 	return reqs, len(m.watches) == 0, nil
+}
+
+// createRequest is w's create request on a stream.
+func (w *Watch) createRequest() *pb.WatchCreateRequest {
+	r := &pb.WatchCreateRequest{Key: []byte(w.key), StartRevision: w.rev, PrevKv: w.prevKV, WatchId: w.id}
+	if w.end != "" {
+		r.RangeEnd = []byte(w.end)
+	}
+	if !w.puts {
+		r.Filters = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
+	}
+	return r
 }
 
 func (m *Mux) nextDue() time.Time {

@@ -1,0 +1,116 @@
+package lock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
+)
+
+// Follow reports the name free, then each holder in turn; a waiter
+// joining wakes no one; it returns nil once its context ends.
+func TestFollowReportsEachChangeOfHolder(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	fctx, stop := context.WithCancel(ctx)
+	statuses, done := make(chan lock.Status, 16), make(chan error, 1)
+	go func() {
+		done <- lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
+			statuses <- st
+			return true
+		}, lock.WithPrefix(prefix(t)))
+	}()
+	owner := func(st lock.Status) string {
+		if st.Holder == nil {
+			return ""
+		}
+		return st.Holder.Owner
+	}
+	next := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case st := <-statuses:
+				if owner(st) == want {
+					return
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Follow did not report holder %q", want)
+			}
+		}
+	}
+	next("")
+	a := newSession(t, cli, lock.WithOwner("alice"))
+	la, err := a.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("alice")
+	b := newSession(t, cli, lock.WithOwner("bob"))
+	bob := queueWaiter(t, ctx, b, "job", 2)
+	select {
+	case st := <-statuses:
+		t.Errorf("a waiter joining was reported: %+v", st)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next("bob")
+	if lb := <-bob; lb.err != nil {
+		t.Fatal(lb.err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Follow returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not return after its context ended")
+	}
+}
+
+// Follow of a semaphore watches the holder's contender key: a release
+// reports the next holder.
+func TestFollowSemaphore(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	a := newSession(t, cli, lock.WithOwner("alice"))
+	la, err := a.Acquire(ctx, "pool", lock.WithLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newSession(t, cli, lock.WithOwner("bob"))
+	bob := queueWaiter(t, ctx, b, "pool", 2, lock.WithLimit(1))
+	fctx, stop := context.WithCancel(ctx)
+	seen, done := make(chan string, 16), make(chan struct{})
+	go func() {
+		defer close(done)
+		lock.Follow(fctx, cli, "pool", func(st lock.Status) bool {
+			if st.Holder != nil {
+				seen <- st.Holder.Owner
+			}
+			return st.Holder == nil || st.Holder.Owner != "bob"
+		}, lock.WithPrefix(prefix(t)))
+	}()
+	defer func() { stop(); <-done }()
+	if got := <-seen; got != "alice" {
+		t.Fatalf("first holder %q, want alice", got)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen:
+		if got != "bob" {
+			t.Errorf("next holder %q, want bob", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not report the next holder")
+	}
+	if lb := <-bob; lb.err != nil {
+		t.Fatal(lb.err)
+	}
+}
