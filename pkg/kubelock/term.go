@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // term is one term of this lock's identity as the record's holder.
@@ -101,56 +102,70 @@ func (l *Lock) enforceDeadline(t *term) {
 }
 
 // watch ends t when etcd shows its record deleted or under another lease.
-// It returns when t ends. (Opening a watch blocks until etcd confirms it,
-// which is why the deadline has a goroutine of its own.)
+// It returns when t ends. Its watch goes over a watch stream of its own
+// (the library's one watch path, pkg/internal/watchmux): opened with
+// clientv3.WithRequireLeader, so that a member cut off from the others
+// ends it instead of staying silent; asked for progress when it is silent;
+// reopened with backoff. A watch that breaks, or whose start revision was
+// compacted, is followed by a read of the record.
 func (l *Lock) watch(t *term, from int64) {
 	defer l.wg.Done()
-	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
+	mux, ran := watchmux.ForClient(l.client, l.logger), make(chan struct{})
+	go func() {
+		defer close(ran)
+		mux.Run(t.ctx)
+	}()
+	defer func() { <-ran }()
+	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
 	for t.ctx.Err() == nil {
-		opened := time.Now()
-		events, stop := l.openWatch(t, from)
-		next := l.follow(t, events, from)
-		stop()
-		if next != from || time.Since(opened) > bo.Max {
-			bo.Reset() // the watch delivered, or lived: the next starts afresh
-		}
+		feed := mux.Feed(watchmux.Range{Key: l.key, Rev: from, Puts: true})
+		next, read := l.follow(t, feed, from)
+		feed.Close()
 		from = next
-		if t.ctx.Err() == nil {
-			_ = backoff.Sleep(t.ctx, bo.Next())
+		if read {
+			retry.Reset()
+		} else {
+			_ = backoff.Sleep(t.ctx, retry.Next())
 		}
 	}
 }
 
-// follow reads events until the watch ends or t ends, and returns the
-// revision to watch from next.
-func (l *Lock) follow(t *term, events clientv3.WatchChan, from int64) int64 {
-	for wr := range events {
-		if wr.CompactRevision != 0 {
-			if next, ok := l.reread(t); ok {
-				return max(from, next)
-			}
-			return from
+// follow takes the watch's updates until it ends or t ends, and returns
+// the revision to watch from next; read is false when the watch ended and
+// the record could not be read.
+func (l *Lock) follow(t *term, feed *watchmux.Feed, from int64) (next int64, read bool) {
+	for {
+		select {
+		case <-feed.Ready():
+		case <-t.ctx.Done():
+			return from, true
 		}
-		for _, ev := range wr.Events {
+		u, ok := feed.Take()
+		if !ok {
+			continue
+		}
+		for _, ev := range u.Events {
 			from = ev.Kv.ModRevision + 1
 			if ev.Type == mvccpb.DELETE || clientv3.LeaseID(ev.Kv.Lease) != t.lease {
 				l.end(t, ErrRecordGone)
-				return from
+				return from, true
 			}
 		}
+		switch {
+		case u.Err != nil:
+			// The record cannot be watched: the term could end unseen.
+			l.end(t, u.Err)
+			return from, true
+		case u.Ended:
+			if next, ok := l.reread(t); ok {
+				return max(from, next), true
+			}
+			return from, false
+		}
 	}
-	return from
 }
 
-// openWatch watches the record from revision from until the returned
-// function is called or t ends. WithRequireLeader: a watch on a member cut
-// off from the others is ended by etcd instead of staying silent.
-func (l *Lock) openWatch(t *term, from int64) (clientv3.WatchChan, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(t.ctx))
-	return l.client.Watch(ctx, l.key, clientv3.WithRev(from)), cancel
-}
-
-// reread reads the record after its watch was compacted: it ends t if the
+// reread reads the record after its watch ended: it ends t if the
 // record is gone or under another lease, and returns the revision to watch
 // from; ok is false if the read failed.
 func (l *Lock) reread(t *term) (from int64, ok bool) {

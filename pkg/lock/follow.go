@@ -8,8 +8,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // Follow calls fn with the status of name now and after every change of
@@ -36,7 +36,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		return err
 	}
 	mctx, stop := context.WithCancel(ctx)
-	mux, ran := newMux(client, zap.NewNop()), make(chan struct{})
+	mux, ran := watchmux.ForClient(client, zap.NewNop()), make(chan struct{})
 	go func() {
 		defer close(ran)
 		mux.Run(mctx)

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // State is a lock's state as its holder sees it.

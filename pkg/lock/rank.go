@@ -7,7 +7,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // waitRank waits until fewer than l's limit keys under pfx are older than

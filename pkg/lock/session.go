@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // Session is one etcd lease, renewed in the background, under which locks
@@ -215,7 +215,11 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOpt
 	}
 	s.alive, s.cancel = context.WithCancelCause(context.Background())
 	s.deadline = lease.Deadline(send, ttl, margin)
-	s.mux = newMux(client, s.log)
+	// The mux carries every watch of the session over one stream. Its
+	// delays and retries run on the real clock, whatever the session's
+	// clock: they pace requests to etcd, while the session's clock
+	// (WithClock) measures the lease deadline.
+	s.mux = watchmux.ForClient(client, s.log)
 	s.wg.Add(3)
 	go s.renewLoop(send)
 	go s.watchdog()

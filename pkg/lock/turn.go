@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // waitTurn waits until no key under pfx that l must wait for is older than

@@ -5,17 +5,13 @@ import (
 	"errors"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/watchmux"
 )
 
 // ownWatchDelay is how long a held lock's key goes unwatched after the
@@ -27,38 +23,6 @@ import (
 // watchmux.Mux.WatchFromNow). The lease deadline, not this watch, is what
 // stops a holder before etcd can expire its lease.
 const ownWatchDelay = 100 * time.Millisecond
-
-// newMux returns the multiplexer that carries every key watch of a session
-// over one watch stream of client. Its delays and retries run on the real
-// clock, whatever the session's clock: they pace requests to etcd, while
-// the session's clock (WithClock) measures the lease deadline.
-func newMux(client *clientv3.Client, log *zap.Logger) *watchmux.Mux {
-	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
-		return pb.NewWatchClient(client.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
-	}
-	return watchmux.New(open, readCreateRevisions(client), clock.Real(), log)
-}
-
-// readCreateRevisions reads keys' create revisions in one transaction.
-func readCreateRevisions(kv clientv3.KV) watchmux.ReadFunc {
-	return func(ctx context.Context, keys []string) (int64, []int64, error) {
-		ops := make([]clientv3.Op, len(keys))
-		for i, k := range keys {
-			ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
-		}
-		resp, err := kv.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return 0, nil, err
-		}
-		revs := make([]int64, len(resp.Responses))
-		for i, r := range resp.Responses {
-			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-				revs[i] = kvs[0].CreateRevision
-			}
-		}
-		return resp.Header.Revision, revs, nil
-	}
-}
 
 // waitRead runs a waiter's read-only transaction of ops, for l. A read
 // changes nothing, so it is safe to repeat whatever became of an earlier

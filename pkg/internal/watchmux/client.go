@@ -1,0 +1,44 @@
+package watchmux
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/etcdlock/etcdlock/pkg/clock"
+)
+
+// ForClient returns a Mux whose streams are watch streams of client's
+// active connection and whose re-reads are linearizable transactions of
+// client, on the real clock (its delays pace requests to etcd), logging
+// to log.
+func ForClient(client *clientv3.Client, log *zap.Logger) *Mux {
+	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
+		return pb.NewWatchClient(client.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
+	}
+	return New(open, readCreateRevisions(client), clock.Real(), log)
+}
+
+// readCreateRevisions reads keys' create revisions in one transaction.
+func readCreateRevisions(kv clientv3.KV) ReadFunc {
+	return func(ctx context.Context, keys []string) (int64, []int64, error) {
+		ops := make([]clientv3.Op, len(keys))
+		for i, k := range keys {
+			ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+		}
+		resp, err := kv.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return 0, nil, err
+		}
+		revs := make([]int64, len(resp.Responses))
+		for i, r := range resp.Responses {
+			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+				revs[i] = kvs[0].CreateRevision
+			}
+		}
+		return resp.Header.Revision, revs, nil
+	}
+}
