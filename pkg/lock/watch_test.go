@@ -281,19 +281,7 @@ func TestHolderOnPartitionedMemberNoticesDelete(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
-	leader, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cut *embedded.Member
-	var majority []string
-	for _, m := range c.Members() {
-		if m != leader && cut == nil {
-			cut = m
-		} else {
-			majority = append(majority, m.Endpoint())
-		}
-	}
+	cut, majority := cutAndMajority(t, c)
 	// The session's client knows only cut while the stream is opened, and
 	// every member afterwards.
 	cli := etcdtest.Client(t, cut.Endpoint())
@@ -482,4 +470,105 @@ func waiterTakesOver(t *testing.T, ctx context.Context, holder *lock.Lock, got <
 	case <-time.After(20 * time.Second):
 		t.Fatal(msg)
 	}
+}
+
+// Follow, whose watch stream sits on a member cut off from the rest of the
+// cluster, still reports a release made through the majority: the member
+// ends the stream, and Follow's next one, on a healthy member, reads again.
+func TestFollowOnPartitionedMemberSeesRelease(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	cut, majority := cutAndMajority(t, c)
+	cli := etcdtest.Client(t, cut.Endpoint())
+	fctx, stop := context.WithCancel(ctx)
+	owners, done := make(chan string, 16), make(chan struct{})
+	go func() {
+		defer close(done)
+		lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
+			owner := ""
+			if st.Holder != nil {
+				owner = st.Holder.Owner
+			}
+			owners <- owner
+			return true
+		}, lock.WithPrefix(prefix(t)))
+	}()
+	defer func() { stop(); <-done }()
+	next := func(want string, within time.Duration) {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case got := <-owners:
+				if got == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Follow did not report holder %q within %v", want, within)
+			}
+		}
+	}
+	next("", 10*time.Second)
+	other := etcdtest.Client(t, majority...)
+	l, err := newSession(t, other, lock.WithOwner("alice")).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next("alice", 10*time.Second) // Follow's stream on cut delivers
+	cli.SetEndpoints(c.Endpoints()...)
+	isolate(t, c, cut)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next("", 20*time.Second)
+}
+
+// A semaphore waiter whose watch stream sits on a member cut off from the
+// rest of the cluster still takes a slot released through the majority.
+func TestSemaphoreWaiterOnPartitionedMemberTakesReleasedSlot(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	cut, majority := cutAndMajority(t, c)
+	other := etcdtest.Client(t, majority...)
+	l, err := newSession(t, other, lock.WithOwner("alice")).Acquire(ctx, "pool", lock.WithLimit(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := etcdtest.Client(t, cut.Endpoint())
+	bob := queueWaiter(t, ctx, newSession(t, cli, lock.WithTTL(30*time.Second)), "pool", 2, lock.WithLimit(1))
+	cli.SetEndpoints(c.Endpoints()...)
+	isolate(t, c, cut)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-bob:
+		if b.err != nil {
+			t.Fatalf("waiter: %v", b.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not take the released slot")
+	}
+}
+
+// cutAndMajority picks a follower of c to cut off and returns it with the
+// endpoints of the others.
+func cutAndMajority(t *testing.T, c *embedded.Cluster) (*embedded.Member, []string) {
+	t.Helper()
+	leader, err := c.Leader(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut *embedded.Member
+	var majority []string
+	for _, m := range c.Members() {
+		if m != leader && cut == nil {
+			cut = m
+		} else {
+			majority = append(majority, m.Endpoint())
+		}
+	}
+	return cut, majority
 }
