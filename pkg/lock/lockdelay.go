@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
@@ -167,17 +168,9 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 // once the key is gone (or re-created), l or ctx ended, or etcd refused
 // the watch (ErrWatchRefused).
 func (s *Session) waitGone(ctx context.Context, l *Lock, key string, rev, createRev int64) error {
-	gone := make(chan error, 1)
-	w := s.mux.WatchKey(key, rev, createRev, 0, func(err error) { gone <- err })
-	defer s.mux.Remove(w)
-	select {
-	case err := <-gone:
-		return refused(err)
-	case <-l.ctx.Done():
-		return context.Cause(l.ctx)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.awaitWatch(ctx, l, func(fire func(error)) *watchmux.Watch {
+		return s.mux.WatchKey(key, rev, createRev, 0, fire)
+	})
 }
 
 // startDelay writes the timer, with a lease of d, and its started record,

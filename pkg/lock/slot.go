@@ -212,18 +212,9 @@ func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, m
 // or for its watch on the session's stream to break, after which the
 // caller reads again anyway.
 func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
-	gone := make(chan error, 1)
-	w := s.mux.WatchRange(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), Rev: rev + 1},
-		nil, func(err error) { gone <- err }, nil)
-	defer s.mux.Remove(w)
-	select {
-	case err := <-gone:
-		return refused(err)
-	case <-l.ctx.Done():
-		return context.Cause(l.ctx)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.awaitWatch(ctx, l, func(fire func(error)) *watchmux.Watch {
+		return s.mux.WatchRange(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), Rev: rev + 1}, nil, fire, nil)
+	})
 }
 
 // holdSlot records that l holds slot, whose key it created at revision

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // ownWatchDelay is how long a held lock's key goes unwatched after the
@@ -79,4 +80,22 @@ func retryableRead(err error) bool {
 		code = e.Code()
 	}
 	return code == codes.Unavailable || code == codes.ResourceExhausted
+}
+
+// awaitWatch registers a watch on the session's stream with add, passing
+// it the watch's fire, and waits for it to fire: nil for a deletion or a
+// broken watch, ErrWatchRefused when etcd refused it, l's cause once l
+// ended, ctx.Err() once ctx did. The watch is removed on return.
+func (s *Session) awaitWatch(ctx context.Context, l *Lock, add func(fire func(error)) *watchmux.Watch) error {
+	fired := make(chan error, 1)
+	w := add(func(err error) { fired <- err })
+	defer s.mux.Remove(w)
+	select {
+	case err := <-fired:
+		return refused(err)
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
