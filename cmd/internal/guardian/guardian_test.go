@@ -169,6 +169,31 @@ func assertDead(t *testing.T, pids []int) {
 	}
 }
 
+// hasChildren, which spares the guardian a walk of /proc when the command
+// left nothing, sees a child whether it runs or has exited unreaped.
+func TestHasChildrenSeesLiveAndExitedChildren(t *testing.T) {
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "30"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasChildren() {
+		t.Error("hasChildren is false with a running child")
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child never became a zombie", func() bool {
+		q, ok := readProc(p.Pid)
+		return ok && q.zombie
+	})
+	if !hasChildren() {
+		t.Error("hasChildren is false with an exited, unreaped child")
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // escapes starts, in the background, a plain child, one that left the
 // group with setsid, and one whose parent exited (double fork), and
 // writes their pids to $DIR/pids.
