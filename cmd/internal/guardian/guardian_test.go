@@ -466,6 +466,41 @@ func TestCommandInheritsNoPipes(t *testing.T) {
 	}
 }
 
+// The command's environment is the one given, the supervisor's when none
+// is: never the guardian's own, which has the marker and GOMAXPROCS=1.
+func TestCommandEnvironment(t *testing.T) {
+	t.Setenv("ETCDLOCK_TEST_VAR", "from the supervisor")
+	want := "ETCDLOCK_TEST_VAR=from the supervisor\nGOMAXPROCS=" + os.Getenv("GOMAXPROCS") + "\n"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"none given", nil, want},
+		{"empty", []string{}, "ETCDLOCK_TEST_VAR=\nGOMAXPROCS=\n"},
+		{"given", []string{"ETCDLOCK_TEST_VAR=given"}, "ETCDLOCK_TEST_VAR=given\nGOMAXPROCS=\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "env")
+			g, err := Start(Stdio{Stderr: os.Stderr}, Config{
+				Argv: []string{"/bin/sh", "-c", `echo "ETCDLOCK_TEST_VAR=$ETCDLOCK_TEST_VAR" > ` + out + `; echo "GOMAXPROCS=$GOMAXPROCS" >> ` + out + `; env | grep -c ` + EnvMarker + ` >> ` + out},
+				Env:  tc.env, KillSignal: syscall.SIGTERM, Soft: time.Now().Add(time.Hour), Hard: time.Now().Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range g.Events() {
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); got != tc.want+"0\n" {
+				t.Errorf("the command saw\n%s\nwant\n%s0", got, tc.want)
+			}
+		})
+	}
+}
+
 // A walker's later passes find what was forked since its first, which
 // reads all of /proc where the kernel has no children files; the later
 // ones read only the pids allocated since.
