@@ -62,6 +62,10 @@ func Main(stderr io.Writer) int {
 	// with EPIPE, not kill the guardian: it still has processes to stop.
 	// Caught, not ignored: the command gets SIGPIPE's default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// Non-blocking, the control pipe is read through the runtime's poller:
+	// a blocking read would hold a thread, and the runtime would start
+	// another to run the loop.
+	_ = unix.SetNonblock(controlFD, true)
 	ctrl := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	g := &guard{
