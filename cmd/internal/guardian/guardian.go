@@ -271,10 +271,9 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 
 // guardianEnv is the guardian's environment: the supervisor's, with the
 // marker, and GOMAXPROCS=1. The guardian mostly waits; one P spares it
-// the threads that the runtime starts to run its start-up goroutines on
-// idle Ps, and the read of the cgroup's CPU limit that sets the default
-// (about 1 ms of CPU of a 15 ms guardian). The command never sees it: Run
-// sends the command's environment over the pipe.
+// the threads that the runtime starts to run new goroutines on idle Ps
+// (1-2 ms of CPU of a 15 ms guardian, measured). The command never sees
+// it: Run sends the command's environment over the pipe.
 func guardianEnv() []string {
 	return append(os.Environ(), EnvMarker+"="+Protocol, "GOMAXPROCS=1") // the last of a name wins (os/exec)
 }
