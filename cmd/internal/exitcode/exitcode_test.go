@@ -28,14 +28,14 @@ func TestREADMETableMatches(t *testing.T) {
 		}
 	}
 	if got, want := table.String(), Markdown(); got != want {
-		t.Errorf("cmd/etcdlock/README.md's exit-code table differs from exitcode.Table:\n--- cmd/etcdlock/README.md\n%s--- want\n%s", got, want)
+		t.Errorf("cmd/etcdlock/README.md's exit-code table differs from exitcode.Table():\n--- cmd/etcdlock/README.md\n%s--- want\n%s", got, want)
 	}
 }
 
 // Every code named in the constants appears in the table once.
 func TestTableHasEveryCode(t *testing.T) {
 	seen := map[string]int{}
-	for _, r := range Table {
+	for _, r := range Table() {
 		for _, c := range strings.Split(r.Code, ", ") {
 			seen[c]++
 		}

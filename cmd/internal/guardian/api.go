@@ -37,7 +37,8 @@ type Stdio struct {
 type Config struct {
 	// Argv is the command and its arguments; Argv[0] is looked up in PATH.
 	Argv []string
-	// Env is the command's whole environment.
+	// Env is the command's whole environment; nil is the supervisor's
+	// (the guardian's own differs: see Spawn).
 	Env []string
 	// KillSignal starts every stop; SIGKILL follows after KillGrace, or at
 	// the hard deadline if that is sooner.

@@ -11,8 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -64,6 +62,10 @@ func Main(stderr io.Writer) int {
 	// with EPIPE, not kill the guardian: it still has processes to stop.
 	// Caught, not ignored: the command gets SIGPIPE's default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// Non-blocking, the control pipe is read through the runtime's poller:
+	// a blocking read would hold a thread, and the runtime would start
+	// another to run the loop.
+	_ = unix.SetNonblock(controlFD, true)
 	ctrl := os.NewFile(controlFD, "control")
 	status := os.NewFile(statusFD, "status")
 	g := &guard{
@@ -223,13 +225,14 @@ func (g *guard) handle(m message) {
 }
 
 // startCommand starts the command in its own process group, with env as
-// its whole environment. If it cannot be started, it returns the shell's
+// its whole environment (none is empty: Run sends the supervisor's when
+// the caller gave none). If it cannot be started, it returns the shell's
 // exit status and why ("" once started). (Start, in the supervisor,
 // starts the guardian process itself.)
 func (g *guard) startCommand(argv, env []string) (code int, why string) {
 	c := exec.Command(argv[0], argv[1:]...)
-	if env == nil { // the guardian's own, but for the marker
-		env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, EnvMarker+"=") })
+	if env == nil {
+		env = []string{} // nil would be the guardian's own
 	}
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr

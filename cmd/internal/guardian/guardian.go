@@ -174,10 +174,14 @@ func (g *Guardian) Run(cfg Config) error {
 	if err := g.Ready(); err != nil {
 		return err
 	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	err := g.send(message{
 		Op:         opConfig,
 		Argv:       cfg.Argv,
-		Env:        cfg.Env,
+		Env:        env, // an empty one is sent as none: the guardian reads none as empty
 		KillSignal: int(cfg.KillSignal),
 		KillGrace:  int64(cfg.KillGrace),
 		Foreground: cfg.Foreground,
@@ -237,7 +241,7 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 	c := &exec.Cmd{
 		Path:       exe,
 		Args:       []string{"etcdlock", Command},
-		Env:        append(os.Environ(), EnvMarker+"="+Protocol),
+		Env:        guardianEnv(),
 		Stdin:      stdio.Stdin,
 		Stdout:     stdio.Stdout,
 		Stderr:     stdio.Stderr,
@@ -263,6 +267,15 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 		ready: make(chan struct{}), events: make(chan Event, 4), done: make(chan struct{})}
 	go p.readStatus(statR) // ends when the guardian exits (its write end closes)
 	return p, nil
+}
+
+// guardianEnv is the guardian's environment: the supervisor's, with the
+// marker, and GOMAXPROCS=1. The guardian mostly waits; one P spares it
+// the threads that the runtime starts to run new goroutines on idle Ps
+// (1-2 ms of CPU of a 15 ms guardian, measured). The command never sees
+// it: Run sends the command's environment over the pipe.
+func guardianEnv() []string {
+	return append(os.Environ(), EnvMarker+"="+Protocol, "GOMAXPROCS=1") // the last of a name wins (os/exec)
 }
 
 // guardianExe is the small guardian binary (Binary) beside the running

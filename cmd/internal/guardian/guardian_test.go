@@ -169,6 +169,31 @@ func assertDead(t *testing.T, pids []int) {
 	}
 }
 
+// hasChildren, which spares the guardian a walk of /proc when the command
+// left nothing, sees a child whether it runs or has exited unreaped.
+func TestHasChildrenSeesLiveAndExitedChildren(t *testing.T) {
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "30"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasChildren() {
+		t.Error("hasChildren is false with a running child")
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child never became a zombie", func() bool {
+		q, ok := readProc(p.Pid)
+		return ok && q.zombie
+	})
+	if !hasChildren() {
+		t.Error("hasChildren is false with an exited, unreaped child")
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // escapes starts, in the background, a plain child, one that left the
 // group with setsid, and one whose parent exited (double fork), and
 // writes their pids to $DIR/pids.
@@ -438,6 +463,41 @@ func TestCommandInheritsNoPipes(t *testing.T) {
 	}
 	if env, _ := os.ReadFile(filepath.Join(r.dir, "env")); strings.Contains(string(env), EnvMarker) {
 		t.Errorf("command environment has %s", EnvMarker)
+	}
+}
+
+// The command's environment is the one given, the supervisor's when none
+// is: never the guardian's own, which has the marker and GOMAXPROCS=1.
+func TestCommandEnvironment(t *testing.T) {
+	t.Setenv("ETCDLOCK_TEST_VAR", "from the supervisor")
+	want := "ETCDLOCK_TEST_VAR=from the supervisor\nGOMAXPROCS=" + os.Getenv("GOMAXPROCS") + "\n"
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"none given", nil, want},
+		{"empty", []string{}, "ETCDLOCK_TEST_VAR=\nGOMAXPROCS=\n"},
+		{"given", []string{"ETCDLOCK_TEST_VAR=given"}, "ETCDLOCK_TEST_VAR=given\nGOMAXPROCS=\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "env")
+			g, err := Start(Stdio{Stderr: os.Stderr}, Config{
+				Argv: []string{"/bin/sh", "-c", `echo "ETCDLOCK_TEST_VAR=$ETCDLOCK_TEST_VAR" > ` + out + `; echo "GOMAXPROCS=$GOMAXPROCS" >> ` + out + `; env | grep -c ` + EnvMarker + ` >> ` + out},
+				Env:  tc.env, KillSignal: syscall.SIGTERM, Soft: time.Now().Add(time.Hour), Hard: time.Now().Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range g.Events() {
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); got != tc.want+"0\n" {
+				t.Errorf("the command saw\n%s\nwant\n%s0", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -33,8 +33,31 @@ func setParentDeathSignal(a *syscall.SysProcAttr, sig syscall.Signal) {
 // disk was replaced since.
 func selfExe() string { return "/proc/self/exe" }
 
-// below lists the live processes below the guardian (see below).
-func (g *guard) below() []int { return below(g.self) }
+// below lists the live processes below the guardian (see below). A
+// guardian with no child at all, live or zombie, has nothing below it:
+// as a subreaper it inherits every orphan of the tree, so a live
+// descendant always has a live parent or is its child. One waitid then
+// answers for the common case, a command that left nothing running,
+// without walking /proc (whose dentries also cost the supervisor when it
+// reaps the guardian).
+func (g *guard) below() []int {
+	if !hasChildren() {
+		return nil
+	}
+	return below(g.self)
+}
+
+// hasChildren reports whether the calling process has a child, in any
+// state; true when it cannot tell.
+func hasChildren() bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WSTOPPED|unix.WCONTINUED|unix.WNOHANG|unix.WNOWAIT|unix.WALL, nil)
+		if err != unix.EINTR {
+			return err != unix.ECHILD
+		}
+	}
+}
 
 // signalBelow sends sig to every live process below the guardian (see
 // signalBelow).

@@ -11,28 +11,42 @@ import (
 
 // Queue is an io.Writer that hands each write to a goroutine of its own,
 // which writes it to the underlying writer; a write that finds the queue
-// full is dropped. Close stops the goroutine. Safe for concurrent use.
+// full is dropped. The goroutine starts with the first write: a process
+// with nothing to say (the guardian, mostly) pays neither for it nor for
+// the thread prepare may lock it to. Close stops the goroutine. Safe for
+// concurrent use.
 type Queue struct {
-	mu     sync.Mutex
-	closed bool
-	queue  chan []byte
-	done   chan struct{} // closed when the writer has written everything queued
+	mu      sync.Mutex
+	closed  bool
+	started bool // the writing goroutine runs, or ran
+	queue   chan []byte
+	done    chan struct{} // closed when the writer has written everything queued
+	w       io.Writer
+	prepare func()
 }
 
-// New starts writing to w, with room for size writes waiting. prepare, if
-// not nil, runs first on the writing goroutine (to set up its thread).
+// New returns a Queue that writes to w, with room for size writes
+// waiting. prepare, if not nil, runs first on the writing goroutine (to
+// set up its thread).
 func New(w io.Writer, size int, prepare func()) *Queue {
-	q := &Queue{queue: make(chan []byte, size), done: make(chan struct{})}
+	return &Queue{queue: make(chan []byte, size), done: make(chan struct{}), w: w, prepare: prepare}
+}
+
+// start starts the writing goroutine, once; q.mu is held.
+func (q *Queue) start() {
+	if q.started {
+		return
+	}
+	q.started = true
 	go func() {
 		defer close(q.done)
-		if prepare != nil {
-			prepare()
+		if q.prepare != nil {
+			q.prepare()
 		}
 		for b := range q.queue {
-			_, _ = w.Write(b)
+			_, _ = q.w.Write(b)
 		}
 	}()
-	return q
 }
 
 // Write queues a copy of p without waiting. It always reports success:
@@ -43,6 +57,7 @@ func (q *Queue) Write(p []byte) (int, error) {
 	if q.closed {
 		return len(p), nil
 	}
+	q.start()
 	select {
 	case q.queue <- append([]byte(nil), p...):
 	default:
@@ -58,6 +73,10 @@ func (q *Queue) Close(within time.Duration) bool {
 	if !q.closed {
 		q.closed = true
 		close(q.queue)
+		if !q.started {
+			q.started = true
+			close(q.done) // nothing was ever written
+		}
 	}
 	q.mu.Unlock()
 	t := time.NewTimer(within)

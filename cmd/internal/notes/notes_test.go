@@ -3,6 +3,7 @@ package notes
 import (
 	"bytes"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -64,3 +65,29 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 var _ io.Writer = (*Queue)(nil)
+
+// The writing goroutine, and the thread prepare may lock it to, start
+// with the first write: a queue that is never written to costs neither.
+func TestQueueStartsWithTheFirstWrite(t *testing.T) {
+	prepared := make(chan struct{})
+	n := runtime.NumGoroutine()
+	q := New(io.Discard, 1, func() { close(prepared) })
+	if got := runtime.NumGoroutine(); got != n {
+		t.Errorf("%d goroutines after New, want %d", got, n)
+	}
+	if !q.Close(time.Minute) {
+		t.Error("Close of a queue never written to did not return at once")
+	}
+	select {
+	case <-prepared:
+		t.Error("prepare ran for a queue never written to")
+	default:
+	}
+
+	q = New(io.Discard, 1, func() { close(prepared) })
+	_, _ = q.Write([]byte("x"))
+	<-prepared
+	if !q.Close(time.Minute) {
+		t.Error("Close did not see the write written")
+	}
+}
