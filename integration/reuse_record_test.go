@@ -113,17 +113,18 @@ func (r *reuseRun) holders(name string) int {
 	return n
 }
 
-// heldByOthers returns a plain name that a worker other than worker
-// believes it holds and means to hold until at least until, "" if none.
-func (r *reuseRun) heldByOthers(worker string, until time.Duration) string {
+// heldByOthers returns a plain name, and its key, that a worker other
+// than worker believes it holds and means to hold until at least until;
+// "" if none.
+func (r *reuseRun) heldByOthers(worker string, until time.Duration) (name, key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.grants {
 		if g.end < 0 && g.due >= until && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName {
-			return g.name
+			return g.name, g.key
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // closed records the outcome of a session's Close.

@@ -327,16 +327,27 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 		w.held[name] = h
 	}
 	if w.control == reusePartialSet {
-		// The broken set: it reports as held a name it does not hold,
-		// which another worker holds.
-		// Its holder means to hold it a while yet, so that the two
-		// intervals overlap rather than touch.
-		if n := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond); n != "" && w.held[n] == nil {
-			// A key of its own, so that no deletion is attributed to it.
-			h.more = append(h.more, w.r.grantedAs("set", w.name, w.id, w.rec, n, l.Keys()[0]+"-phantom", l.Token(), start, start+hold, false, set))
-			w.controlled()
-		}
+		w.phantom(ctx, l, h, set, hold)
 	}
+}
+
+// phantom is the partial-set control's breakage: the set reports as held
+// a name it does not hold, which another worker holds. The claim starts
+// once etcd shows that holder's key still there, so that no deletion of
+// it called earlier excuses the overlap; its holder means to keep it a
+// while yet, so that the two intervals overlap rather than touch.
+func (w *lockWorker) phantom(ctx context.Context, l *lock.Lock, h *held, set int, hold time.Duration) {
+	n, key := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond)
+	if n == "" || w.held[n] != nil {
+		return
+	}
+	if resp, err := w.s.Client().Get(ctx, key); err != nil || len(resp.Kvs) == 0 {
+		return
+	}
+	start := w.r.now()
+	// A key of its own, so that no deletion is attributed to it.
+	h.more = append(h.more, w.r.grantedAs("set", w.name, w.id, w.rec, n, l.Keys()[0]+"-phantom", l.Token(), start, start+hold, false, set))
+	w.controlled()
 }
 
 // endWhileWaiting starts an acquisition of name and, while it may still be
