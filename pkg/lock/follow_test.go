@@ -114,3 +114,55 @@ func TestFollowSemaphore(t *testing.T) {
 		t.Fatal(lb.err)
 	}
 }
+
+// Follow reports holders joining a name that is already held: a
+// semaphore's second holder, a second reader; and their leaving.
+func TestFollowReportsHoldersJoining(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind string
+		opt  lock.AcquireOption
+	}{{"semaphore", lock.WithLimit(3)}, {"readers", lock.WithShared()}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			ctx, cli := testCtx(t), client(t)
+			fctx, stop := context.WithCancel(ctx)
+			counts, done := make(chan int, 16), make(chan struct{})
+			go func() {
+				defer close(done)
+				lock.Follow(fctx, cli, "n", func(st lock.Status) bool {
+					counts <- len(st.Holders)
+					return true
+				}, lock.WithPrefix(prefix(t)))
+			}()
+			defer func() { stop(); <-done }()
+			next := func(want int) {
+				t.Helper()
+				select {
+				case got := <-counts:
+					if got != want {
+						t.Fatalf("Follow reported %d holders, want %d", got, want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Follow did not report %d holders", want)
+				}
+			}
+			next(0)
+			var held []*lock.Lock
+			for i := 1; i <= 3; i++ {
+				l, err := newSession(t, cli).Acquire(ctx, "n", tc.opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, l)
+				next(i)
+			}
+			for i := 2; i >= 0; i-- {
+				if err := held[i].Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				next(i)
+			}
+		})
+	}
+}

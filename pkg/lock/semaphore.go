@@ -49,10 +49,10 @@ const MaxLimit = 1 << 16
 // written, each only if it still holds the value this acquisition wrote.
 //
 // A waiter reads the queue once, in the acquiring transaction, then
-// counts the deletions of older keys from one range watch (clientv3's
-// watcher, which shares one stream per client): a release costs every
-// waiter one watch event and no read. The watch re-reads only when etcd
-// cancels it (after a compaction, for example).
+// counts the deletions of older keys from one range watch on the session's
+// watch stream: a release costs every waiter one watch event and no read.
+// The waiter reads again only when the watch breaks (a broken stream, a
+// member that lost its leader) and once the events say it is eligible.
 //
 // Every contender of a name must use the same limit. A semaphore
 // acquisition that finds an older key of the name with another limit — or
