@@ -65,7 +65,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, fencing.Token(q.rev), q.rev+1)
+	s.watchKey(l, q.rev)
 	switch {
 	case q.claimed:
 		s.holdSlot(l, 0, fencing.Token(q.rev))
@@ -198,7 +198,7 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	// Check first: the fields would be built (and allocated) on every
 	// acquisition even with debug logging off.
 	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
-		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.token)}
+		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.Token())}
 		if len(l.more) > 0 {
 			fields = append(fields, zap.Strings("names", l.Names()))
 		}
@@ -225,9 +225,10 @@ func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pre
 	return older.More, ""
 }
 
-// watchKey records l's token and watches its key from rev on.
-func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
-	l.token = token
+// watchKey records that l's key (every key of a set) was created at
+// revision created, and watches it from there on.
+func (s *Session) watchKey(l *Lock, created int64) {
+	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -238,9 +239,9 @@ func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	if l.state != stateAcquiring {
 		return
 	}
-	l.watch = s.mux.WatchKey(l.key, rev, int64(token), ownWatchDelay, l.keyGone)
+	l.watch = s.mux.WatchKey(l.key, created+1, created, ownWatchDelay, l.keyGone)
 	for i := range l.more {
-		l.more[i].watch = s.mux.WatchKey(l.more[i].key, rev, int64(token), ownWatchDelay, l.keyGone)
+		l.more[i].watch = s.mux.WatchKey(l.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
 	}
 }
 

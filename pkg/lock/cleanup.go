@@ -80,7 +80,7 @@ func (s *Session) removeFailed(l *Lock) {
 		// only wait for an etcd the session could not reach. After Close
 		// or Abandon the delete runs: Close's revoke may fail (its ctx
 		// done), and a waiter's key would then block the name for a TTL.
-	case l.token != 0:
+	case l.rev != 0:
 		err = l.deleteKeys(ctx)
 	default:
 		err = s.removeUnconfirmed(ctx, l)

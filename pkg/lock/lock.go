@@ -68,10 +68,14 @@ func (s State) String() string {
 // even then (and the lock is lost at the session's deadline anyway if the
 // connection carries no renewals either).
 type Lock struct {
-	s     *Session
-	name  string
-	key   string
-	token fencing.Token // 0 until the key exists
+	s    *Session
+	name string
+	key  string
+	// rev is key's create revision — every key's, for AcquireAll — once
+	// the acquiring write's reply came; 0 until then. It is the token of
+	// every kind but a semaphore, whose holder's is its slot key's
+	// (slotHold.token).
+	rev   int64
 	value string        // the record this acquisition writes into key
 	opts  acquireConfig // the options of the acquisition
 
@@ -142,7 +146,7 @@ func (l *Lock) Name() string { return l.name }
 // Key returns the etcd key that represents this claim: its contender key,
 // or for a semaphore holder its slot key (see WithLimit).
 func (l *Lock) Key() string {
-	if l.slot != nil && l.slot.queueRev != 0 {
+	if l.slot != nil && l.slot.key != "" {
 		return l.slot.key
 	}
 	return l.key
@@ -152,7 +156,12 @@ func (l *Lock) Key() string {
 func (l *Lock) Owner() string { return l.s.cfg.owner }
 
 // Token returns the fencing token: the create revision of Key.
-func (l *Lock) Token() fencing.Token { return l.token }
+func (l *Lock) Token() fencing.Token {
+	if l.slot != nil && l.slot.key != "" {
+		return l.slot.token
+	}
+	return fencing.Token(l.rev)
+}
 
 // Deadline returns the session's conservative deadline; the lock is valid
 // only before it (and only while State is StateActive).
@@ -215,7 +224,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.s.released(l)
 	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
-		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.token))
+		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.Token()))
 	}
 	return nil
 }
@@ -303,8 +312,8 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
-		l.mu.Lock() // a semaphore's acquisition may still be setting the token
-		tok, slotKeys := l.token, l.slotKeys()
+		l.mu.Lock() // a semaphore's acquisition may still be claiming a slot
+		tok, slotKeys := l.Token(), l.slotKeys()
 		l.mu.Unlock()
 		if len(slotKeys) > 0 || len(l.more) > 0 {
 			// The lock's other keys outlive the one whose loss ended it:
@@ -325,17 +334,17 @@ func (l *Lock) lose(cause, detail error) {
 // acquisition (Record.Seq).
 func (l *Lock) deleteKeys(ctx context.Context) error {
 	var slotKey string
-	var queueRev int64
+	var slotTok fencing.Token
 	var claims []string
 	l.mu.Lock()
 	if l.slot != nil {
-		slotKey, queueRev, claims = l.slot.key, l.slot.queueRev, l.slot.claiming
+		slotKey, slotTok, claims = l.slot.key, l.slot.token, l.slot.claiming
 	}
 	l.mu.Unlock()
 	if len(l.more) > 0 {
 		ops := make([]clientv3.Op, 0, 1+len(l.more))
 		for _, key := range l.Keys() {
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", l.rev)}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
 		}
 		_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 		return err
@@ -343,23 +352,22 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 	if slotKey == "" && len(claims) == 0 {
 		if ops := markerDeletes([]*Lock{l}); len(ops) > 0 {
 			// A clean end: the marker goes in the same transaction.
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
+			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
 			_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 			return err
 		}
-		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
+		_, err := compareAndDelete(ctx, l.s.client, l.key, l.rev)
 		return err
 	}
 	var ops []clientv3.Op
-	if queueRev != 0 {
-		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil))
-	} else { // a claim's reply was lost; l.token is the contender key's
-		queueRev = int64(l.token)
+	if slotKey != "" {
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(slotTok))}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil))
+	} else { // a claim's reply was lost
 		for _, key := range claims {
 			ops = append(ops, clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil))
 		}
 	}
-	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
+	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
 	_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 	return err
 }

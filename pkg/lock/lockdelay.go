@@ -86,12 +86,12 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := keys.Marker(int64(s.lease), int64(l.token))
+	marker := keys.Marker(int64(s.lease), l.rev)
 	l.mu.Lock()
 	l.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
 	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 		Then(clientv3.OpGet(mpfx, clientv3.WithPrefix()), clientv3.OpPut(marker, l.value)).
 		Commit()
 	if err != nil {
@@ -214,7 +214,7 @@ func markerDeletes(ls []*Lock) []clientv3.Op {
 		if marker != "" && clean {
 			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{
 				clientv3.Compare(clientv3.Value(marker), "=", l.value),
-				clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token)),
+				clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev),
 			}, []clientv3.Op{clientv3.OpDelete(marker)}, nil))
 		}
 	}

@@ -6,7 +6,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -90,7 +89,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	s.watchKey(l, resp.Header.Revision)
 	if err := s.waitSet(ctx, l, resp); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}

@@ -65,7 +65,7 @@ func (w *rankWait) next(ctx context.Context) error {
 			return err
 		}
 	}
-	mine := int64(w.l.token)
+	mine := w.l.rev
 	for _, ev := range u.Events {
 		if ev.Kv.ModRevision <= w.counted {
 			continue // in the count already
@@ -132,7 +132,7 @@ func (w *rankWait) read(ctx context.Context) error {
 // contender key, and the slot keys (Header set), in one read, and checks
 // that l's key is still there.
 func (s *Session) readRank(ctx context.Context, l *Lock, pfx string) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	mine := int64(l.token) // the contender key's: no slot is held yet
+	mine := l.rev
 	resp, err := s.waitRead(ctx, l,
 		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
 		// Not count-only: etcd counts before it applies the create

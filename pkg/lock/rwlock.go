@@ -62,7 +62,7 @@ const readerPageSize = 64
 // most readerPageSize a round trip; keys older than l's can only go away,
 // so the pages need not be read at one revision.
 func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string, error) {
-	below := int64(l.token) - 1
+	below := l.rev - 1
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
@@ -72,7 +72,7 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 			if err != nil {
 				return "", err
 			}
-			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != l.rev {
 				return "", ErrKeyDeleted
 			}
 			kvs = resp.Responses[1].GetResponseRange().Kvs

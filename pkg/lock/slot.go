@@ -91,14 +91,14 @@ func (l *Lock) slotKeys() []string {
 }
 
 // slotHold is a semaphore holder's slot (WithLimit). key is "" until a
-// slot is held. Once held, the lock's token is the slot key's create
-// revision and queueRev the contender key's. claiming lists the slot keys
-// that a claim whose reply has not come may have written (see
+// slot is held; then token, the slot key's create revision, is the lock's
+// token (Lock.rev stays the contender key's). claiming lists the slot
+// keys that a claim whose reply has not come may have written (see
 // setClaiming). Guarded by Lock.mu.
 type slotHold struct {
 	n        int
 	key      string
-	queueRev int64
+	token    fencing.Token
 	claiming []string
 	watch    *watchmux.Watch
 }
@@ -120,7 +120,6 @@ const maxSlotTries = 8
 // token.
 func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
-	queueRev := int64(l.token)
 	for {
 		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
@@ -143,7 +142,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 		}
 		l.setClaiming(claims...)
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(try).
 			Commit()
 		if err != nil {
@@ -227,7 +226,7 @@ func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer l.mu.Unlock()
 	h := l.slot
 	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
-	h.queueRev, l.token = int64(l.token), tok
+	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}

@@ -38,7 +38,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 		return nil, s.failTry(ctx, l, err)
 	}
 	if l.opts.semaphore() {
-		s.watchKey(l, fencing.Token(rev), rev+1)
+		s.watchKey(l, rev)
 		s.holdSlot(l, slot, fencing.Token(rev))
 		return s.activated(ctx, l)
 	}
@@ -95,7 +95,7 @@ func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
 // tryAcquired activates l, whose key a TryAcquire wrote at rev, after the
 // lock-delay if there is one to wait.
 func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
-	s.watchKey(l, fencing.Token(rev), rev+1)
+	s.watchKey(l, rev)
 	if l.opts.lockDelay > 0 {
 		if err := s.holdMarker(ctx, l); err != nil {
 			return nil, s.failAcquire(ctx, l, err)

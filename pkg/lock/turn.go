@@ -90,12 +90,12 @@ func (t *turnWait) read(ctx context.Context) (turn, string, error) {
 	}
 	resp, err := t.s.waitRead(ctx, l,
 		clientv3.OpGet(t.own),
-		clientv3.OpGet(t.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
+		clientv3.OpGet(t.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...),
 	)
 	if err != nil {
 		return turnUnknown, "", err
 	}
-	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != l.rev {
 		return turnUnknown, "", ErrKeyDeleted
 	}
 	preds := resp.Responses[1].GetResponseRange().Kvs
