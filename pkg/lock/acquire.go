@@ -70,7 +70,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	case q.claimed:
 		s.holdSlot(l, 0, fencing.Token(q.rev))
 		return s.activated(ctx, l)
-	case l.opts.semaphore():
+	case l.semaphore() != nil:
 		return s.acquireSlot(ctx, l, pfx, q.older.Kvs, q.slots)
 	}
 	if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
@@ -113,7 +113,8 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 	absent := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
 	then := []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
 	mine := []clientv3.Op{clientv3.OpGet(l.key)}
-	if l.opts.semaphore() {
+	semaphore := l.semaphore() != nil
+	if semaphore {
 		then = append(then, slotsOp(s.cfg.prefix, l.name)) // for the slot claim
 	}
 	for {
@@ -121,7 +122,7 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 			resp *clientv3.TxnResponse
 			err  error
 		)
-		if l.opts.semaphore() {
+		if semaphore {
 			empty, claim := s.firstHolder(l, pfx)
 			resp, err = s.client.Txn(ctx).If(empty...).Then(claim...).
 				Else(clientv3.OpTxn(absent, then, mine)).Commit()
@@ -133,7 +134,7 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 		}
 		q := queued{rev: resp.Header.Revision}
 		r := (*etcdserverpb.TxnResponse)(resp)
-		if l.opts.semaphore() {
+		if semaphore {
 			if q.claimed = resp.Succeeded; q.claimed {
 				return q, nil
 			}
@@ -142,7 +143,7 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 		}
 		if r.Succeeded {
 			q.older = r.Responses[0].GetResponseRange()
-			if l.opts.semaphore() {
+			if semaphore {
 				q.slots = r.Responses[2].GetResponseRange()
 				q.slots.Header = resp.Header
 			}
@@ -160,10 +161,10 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 // newest readerPageSize, to find the newest writer among them; for a
 // semaphore all of them, to count them and check their limits.
 func (l *Lock) olderOp(pfx string) clientv3.Op {
-	switch {
-	case l.opts.semaphore():
+	switch l.kind.(type) {
+	case *slotHold:
 		return clientv3.OpGet(pfx, clientv3.WithPrefix())
-	case l.opts.shared:
+	case reader:
 		return clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize))
 	}
 	return clientv3.OpGet(pfx, clientv3.WithLastCreate()...)
@@ -184,8 +185,8 @@ func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcd
 			return err
 		}
 	}
-	if l.opts.lockDelay > 0 {
-		return s.holdMarker(ctx, l)
+	if h := l.lockDelay(); h != nil {
+		return s.holdMarker(ctx, l, h)
 	}
 	return nil
 }
@@ -199,7 +200,7 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	// acquisition even with debug logging off.
 	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
 		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.Token())}
-		if len(l.more) > 0 {
+		if l.set() != nil {
 			fields = append(fields, zap.Strings("names", l.Names()))
 		}
 		ce.Write(fields...)
@@ -211,7 +212,7 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 // keys older than l's: whether l must wait, and the older key to wait for
 // if the reply names it ("" if waitTurn must read it).
 func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pred string) {
-	if !l.opts.shared {
+	if !l.Shared() {
 		if len(older.Kvs) == 0 {
 			return false, ""
 		}
@@ -240,8 +241,8 @@ func (s *Session) watchKey(l *Lock, created int64) {
 		return
 	}
 	l.watch = s.mux.WatchKey(l.key, created+1, created, ownWatchDelay, l.keyGone)
-	for i := range l.more {
-		l.more[i].watch = s.mux.WatchKey(l.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
+	if h := l.set(); h != nil {
+		h.watch(s, l, created)
 	}
 }
 

@@ -36,14 +36,12 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		if old == nil {
 			s.seq++
 			ac.names = names
-			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), opts: ac,
-				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
-			if ac.semaphore() {
-				l.slot = &slotHold{}
-			}
+			var more []member
 			for _, name := range names[1:] {
-				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
+				more = append(more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
 			}
+			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, more),
+				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
 			l.ctx, l.cancel = context.WithCancelCause(s.alive)
 			l.since = s.cfg.clock.Now()
 			for _, name := range names {

@@ -106,7 +106,7 @@ func (s *Session) removeFailed(l *Lock) {
 // the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	l.mu.Lock()
-	keys := append(l.Keys(), l.slotKeys()...)
+	keys := append([]string{l.key}, l.otherKeys()...)
 	l.mu.Unlock()
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written

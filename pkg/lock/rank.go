@@ -24,7 +24,7 @@ import (
 // eligible, one read confirms it. A watch that breaks (a broken stream,
 // a lost leader) is created anew and the count read again.
 func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.opts.limit), older: int64(len(older)), olderKeys: older, slots: slots}
+	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.semaphore().limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	for w.older >= w.limit {
 		if w.feed == nil {

@@ -43,7 +43,10 @@ func (SharedOption) set(c *config) error {
 func (SharedOption) acquireOption() {}
 
 // Shared reports whether l is a reader of a read-write lock (WithShared).
-func (l *Lock) Shared() bool { return l.opts.shared }
+func (l *Lock) Shared() bool {
+	_, ok := l.kind.(reader)
+	return ok
+}
 
 // excludes reports whether a reader must wait for kv, an older key under
 // its name: a writer's key, or a key without an etcdlock record.

@@ -75,32 +75,51 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 func (l *Lock) setClaiming(keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slot.claiming = keys
+	l.semaphore().claiming = keys
 }
 
-// slotKeys is the slot key l holds, if any, and those it may have written
-// (setClaiming). l.mu must be held.
-func (l *Lock) slotKeys() []string {
-	switch {
-	case l.slot == nil:
-		return nil
-	case l.slot.key == "":
-		return l.slot.claiming
-	}
-	return append([]string{l.slot.key}, l.slot.claiming...)
-}
-
-// slotHold is a semaphore holder's slot (WithLimit). key is "" until a
-// slot is held; then token, the slot key's create revision, is the lock's
-// token (Lock.rev stays the contender key's). claiming lists the slot
-// keys that a claim whose reply has not come may have written (see
-// setClaiming). Guarded by Lock.mu.
+// slotHold is the kind of a semaphore's contender (WithLimit): its limit,
+// then its slot. key is "" until a slot is held; then token, the slot
+// key's create revision, is the lock's token (Lock.rev stays the
+// contender key's). claiming lists the slot keys that a claim whose reply
+// has not come may have written (see setClaiming). Guarded by Lock.mu,
+// but for limit, which never changes.
 type slotHold struct {
+	limit    int
 	n        int
 	key      string
 	token    fencing.Token
 	claiming []string
 	watch    *watchmux.Watch
+}
+
+func (h *slotHold) end(bool) []*watchmux.Watch {
+	w := h.watch
+	h.watch = nil
+	return []*watchmux.Watch{w}
+}
+
+// otherKeys is the slot key held, if any, and those a claim may have
+// written (setClaiming).
+func (h *slotHold) otherKeys() []string {
+	if h.key == "" {
+		return h.claiming
+	}
+	return append([]string{h.key}, h.claiming...)
+}
+
+// deleteOps deletes the slot key held by its create revision, the token,
+// or else the slot keys a claim whose reply was lost may have written by
+// their value, unique to this acquisition (Record.Seq).
+func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
+	if h.key != "" {
+		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
+	}
+	ops := make([]clientv3.Op, len(h.claiming))
+	for i, key := range h.claiming {
+		ops[i] = clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
+	}
+	return ops
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -121,7 +140,7 @@ const maxSlotTries = 8
 func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	for {
-		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
+		order := slotOrder(keys, l.semaphore().limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
 			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
@@ -224,7 +243,7 @@ func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.slot
+	h := l.semaphore()
 	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {

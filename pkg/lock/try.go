@@ -26,10 +26,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var rev int64
 	slot := -1
-	switch {
-	case l.opts.semaphore():
+	switch l.kind.(type) {
+	case *slotHold:
 		slot, rev, err = s.trySemaphore(ctx, l, pfx)
-	case l.opts.shared:
+	case reader:
 		rev, err = s.tryShared(ctx, l, pfx)
 	default:
 		rev, err = s.tryLock(ctx, l, pfx)
@@ -37,7 +37,7 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	if err != nil {
 		return nil, s.failTry(ctx, l, err)
 	}
-	if l.opts.semaphore() {
+	if l.semaphore() != nil {
 		s.watchKey(l, rev)
 		s.holdSlot(l, slot, fencing.Token(rev))
 		return s.activated(ctx, l)
@@ -96,8 +96,8 @@ func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
 // lock-delay if there is one to wait.
 func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
 	s.watchKey(l, rev)
-	if l.opts.lockDelay > 0 {
-		if err := s.holdMarker(ctx, l); err != nil {
+	if h := l.lockDelay(); h != nil {
+		if err := s.holdMarker(ctx, l, h); err != nil {
 			return nil, s.failAcquire(ctx, l, err)
 		}
 	}

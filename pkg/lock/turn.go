@@ -81,7 +81,7 @@ type turnWait struct {
 // own still exists: turnMine, or turnBehind and the predecessor.
 func (t *turnWait) read(ctx context.Context) (turn, string, error) {
 	l := t.l
-	if l.opts.shared {
+	if l.Shared() {
 		p, err := t.s.olderWriter(ctx, l, t.pfx)
 		if err != nil || p == "" {
 			return turnMine, "", err
