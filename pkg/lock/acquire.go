@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -108,51 +109,52 @@ type queued struct {
 // session left (see removeLeftoverOf). Its reply holds the keys older than
 // l's that l needs (see olderOp) and, for a semaphore, the slot keys. A
 // semaphore's contender that finds no key at all under the name claims
-// slot 0 in the same transaction instead (see firstHolder).
+// slot 0 in the same transaction instead (see queueSemaphore).
 func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	absent := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
-	then := []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
-	mine := []clientv3.Op{clientv3.OpGet(l.key)}
-	semaphore := l.semaphore() != nil
-	if semaphore {
-		then = append(then, slotsOp(s.cfg.prefix, l.name)) // for the slot claim
+	queue := s.queue
+	if l.semaphore() != nil {
+		queue = s.queueSemaphore
 	}
 	for {
-		var (
-			resp *clientv3.TxnResponse
-			err  error
-		)
-		if semaphore {
-			empty, claim := s.firstHolder(l, pfx)
-			resp, err = s.client.Txn(ctx).If(empty...).Then(claim...).
-				Else(clientv3.OpTxn(absent, then, mine)).Commit()
-		} else {
-			resp, err = s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+		q, leftover, err := queue(ctx, l, pfx)
+		if err != nil || leftover == nil {
+			return q, err
 		}
-		if err != nil {
-			return queued{}, err
-		}
-		q := queued{rev: resp.Header.Revision}
-		r := (*etcdserverpb.TxnResponse)(resp)
-		if semaphore {
-			if q.claimed = resp.Succeeded; q.claimed {
-				return q, nil
-			}
-			l.setClaiming()
-			r = resp.Responses[0].GetResponseTxn()
-		}
-		if r.Succeeded {
-			q.older = r.Responses[0].GetResponseRange()
-			if semaphore {
-				q.slots = r.Responses[2].GetResponseRange()
-				q.slots.Header = resp.Header
-			}
-			return q, nil
-		}
-		if err := s.removeLeftoverOf(ctx, l.name, r.Responses[0].GetResponseRange().Kvs[0]); err != nil {
+		if err := s.removeLeftoverOf(ctx, l.name, leftover); err != nil {
 			return queued{}, err
 		}
 	}
+}
+
+// queue sends the acquiring transaction of a plain lock or a reader once:
+// it writes l's contender key unless this session has a key under the
+// name already, a leftover, which it returns instead.
+func (s *Session) queue(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, pfx)
+	resp, err := s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	if err != nil {
+		return queued{}, nil, err
+	}
+	q, leftover := queuedBy(resp.Header.Revision, (*etcdserverpb.TxnResponse)(resp))
+	return q, leftover, nil
+}
+
+// queueOps are the acquiring transaction's parts: If l's key is absent,
+// Then read the older keys l needs (olderOp) and put it, Else read it.
+func (s *Session) queueOps(l *Lock, pfx string) (absent []clientv3.Cmp, then, mine []clientv3.Op) {
+	absent = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
+	then = []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+	mine = []clientv3.Op{clientv3.OpGet(l.key)}
+	return absent, then, mine
+}
+
+// queuedBy reads r, the reply of the acquiring transaction (queueOps) at
+// revision rev: what it queued, or the leftover key that stopped it.
+func queuedBy(rev int64, r *etcdserverpb.TxnResponse) (queued, *mvccpb.KeyValue) {
+	if !r.Succeeded {
+		return queued{}, r.Responses[0].GetResponseRange().Kvs[0]
+	}
+	return queued{rev: rev, older: r.Responses[0].GetResponseRange()}, nil
 }
 
 // olderOp reads, in the acquiring transaction and before its put, the keys

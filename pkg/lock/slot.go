@@ -67,6 +67,30 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 	return empty, claim
 }
 
+// queueSemaphore is queue for a semaphore's contender l: when the name
+// has no key at all, its transaction claims slot 0 (firstHolder);
+// otherwise it queues l as queue does, and reads the slot keys too.
+func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, pfx)
+	then = append(then, slotsOp(s.cfg.prefix, l.name))
+	empty, claim := s.firstHolder(l, pfx)
+	resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(clientv3.OpTxn(absent, then, mine)).Commit()
+	if err != nil {
+		return queued{}, nil, err
+	}
+	if resp.Succeeded {
+		return queued{rev: resp.Header.Revision, claimed: true}, nil, nil
+	}
+	l.setClaiming()
+	r := resp.Responses[0].GetResponseTxn()
+	q, leftover := queuedBy(resp.Header.Revision, r)
+	if leftover == nil {
+		q.slots = r.Responses[2].GetResponseRange()
+		q.slots.Header = resp.Header
+	}
+	return q, leftover, nil
+}
+
 // setClaiming records keys, before a claim that may write one of them is
 // sent, as the slot keys l may have written until the reply comes (none:
 // the reply came and l claimed none). The clean-up of an acquisition whose
