@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -67,17 +66,26 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	s.watchKey(l, q.rev)
-	switch {
-	case q.claimed:
-		s.holdSlot(l, 0, fencing.Token(q.rev))
-		return s.activated(ctx, l)
-	case l.semaphore() != nil:
-		return s.acquireSlot(ctx, l, pfx, q.older.Kvs, q.slots)
-	}
-	if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
+	if err := s.wait(ctx, l, pfx, q); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	return s.activated(ctx, l)
+}
+
+// wait is the rest of Acquire for l, whose key is queued (q): its kind's
+// wait for its turn, then what the kind claims beyond its key — a
+// semaphore's slot (acquireSlot), a lock-delay's marker (holdMarker).
+func (s *Session) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+	switch h := l.kind.(type) {
+	case *slotHold:
+		return s.acquireSlot(ctx, l, h, pfx, q)
+	case *delayHold:
+		if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
+			return err
+		}
+		return s.holdMarker(ctx, l, h)
+	}
+	return s.takeTurn(ctx, l, pfx, q.older)
 }
 
 // start checks opts and claims name for an acquisition: it returns the
@@ -172,10 +180,9 @@ func (l *Lock) olderOp(pfx string) clientv3.Op {
 	return clientv3.OpGet(pfx, clientv3.WithLastCreate()...)
 }
 
-// takeTurn is the rest of Acquire for a lock or a reader whose key is
+// takeTurn is a lock's or a reader's wait for its turn, once its key is
 // queued: older is what the acquiring transaction read of the keys older
-// than l's (olderOp). It waits until no key l must wait for is older, then
-// for the lock-delay, if l has one.
+// than l's (olderOp). It waits until no key l must wait for is older.
 func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcdserverpb.RangeResponse) error {
 	if len(older.Kvs) > 0 {
 		if err := behindSemaphore(l, older.Kvs[0]); err != nil {
@@ -183,12 +190,7 @@ func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcd
 		}
 	}
 	if wait, pred := turnFromAcquire(l, older); wait {
-		if err := s.waitTurn(ctx, l, l.key, pfx, pred); err != nil {
-			return err
-		}
-	}
-	if h := l.lockDelay(); h != nil {
-		return s.holdMarker(ctx, l, h)
+		return s.waitTurn(ctx, l, l.key, pfx, pred)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -248,27 +247,31 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// acquireSlot is the rest of Acquire for a semaphore, whose contender key
-// l wrote at rev, when older were the keys older than it.
-//
-// slots lists the slot keys, read in the same transaction.
-func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (*Lock, error) {
-	if err := checkLimits(l, l.semaphore().limit, older); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+// acquireSlot is the rest of Acquire for a semaphore's contender l, of
+// kind h, whose key is queued (q): unless its queueing transaction
+// claimed slot 0 already, it checks the older keys' limits, waits until
+// fewer than its limit are older, and claims a free slot.
+func (s *Session) acquireSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, q queued) error {
+	if q.claimed {
+		s.holdSlot(l, 0, fencing.Token(q.rev))
+		return nil
 	}
-	kept, err := s.removeOwnSlots(ctx, slots.Kvs)
-	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
+		return err
 	}
-	slots.Kvs = kept
-	older, slots, err = s.waitRank(ctx, l, pfx, older, slots)
+	kept, err := s.removeOwnSlots(ctx, q.slots.Kvs)
 	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+		return err
+	}
+	q.slots.Kvs = kept
+	older, slots, err := s.waitRank(ctx, l, pfx, q.older.Kvs, q.slots)
+	if err != nil {
+		return err
 	}
 	slot, tok, err := s.claimSlot(ctx, l, pfx, older, slots)
 	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+		return err
 	}
 	s.holdSlot(l, slot, tok)
-	return s.activated(ctx, l)
+	return nil
 }

@@ -37,12 +37,16 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	if err != nil {
 		return nil, s.failTry(ctx, l, err)
 	}
-	if l.semaphore() != nil {
-		s.watchKey(l, rev)
-		s.holdSlot(l, slot, fencing.Token(rev))
-		return s.activated(ctx, l)
+	s.watchKey(l, rev)
+	switch h := l.kind.(type) {
+	case *slotHold:
+		s.holdSlot(l, slot, fencing.Token(rev)) // written with the key
+	case *delayHold:
+		if err := s.holdMarker(ctx, l, h); err != nil {
+			return nil, s.failAcquire(ctx, l, err)
+		}
 	}
-	return s.tryAcquired(ctx, l, rev)
+	return s.activated(ctx, l)
 }
 
 // tryLock is TryAcquire for a plain lock: it writes l's key only if no key
@@ -90,16 +94,4 @@ func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
 		return err
 	}
 	return s.failAcquire(ctx, l, err)
-}
-
-// tryAcquired activates l, whose key a TryAcquire wrote at rev, after the
-// lock-delay if there is one to wait.
-func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
-	s.watchKey(l, rev)
-	if h := l.lockDelay(); h != nil {
-		if err := s.holdMarker(ctx, l, h); err != nil {
-			return nil, s.failAcquire(ctx, l, err)
-		}
-	}
-	return s.activated(ctx, l)
 }
