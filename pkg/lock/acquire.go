@@ -4,11 +4,11 @@ import (
 	"context"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -65,18 +65,27 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, fencing.Token(q.rev), q.rev+1)
-	switch {
-	case q.claimed:
-		s.holdSlot(l, 0, fencing.Token(q.rev))
-		return s.activated(ctx, l)
-	case l.opts.semaphore():
-		return s.acquireSlot(ctx, l, pfx, q.older.Kvs, q.slots)
-	}
-	if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
+	s.watchKey(l, q.rev)
+	if err := s.wait(ctx, l, pfx, q); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	return s.activated(ctx, l)
+}
+
+// wait is the rest of Acquire for l, whose key is queued (q): its kind's
+// wait for its turn, then what the kind claims beyond its key — a
+// semaphore's slot (acquireSlot), a lock-delay's marker (holdMarker).
+func (s *Session) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+	switch h := l.kind.(type) {
+	case *slotHold:
+		return s.acquireSlot(ctx, l, h, pfx, q)
+	case *delayHold:
+		if err := s.takeTurn(ctx, l, pfx, q.older); err != nil {
+			return err
+		}
+		return s.holdMarker(ctx, l, h)
+	}
+	return s.takeTurn(ctx, l, pfx, q.older)
 }
 
 // start checks opts and claims name for an acquisition: it returns the
@@ -108,50 +117,52 @@ type queued struct {
 // session left (see removeLeftoverOf). Its reply holds the keys older than
 // l's that l needs (see olderOp) and, for a semaphore, the slot keys. A
 // semaphore's contender that finds no key at all under the name claims
-// slot 0 in the same transaction instead (see firstHolder).
+// slot 0 in the same transaction instead (see queueSemaphore).
 func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	absent := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
-	then := []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
-	mine := []clientv3.Op{clientv3.OpGet(l.key)}
-	if l.opts.semaphore() {
-		then = append(then, slotsOp(s.cfg.prefix, l.name)) // for the slot claim
+	queue := s.queue
+	if l.semaphore() != nil {
+		queue = s.queueSemaphore
 	}
 	for {
-		var (
-			resp *clientv3.TxnResponse
-			err  error
-		)
-		if l.opts.semaphore() {
-			empty, claim := s.firstHolder(l, pfx)
-			resp, err = s.client.Txn(ctx).If(empty...).Then(claim...).
-				Else(clientv3.OpTxn(absent, then, mine)).Commit()
-		} else {
-			resp, err = s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+		q, leftover, err := queue(ctx, l, pfx)
+		if err != nil || leftover == nil {
+			return q, err
 		}
-		if err != nil {
-			return queued{}, err
-		}
-		q := queued{rev: resp.Header.Revision}
-		r := (*etcdserverpb.TxnResponse)(resp)
-		if l.opts.semaphore() {
-			if q.claimed = resp.Succeeded; q.claimed {
-				return q, nil
-			}
-			l.setClaiming()
-			r = resp.Responses[0].GetResponseTxn()
-		}
-		if r.Succeeded {
-			q.older = r.Responses[0].GetResponseRange()
-			if l.opts.semaphore() {
-				q.slots = r.Responses[2].GetResponseRange()
-				q.slots.Header = resp.Header
-			}
-			return q, nil
-		}
-		if err := s.removeLeftoverOf(ctx, l.name, r.Responses[0].GetResponseRange().Kvs[0]); err != nil {
+		if err := s.removeLeftoverOf(ctx, l.name, leftover); err != nil {
 			return queued{}, err
 		}
 	}
+}
+
+// queue sends the acquiring transaction of a plain lock or a reader once:
+// it writes l's contender key unless this session has a key under the
+// name already, a leftover, which it returns instead.
+func (s *Session) queue(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, pfx)
+	resp, err := s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	if err != nil {
+		return queued{}, nil, err
+	}
+	q, leftover := queuedBy(resp.Header.Revision, (*etcdserverpb.TxnResponse)(resp))
+	return q, leftover, nil
+}
+
+// queueOps are the acquiring transaction's parts: If l's key is absent,
+// Then read the older keys l needs (olderOp) and put it, Else read it.
+func (s *Session) queueOps(l *Lock, pfx string) (absent []clientv3.Cmp, then, mine []clientv3.Op) {
+	absent = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
+	then = []clientv3.Op{l.olderOp(pfx), clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+	mine = []clientv3.Op{clientv3.OpGet(l.key)}
+	return absent, then, mine
+}
+
+// queuedBy reads r, the reply of the acquiring transaction (queueOps) at
+// revision rev: what it queued, or the leftover key that stopped it.
+func queuedBy(rev int64, r *etcdserverpb.TxnResponse) (queued, *mvccpb.KeyValue) {
+	if !r.Succeeded {
+		return queued{}, r.Responses[0].GetResponseRange().Kvs[0]
+	}
+	return queued{rev: rev, older: r.Responses[0].GetResponseRange()}, nil
 }
 
 // olderOp reads, in the acquiring transaction and before its put, the keys
@@ -160,19 +171,18 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 // newest readerPageSize, to find the newest writer among them; for a
 // semaphore all of them, to count them and check their limits.
 func (l *Lock) olderOp(pfx string) clientv3.Op {
-	switch {
-	case l.opts.semaphore():
+	switch l.kind.(type) {
+	case *slotHold:
 		return clientv3.OpGet(pfx, clientv3.WithPrefix())
-	case l.opts.shared:
+	case reader:
 		return clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize))
 	}
 	return clientv3.OpGet(pfx, clientv3.WithLastCreate()...)
 }
 
-// takeTurn is the rest of Acquire for a lock or a reader whose key is
+// takeTurn is a lock's or a reader's wait for its turn, once its key is
 // queued: older is what the acquiring transaction read of the keys older
-// than l's (olderOp). It waits until no key l must wait for is older, then
-// for the lock-delay, if l has one.
+// than l's (olderOp). It waits until no key l must wait for is older.
 func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcdserverpb.RangeResponse) error {
 	if len(older.Kvs) > 0 {
 		if err := behindSemaphore(l, older.Kvs[0]); err != nil {
@@ -180,12 +190,7 @@ func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcd
 		}
 	}
 	if wait, pred := turnFromAcquire(l, older); wait {
-		if err := s.waitTurn(ctx, l, l.key, pfx, pred); err != nil {
-			return err
-		}
-	}
-	if l.opts.lockDelay > 0 {
-		return s.holdMarker(ctx, l)
+		return s.waitTurn(ctx, l, l.key, pfx, pred)
 	}
 	return nil
 }
@@ -198,8 +203,8 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	// Check first: the fields would be built (and allocated) on every
 	// acquisition even with debug logging off.
 	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
-		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.token)}
-		if len(l.more) > 0 {
+		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.Token())}
+		if l.set() != nil {
 			fields = append(fields, zap.Strings("names", l.Names()))
 		}
 		ce.Write(fields...)
@@ -211,7 +216,7 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 // keys older than l's: whether l must wait, and the older key to wait for
 // if the reply names it ("" if waitTurn must read it).
 func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pred string) {
-	if !l.opts.shared {
+	if !l.Shared() {
 		if len(older.Kvs) == 0 {
 			return false, ""
 		}
@@ -225,9 +230,10 @@ func turnFromAcquire(l *Lock, older *etcdserverpb.RangeResponse) (wait bool, pre
 	return older.More, ""
 }
 
-// watchKey records l's token and watches its key from rev on.
-func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
-	l.token = token
+// watchKey records that l's key (every key of a set) was created at
+// revision created, and watches it from there on.
+func (s *Session) watchKey(l *Lock, created int64) {
+	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -238,9 +244,9 @@ func (s *Session) watchKey(l *Lock, token fencing.Token, rev int64) {
 	if l.state != stateAcquiring {
 		return
 	}
-	l.watch = s.mux.WatchKey(l.key, rev, int64(token), ownWatchDelay, l.keyGone)
-	for i := range l.more {
-		l.more[i].watch = s.mux.WatchKey(l.more[i].key, rev, int64(token), ownWatchDelay, l.keyGone)
+	l.watch = s.mux.WatchKey(l.key, created+1, created, ownWatchDelay, l.keyGone)
+	if h := l.set(); h != nil {
+		h.watch(s, l, created)
 	}
 }
 

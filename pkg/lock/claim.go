@@ -34,18 +34,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			}
 		}
 		if old == nil {
-			s.seq++
-			ac.names = names
-			l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), opts: ac,
-				value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
-			if ac.semaphore() {
-				l.slot = &slotHold{}
-			}
-			for _, name := range names[1:] {
-				l.more = append(l.more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
-			}
-			l.ctx, l.cancel = context.WithCancelCause(s.alive)
-			l.since = s.cfg.clock.Now()
+			l := s.newLock(names, ac)
 			for _, name := range names {
 				s.claims[name] = l
 			}
@@ -70,6 +59,23 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// newLock makes the Lock of a new claim on names, with options ac, and of
+// the kind they choose (newKind). s.mu must be held: it numbers the
+// acquisition (Record.Seq).
+func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
+	s.seq++
+	ac.names = names
+	var more []member
+	for _, name := range names[1:] {
+		more = append(more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
+	}
+	l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, more),
+		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
+	l.ctx, l.cancel = context.WithCancelCause(s.alive)
+	l.since = s.cfg.clock.Now()
+	return l
 }
 
 // unclaim drops l's claims on its names, where l still has them.

@@ -80,7 +80,7 @@ func (s *Session) removeFailed(l *Lock) {
 		// only wait for an etcd the session could not reach. After Close
 		// or Abandon the delete runs: Close's revoke may fail (its ctx
 		// done), and a waiter's key would then block the name for a TTL.
-	case l.token != 0:
+	case l.rev != 0:
 		err = l.deleteKeys(ctx)
 	default:
 		err = s.removeUnconfirmed(ctx, l)
@@ -106,7 +106,7 @@ func (s *Session) removeFailed(l *Lock) {
 // the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	l.mu.Lock()
-	keys := append(l.Keys(), l.slotKeys()...)
+	keys := append([]string{l.key}, l.otherKeys()...)
 	l.mu.Unlock()
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written

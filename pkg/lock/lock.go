@@ -68,12 +68,18 @@ func (s State) String() string {
 // even then (and the lock is lost at the session's deadline anyway if the
 // connection carries no renewals either).
 type Lock struct {
-	s     *Session
-	name  string
-	key   string
-	token fencing.Token // 0 until the key exists
-	value string        // the record this acquisition writes into key
-	opts  acquireConfig // the options of the acquisition
+	s    *Session
+	name string
+	key  string
+	// rev is key's create revision — every key's, for AcquireAll — once
+	// the acquiring write's reply came; 0 until then. It is the token of
+	// every kind but a semaphore, whose holder's is its slot key's
+	// (slotHold.token).
+	rev   int64
+	value string // the record this acquisition writes into key
+	// kind is what l's kind of lock holds beyond a plain lock's key (see
+	// kind); nil for a plain lock. Chosen by claim, never changed.
+	kind kind
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -92,35 +98,17 @@ type Lock struct {
 	err       error
 	watch     *watchmux.Watch // on the key, from its first write until a final state
 	lost      chan struct{}   // Lost's, made by its first call
-
-	// slot is a semaphore holder's slot (WithLimit); nil for every other
-	// kind, which saves the fields in each of their handles.
-	slot *slotHold
-
-	marker string // the lock-delay marker, once being written (see WithLockDelay)
-	// clean is set when the lock ends cleanly — released by Release,
-	// Close or a failed acquisition, not lost or abandoned — which alone
-	// may delete its marker.
-	clean bool
-
-	// more are the names of an AcquireAll after the first (name, key),
-	// with their keys and watches; their keys share token.
-	more []member
-}
-
-// member is one more name of an AcquireAll.
-type member struct {
-	name, key string
-	watch     *watchmux.Watch // guarded by Lock.mu, like Lock.watch
 }
 
 // Names returns every name the lock holds: the one given to Acquire, or
 // those given to AcquireAll, in that order.
 func (l *Lock) Names() []string {
 	names := []string{l.name}
-	for i := range l.more {
-		// Not a range copy of the member: its watch field is Lock.mu's.
-		names = append(names, l.more[i].name)
+	if h := l.set(); h != nil {
+		for i := range h.more {
+			// Not a range copy of the member: its watch field is Lock.mu's.
+			names = append(names, h.more[i].name)
+		}
 	}
 	return names
 }
@@ -130,8 +118,8 @@ func (l *Lock) Names() []string {
 // slot key instead; see WithLimit).
 func (l *Lock) Keys() []string {
 	keys := []string{l.key}
-	for i := range l.more {
-		keys = append(keys, l.more[i].key) // as in Names
+	if h := l.set(); h != nil {
+		keys = append(keys, h.otherKeys()...)
 	}
 	return keys
 }
@@ -142,8 +130,8 @@ func (l *Lock) Name() string { return l.name }
 // Key returns the etcd key that represents this claim: its contender key,
 // or for a semaphore holder its slot key (see WithLimit).
 func (l *Lock) Key() string {
-	if l.slot != nil && l.slot.queueRev != 0 {
-		return l.slot.key
+	if h := l.semaphore(); h != nil && h.key != "" {
+		return h.key
 	}
 	return l.key
 }
@@ -152,7 +140,12 @@ func (l *Lock) Key() string {
 func (l *Lock) Owner() string { return l.s.cfg.owner }
 
 // Token returns the fencing token: the create revision of Key.
-func (l *Lock) Token() fencing.Token { return l.token }
+func (l *Lock) Token() fencing.Token {
+	if h := l.semaphore(); h != nil && h.key != "" {
+		return h.token
+	}
+	return fencing.Token(l.rev)
+}
 
 // Deadline returns the session's conservative deadline; the lock is valid
 // only before it (and only while State is StateActive).
@@ -215,7 +208,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.s.released(l)
 	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
-		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.token))
+		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.Token()))
 	}
 	return nil
 }
@@ -226,9 +219,6 @@ func (l *Lock) finish(state State, err error) bool {
 	if l.state == StateLost || l.state == StateReleased {
 		l.mu.Unlock()
 		return false
-	}
-	if state == StateReleased && !l.s.abandoned.Load() {
-		l.clean = true
 	}
 	m := l.s.cfg.metrics
 	if l.state == stateAcquiring {
@@ -246,13 +236,8 @@ func (l *Lock) finish(state State, err error) bool {
 	}
 	ws := []*watchmux.Watch{l.watch}
 	l.watch = nil
-	if l.slot != nil {
-		ws = append(ws, l.slot.watch)
-		l.slot.watch = nil
-	}
-	for i := range l.more {
-		ws = append(ws, l.more[i].watch)
-		l.more[i].watch = nil
+	if l.kind != nil {
+		ws = append(ws, l.kind.end(state == StateReleased && !l.s.abandoned.Load())...)
 	}
 	acquiring := l.acquiring
 	l.mu.Unlock()
@@ -303,14 +288,14 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
-		l.mu.Lock() // a semaphore's acquisition may still be setting the token
-		tok, slotKeys := l.token, l.slotKeys()
+		l.mu.Lock() // a semaphore's acquisition may still be claiming a slot
+		tok, others := l.Token(), l.otherKeys()
 		l.mu.Unlock()
-		if len(slotKeys) > 0 || len(l.more) > 0 {
+		if len(others) > 0 {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.
-			l.s.addStrays(l, append(l.Keys(), slotKeys...)...)
+			l.s.addStrays(l, append([]string{l.key}, others...)...)
 			l.s.sweepSoon()
 		}
 		l.s.unclaim(l)
@@ -319,49 +304,30 @@ func (l *Lock) lose(cause, detail error) {
 }
 
 // deleteKeys deletes l's keys, each only if it is still the one l wrote:
-// the contender key by its create revision, and a semaphore holder's slot
-// key by its own (the token). The slot keys that a claim whose outcome is
-// unknown may have written are deleted by their value, unique to this
-// acquisition (Record.Seq).
+// the contender key by its create revision, with the keys of l's kind
+// (kind.deleteOps) in the same transaction.
 func (l *Lock) deleteKeys(ctx context.Context) error {
-	var slotKey string
-	var queueRev int64
-	var claims []string
+	var ops []clientv3.Op
 	l.mu.Lock()
-	if l.slot != nil {
-		slotKey, queueRev, claims = l.slot.key, l.slot.queueRev, l.slot.claiming
+	if l.kind != nil {
+		ops = l.kind.deleteOps(l)
 	}
 	l.mu.Unlock()
-	if len(l.more) > 0 {
-		ops := make([]clientv3.Op, 0, 1+len(l.more))
-		for _, key := range l.Keys() {
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(key)}, nil))
-		}
-		_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
+	if len(ops) == 0 {
+		_, err := compareAndDelete(ctx, l.s.client, l.key, l.rev)
 		return err
 	}
-	if slotKey == "" && len(claims) == 0 {
-		if ops := markerDeletes([]*Lock{l}); len(ops) > 0 {
-			// A clean end: the marker goes in the same transaction.
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
-			_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
-			return err
-		}
-		_, err := compareAndDelete(ctx, l.s.client, l.key, int64(l.token))
-		return err
-	}
-	var ops []clientv3.Op
-	if queueRev != 0 {
-		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(l.token))}, []clientv3.Op{clientv3.OpDelete(slotKey)}, nil))
-	} else { // a claim's reply was lost; l.token is the contender key's
-		queueRev = int64(l.token)
-		for _, key := range claims {
-			ops = append(ops, clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil))
-		}
-	}
-	ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)}, []clientv3.Op{clientv3.OpDelete(l.key)}, nil))
-	_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
+	_, err := l.s.client.Txn(ctx).Then(append(ops, deleteIfCreated(l.key, l.rev))...).Commit()
 	return err
+}
+
+// otherKeys is l's keys beyond its contender key (kind.otherKeys). l.mu
+// must be held.
+func (l *Lock) otherKeys() []string {
+	if l.kind == nil {
+		return nil
+	}
+	return l.kind.otherKeys()
 }
 
 // maxTxnOps is the most operations etcdlock puts in one transaction: half

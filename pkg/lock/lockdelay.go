@@ -77,21 +77,54 @@ func (o LockDelayOption) set(c *config) error {
 func (LockDelayOption) sessionOption() {}
 func (LockDelayOption) acquireOption() {}
 
+// delayHold is the kind of a plain lock with a lock-delay
+// (WithLockDelay): its delay, and its marker, "" until being written.
+// clean is set when the lock ends cleanly — released by Release, Close or
+// a failed acquisition, not lost or abandoned — which alone may delete
+// the marker. Guarded by Lock.mu, but for d, which never changes.
+type delayHold struct {
+	noKeys // the marker is not the lock's: an unclean end must leave it
+	d      time.Duration
+	marker string
+	clean  bool
+}
+
+func (h *delayHold) end(clean bool) []*watchmux.Watch {
+	h.clean = clean
+	return nil
+}
+
+// deleteOps deletes the marker after a clean end, only if it still holds
+// the record its own acquisition wrote and only while the lock's key
+// still exists with its create revision: a key already gone (deleted by
+// someone else, or expired) was an unclean end, whose marker must stay for
+// the next holder. A transaction must run it before it deletes the key.
+func (h *delayHold) deleteOps(l *Lock) []clientv3.Op {
+	if h.marker == "" || !h.clean {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(h.marker), "=", l.value),
+		clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev),
+	}, []clientv3.Op{clientv3.OpDelete(h.marker)}, nil)}
+}
+
 // holdMarker is the lock-delay step of an acquisition whose contender key
 // l wrote and that is now eligible: it writes l's marker, reads the
-// others, waits the delay if there are any, and deletes them.
-func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
+// others, waits the delay if there are any, and deletes them. h is l's
+// kind.
+func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	mpfx := keys.Markers()
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := keys.Marker(int64(s.lease), int64(l.token))
+	marker := keys.Marker(int64(s.lease), l.rev)
 	l.mu.Lock()
-	l.marker = marker // for the clean-up, should the reply be lost
+	h.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
 	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 		Then(clientv3.OpGet(mpfx, clientv3.WithPrefix()), clientv3.OpPut(marker, l.value)).
 		Commit()
 	if err != nil {
@@ -101,7 +134,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock) error {
 		return ErrKeyDeleted
 	}
 	var deletes []clientv3.Op
-	delay, newest := l.opts.lockDelay, int64(0)
+	delay, newest := h.d, int64(0)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if string(kv.Key) == marker {
 			continue // a retry of the holdMarker request that landed
@@ -200,22 +233,15 @@ func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string
 }
 
 // markerDeletes are the operations that delete the markers of the locks
-// in ls that ended cleanly (see Lock.clean), each only if it still holds
-// the record its own acquisition wrote and only while the lock's key still
-// exists with its token: a key already gone (deleted by someone else, or
-// expired) was an unclean end, whose marker must stay for the next holder.
-// A transaction must run them before it deletes the keys.
+// in ls that ended cleanly (see delayHold.deleteOps). A transaction must
+// run them before it deletes the keys.
 func markerDeletes(ls []*Lock) []clientv3.Op {
 	var ops []clientv3.Op
 	for _, l := range ls {
-		l.mu.Lock()
-		marker, clean := l.marker, l.clean
-		l.mu.Unlock()
-		if marker != "" && clean {
-			ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{
-				clientv3.Compare(clientv3.Value(marker), "=", l.value),
-				clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token)),
-			}, []clientv3.Op{clientv3.OpDelete(marker)}, nil))
+		if h := l.lockDelay(); h != nil {
+			l.mu.Lock()
+			ops = append(ops, h.deleteOps(l)...)
+			l.mu.Unlock()
 		}
 	}
 	return ops

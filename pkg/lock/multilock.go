@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -32,6 +32,53 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 		size += 3*len(key) + 2*len(keyspace.Of(prefix, names[i]).Contenders()) + len(l.value) + 4*framing
 	}
 	return size
+}
+
+// setHold is the kind of an AcquireAll of several names: its names after
+// the first (Lock.name, Lock.key), with their keys and watches. Every key
+// of the set has the same create revision, Lock.rev.
+type setHold struct {
+	more []member
+}
+
+// member is one more name of an AcquireAll.
+type member struct {
+	name, key string
+	watch     *watchmux.Watch // guarded by Lock.mu, like Lock.watch
+}
+
+func (h *setHold) end(bool) []*watchmux.Watch {
+	ws := make([]*watchmux.Watch, len(h.more))
+	for i := range h.more {
+		ws[i], h.more[i].watch = h.more[i].watch, nil
+	}
+	return ws
+}
+
+// otherKeys lists the keys of the names after the first, in order. They
+// never change: it needs no lock.
+func (h *setHold) otherKeys() []string {
+	keys := make([]string, len(h.more))
+	for i := range h.more {
+		keys[i] = h.more[i].key // not a range copy: watch is Lock.mu's
+	}
+	return keys
+}
+
+func (h *setHold) deleteOps(l *Lock) []clientv3.Op {
+	ops := make([]clientv3.Op, len(h.more))
+	for i := range h.more {
+		ops[i] = deleteIfCreated(h.more[i].key, l.rev)
+	}
+	return ops
+}
+
+// watch watches the keys of the names after the first from revision
+// created, at which the set's write created them. l.mu must be held.
+func (h *setHold) watch(s *Session, l *Lock, created int64) {
+	for i := range h.more {
+		h.more[i].watch = s.mux.WatchKey(h.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
+	}
 }
 
 // AcquireAll blocks until the session holds every one of names, or
@@ -90,7 +137,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 	if err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, fencing.Token(resp.Header.Revision), resp.Header.Revision+1)
+	s.watchKey(l, resp.Header.Revision)
 	if err := s.waitSet(ctx, l, resp); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}

@@ -24,7 +24,7 @@ import (
 // eligible, one read confirms it. A watch that breaks (a broken stream,
 // a lost leader) is created anew and the count read again.
 func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.opts.limit), older: int64(len(older)), olderKeys: older, slots: slots}
+	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.semaphore().limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	for w.older >= w.limit {
 		if w.feed == nil {
@@ -65,7 +65,7 @@ func (w *rankWait) next(ctx context.Context) error {
 			return err
 		}
 	}
-	mine := int64(w.l.token)
+	mine := w.l.rev
 	for _, ev := range u.Events {
 		if ev.Kv.ModRevision <= w.counted {
 			continue // in the count already
@@ -132,7 +132,7 @@ func (w *rankWait) read(ctx context.Context) error {
 // contender key, and the slot keys (Header set), in one read, and checks
 // that l's key is still there.
 func (s *Session) readRank(ctx context.Context, l *Lock, pfx string) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	mine := int64(l.token) // the contender key's: no slot is held yet
+	mine := l.rev
 	resp, err := s.waitRead(ctx, l,
 		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
 		// Not count-only: etcd counts before it applies the create

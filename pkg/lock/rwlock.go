@@ -43,7 +43,10 @@ func (SharedOption) set(c *config) error {
 func (SharedOption) acquireOption() {}
 
 // Shared reports whether l is a reader of a read-write lock (WithShared).
-func (l *Lock) Shared() bool { return l.opts.shared }
+func (l *Lock) Shared() bool {
+	_, ok := l.kind.(reader)
+	return ok
+}
 
 // excludes reports whether a reader must wait for kv, an older key under
 // its name: a writer's key, or a key without an etcdlock record.
@@ -62,7 +65,7 @@ const readerPageSize = 64
 // most readerPageSize a round trip; keys older than l's can only go away,
 // so the pages need not be read at one revision.
 func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string, error) {
-	below := int64(l.token) - 1
+	below := l.rev - 1
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
@@ -72,7 +75,7 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 			if err != nil {
 				return "", err
 			}
-			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+			if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != l.rev {
 				return "", ErrKeyDeleted
 			}
 			kvs = resp.Responses[1].GetResponseRange().Kvs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -97,23 +96,25 @@ func (LimitOption) acquireOption() {}
 // Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
 // -1 for a lock acquired without a limit above 1.
 func (l *Lock) Slot() int {
-	if l.slot == nil || l.slot.key == "" {
+	h := l.semaphore()
+	if h == nil || h.key == "" {
 		return -1
 	}
-	return l.slot.n
+	return h.n
 }
 
 // semaphore reports whether ac acquires a semaphore.
 func (ac acquireConfig) semaphore() bool { return ac.limit > 1 }
 
 // checkLimits fails with ErrLimitMismatch if a key in older — keys older
-// than l's under its name — was written with another limit (a plain lock,
-// a reader, another lock client, or a semaphore of another limit).
-func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
+// than l's under its name — was written with another limit than l's,
+// limit (a plain lock, a reader, another lock client, or a semaphore of
+// another limit).
+func checkLimits(l *Lock, limit int, older []*mvccpb.KeyValue) error {
 	for _, kv := range older {
 		r, ok := keyspace.Decode(kv.Value)
 		lim := max(r.Limit, 1)
-		if !ok || r.Shared || lim != max(l.opts.limit, 1) {
+		if !ok || r.Shared || lim != limit {
 			what := fmt.Sprintf("limit %d", lim)
 			switch {
 			case !ok:
@@ -121,7 +122,7 @@ func checkLimits(l *Lock, older []*mvccpb.KeyValue) error {
 			case r.Shared:
 				what = "a reader of a read-write lock"
 			}
-			return fmt.Errorf("%w: %q is held or awaited with %s (key %s), not limit %d", ErrLimitMismatch, l.name, what, kv.Key, l.opts.limit)
+			return fmt.Errorf("%w: %q is held or awaited with %s (key %s), not limit %d", ErrLimitMismatch, l.name, what, kv.Key, limit)
 		}
 	}
 	return nil
@@ -170,11 +171,12 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot i
 		if removed {
 			continue
 		}
-		if err := checkLimits(l, queue); err != nil {
+		limit := l.semaphore().limit
+		if err := checkLimits(l, limit, queue); err != nil {
 			return 0, 0, err
 		}
-		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), l.opts.limit, queue, slots, 1)
-		if len(queue) >= l.opts.limit || len(order) == 0 {
+		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), limit, queue, slots, 1)
+		if len(queue) >= limit || len(order) == 0 {
 			return 0, 0, semaphoreHolder(l.name, queue, slots)
 		}
 		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, order[0]); err != nil || ok {
@@ -245,27 +247,31 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// acquireSlot is the rest of Acquire for a semaphore, whose contender key
-// l wrote at rev, when older were the keys older than it.
-//
-// slots lists the slot keys, read in the same transaction.
-func (s *Session) acquireSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (*Lock, error) {
-	if err := checkLimits(l, older); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+// acquireSlot is the rest of Acquire for a semaphore's contender l, of
+// kind h, whose key is queued (q): unless its queueing transaction
+// claimed slot 0 already, it checks the older keys' limits, waits until
+// fewer than its limit are older, and claims a free slot.
+func (s *Session) acquireSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, q queued) error {
+	if q.claimed {
+		s.holdSlot(l, 0, fencing.Token(q.rev))
+		return nil
 	}
-	kept, err := s.removeOwnSlots(ctx, slots.Kvs)
-	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
+		return err
 	}
-	slots.Kvs = kept
-	older, slots, err = s.waitRank(ctx, l, pfx, older, slots)
+	kept, err := s.removeOwnSlots(ctx, q.slots.Kvs)
 	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+		return err
+	}
+	q.slots.Kvs = kept
+	older, slots, err := s.waitRank(ctx, l, pfx, q.older.Kvs, q.slots)
+	if err != nil {
+		return err
 	}
 	slot, tok, err := s.claimSlot(ctx, l, pfx, older, slots)
 	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+		return err
 	}
 	s.holdSlot(l, slot, tok)
-	return s.activated(ctx, l)
+	return nil
 }

@@ -80,8 +80,12 @@ type Session struct {
 
 // keepForClose remembers l, whose Release failed, for Close.
 func (s *Session) keepForClose(l *Lock) {
+	h := l.lockDelay()
+	if h == nil {
+		return
+	}
 	l.mu.Lock()
-	marker := l.marker
+	marker := h.marker
 	l.mu.Unlock()
 	if marker == "" {
 		return

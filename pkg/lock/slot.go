@@ -67,6 +67,30 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 	return empty, claim
 }
 
+// queueSemaphore is queue for a semaphore's contender l: when the name
+// has no key at all, its transaction claims slot 0 (firstHolder);
+// otherwise it queues l as queue does, and reads the slot keys too.
+func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, pfx)
+	then = append(then, slotsOp(s.cfg.prefix, l.name))
+	empty, claim := s.firstHolder(l, pfx)
+	resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(clientv3.OpTxn(absent, then, mine)).Commit()
+	if err != nil {
+		return queued{}, nil, err
+	}
+	if resp.Succeeded {
+		return queued{rev: resp.Header.Revision, claimed: true}, nil, nil
+	}
+	l.setClaiming()
+	r := resp.Responses[0].GetResponseTxn()
+	q, leftover := queuedBy(resp.Header.Revision, r)
+	if leftover == nil {
+		q.slots = r.Responses[2].GetResponseRange()
+		q.slots.Header = resp.Header
+	}
+	return q, leftover, nil
+}
+
 // setClaiming records keys, before a claim that may write one of them is
 // sent, as the slot keys l may have written until the reply comes (none:
 // the reply came and l claimed none). The clean-up of an acquisition whose
@@ -75,32 +99,51 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 func (l *Lock) setClaiming(keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slot.claiming = keys
+	l.semaphore().claiming = keys
 }
 
-// slotKeys is the slot key l holds, if any, and those it may have written
-// (setClaiming). l.mu must be held.
-func (l *Lock) slotKeys() []string {
-	switch {
-	case l.slot == nil:
-		return nil
-	case l.slot.key == "":
-		return l.slot.claiming
-	}
-	return append([]string{l.slot.key}, l.slot.claiming...)
-}
-
-// slotHold is a semaphore holder's slot (WithLimit). key is "" until a
-// slot is held. Once held, the lock's token is the slot key's create
-// revision and queueRev the contender key's. claiming lists the slot keys
-// that a claim whose reply has not come may have written (see
-// setClaiming). Guarded by Lock.mu.
+// slotHold is the kind of a semaphore's contender (WithLimit): its limit,
+// then its slot. key is "" until a slot is held; then token, the slot
+// key's create revision, is the lock's token (Lock.rev stays the
+// contender key's). claiming lists the slot keys that a claim whose reply
+// has not come may have written (see setClaiming). Guarded by Lock.mu,
+// but for limit, which never changes.
 type slotHold struct {
+	limit    int
 	n        int
 	key      string
-	queueRev int64
+	token    fencing.Token
 	claiming []string
 	watch    *watchmux.Watch
+}
+
+func (h *slotHold) end(bool) []*watchmux.Watch {
+	w := h.watch
+	h.watch = nil
+	return []*watchmux.Watch{w}
+}
+
+// otherKeys is the slot key held, if any, and those a claim may have
+// written (setClaiming).
+func (h *slotHold) otherKeys() []string {
+	if h.key == "" {
+		return h.claiming
+	}
+	return append([]string{h.key}, h.claiming...)
+}
+
+// deleteOps deletes the slot key held by its create revision, the token,
+// or else the slot keys a claim whose reply was lost may have written by
+// their value, unique to this acquisition (Record.Seq).
+func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
+	if h.key != "" {
+		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
+	}
+	ops := make([]clientv3.Op, len(h.claiming))
+	for i, key := range h.claiming {
+		ops[i] = clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
+	}
+	return ops
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -120,9 +163,8 @@ const maxSlotTries = 8
 // token.
 func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
-	queueRev := int64(l.token)
 	for {
-		order := slotOrder(keys, l.opts.limit, older, slots.Kvs, maxSlotTries)
+		order := slotOrder(keys, l.semaphore().limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
 			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
@@ -143,7 +185,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 		}
 		l.setClaiming(claims...)
 		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", queueRev)).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(try).
 			Commit()
 		if err != nil {
@@ -225,9 +267,9 @@ func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.slot
+	h := l.semaphore()
 	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
-	h.queueRev, l.token = int64(l.token), tok
+	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}

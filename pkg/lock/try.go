@@ -26,10 +26,10 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	pfx := keyspace.Of(s.cfg.prefix, name).Contenders()
 	var rev int64
 	slot := -1
-	switch {
-	case l.opts.semaphore():
+	switch l.kind.(type) {
+	case *slotHold:
 		slot, rev, err = s.trySemaphore(ctx, l, pfx)
-	case l.opts.shared:
+	case reader:
 		rev, err = s.tryShared(ctx, l, pfx)
 	default:
 		rev, err = s.tryLock(ctx, l, pfx)
@@ -37,12 +37,16 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 	if err != nil {
 		return nil, s.failTry(ctx, l, err)
 	}
-	if l.opts.semaphore() {
-		s.watchKey(l, fencing.Token(rev), rev+1)
-		s.holdSlot(l, slot, fencing.Token(rev))
-		return s.activated(ctx, l)
+	s.watchKey(l, rev)
+	switch h := l.kind.(type) {
+	case *slotHold:
+		s.holdSlot(l, slot, fencing.Token(rev)) // written with the key
+	case *delayHold:
+		if err := s.holdMarker(ctx, l, h); err != nil {
+			return nil, s.failAcquire(ctx, l, err)
+		}
 	}
-	return s.tryAcquired(ctx, l, rev)
+	return s.activated(ctx, l)
 }
 
 // tryLock is TryAcquire for a plain lock: it writes l's key only if no key
@@ -90,16 +94,4 @@ func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
 		return err
 	}
 	return s.failAcquire(ctx, l, err)
-}
-
-// tryAcquired activates l, whose key a TryAcquire wrote at rev, after the
-// lock-delay if there is one to wait.
-func (s *Session) tryAcquired(ctx context.Context, l *Lock, rev int64) (*Lock, error) {
-	s.watchKey(l, fencing.Token(rev), rev+1)
-	if l.opts.lockDelay > 0 {
-		if err := s.holdMarker(ctx, l); err != nil {
-			return nil, s.failAcquire(ctx, l, err)
-		}
-	}
-	return s.activated(ctx, l)
 }

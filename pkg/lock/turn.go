@@ -81,7 +81,7 @@ type turnWait struct {
 // own still exists: turnMine, or turnBehind and the predecessor.
 func (t *turnWait) read(ctx context.Context) (turn, string, error) {
 	l := t.l
-	if l.opts.shared {
+	if l.Shared() {
 		p, err := t.s.olderWriter(ctx, l, t.pfx)
 		if err != nil || p == "" {
 			return turnMine, "", err
@@ -90,12 +90,12 @@ func (t *turnWait) read(ctx context.Context) (turn, string, error) {
 	}
 	resp, err := t.s.waitRead(ctx, l,
 		clientv3.OpGet(t.own),
-		clientv3.OpGet(t.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(int64(l.token)-1))...),
+		clientv3.OpGet(t.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...),
 	)
 	if err != nil {
 		return turnUnknown, "", err
 	}
-	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != int64(l.token) {
+	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != l.rev {
 		return turnUnknown, "", ErrKeyDeleted
 	}
 	preds := resp.Responses[1].GetResponseRange().Kvs
