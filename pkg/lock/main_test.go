@@ -49,6 +49,14 @@ func client(t *testing.T) *clientv3.Client {
 	return etcdtest.Client(t, cluster.Endpoints()...)
 }
 
+// compactableCluster is an etcd of t's own, for a test that compacts its
+// history: a compaction of the shared cluster would cut off the watches
+// of every test running beside it.
+func compactableCluster(t *testing.T) *embedded.Cluster {
+	t.Helper()
+	return etcdtest.Cluster(t)
+}
+
 // newSessionTTL is the TTL of newSession's sessions unless opts say otherwise.
 const newSessionTTL = 5 * time.Second
 

@@ -28,8 +28,10 @@ import (
 // revisions its watch would resume from: it re-reads the key. A key that
 // survived keeps being watched.
 func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
-	ctx, direct := testCtx(t), client(t)
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	t.Parallel()
+	own := compactableCluster(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
+	p, url := etcdtest.Proxy(t, own.Endpoints()[0])
 	cli := etcdtest.Client(t, url)
 	s := newSession(t, cli, lock.WithTTL(30*time.Second))
 	deleted, err := s.Acquire(ctx, "deleted")
@@ -68,8 +70,10 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 // for, even when etcd compacted the revisions its watch would resume from
 // before it reconnects: it re-reads and takes the lock.
 func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
-	ctx, direct := testCtx(t), client(t)
-	w := waiterThroughProxy(t, ctx, direct)
+	t.Parallel()
+	own := compactableCluster(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
+	w := waiterThroughProxy(t, ctx, own, direct)
 	p, holder, got := w.p, w.holder, w.got
 
 	p.Close() // the waiter's connection, and its watch stream, drop
@@ -100,7 +104,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, direct := testCtx(t), client(t)
-	w := waiterThroughProxy(t, ctx, direct)
+	w := waiterThroughProxy(t, ctx, cluster, direct)
 	p, holder, got, logs := w.p, w.holder, w.got, w.logs
 
 	p.PauseTx() // what the waiter sends from now on waits in the proxy
@@ -451,13 +455,14 @@ func (kv *kvCalls) readAfterCreated(t *testing.T) {
 	}, "the waiter did not read again after its watch was created")
 }
 
-// waiterThroughProxy acquires "n" on a session of direct, then starts an
-// Acquire of "n" on a session whose connection runs through a proxy, and
+// waiterThroughProxy acquires "n" on a session of direct, a client of c,
+// then starts an Acquire of "n" on a session whose connection runs through
+// a proxy to c, and
 // returns once that waiter watches the holder's key and has read again
 // after etcd created the watch: it waits for the release, sending nothing.
-func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Client) proxiedWaiter {
+func waiterThroughProxy(t *testing.T, ctx context.Context, c *embedded.Cluster, direct *clientv3.Client) proxiedWaiter {
 	t.Helper()
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
 	holder, err := newSession(t, direct).Acquire(ctx, "n")
 	if err != nil {
 		t.Fatal(err)
