@@ -16,6 +16,7 @@ import (
 // in: the follower's Create waits for the holder's lease, which the holder
 // revokes once its watch shows the deletion and its term has ended.
 func TestCreateWaitsForTheHolderOfADeletedRecord(t *testing.T) {
+	t.Parallel()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(10*time.Second))
@@ -54,6 +55,7 @@ func TestCreateWaitsForTheHolderOfADeletedRecord(t *testing.T) {
 // the holder's term ended — also in the last second of the holder's lease,
 // which etcd reports as 0 s left.
 func TestCreateWaitsOutTheLastSecondOfAPartitionedHolder(t *testing.T) {
+	t.Parallel()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(3*time.Second))

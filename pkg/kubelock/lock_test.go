@@ -77,6 +77,7 @@ func waitEnded(t testing.TB, term Term, within time.Duration) error {
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	cases := map[string]func() (*Lock, error){
 		"nil client":     func() (*Lock, error) { return New(nil, "ctl", "a") },
@@ -107,6 +108,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // client-go creates the record when Get reports it missing; Create must
 // succeed only while the key is absent.
 func TestGetMissingThenCreateOnce(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -138,6 +140,7 @@ func TestGetMissingThenCreateOnce(t *testing.T) {
 // client-go's followers see a live leader only while the raw bytes change:
 // every renewal must change them, even with an equal record.
 func TestRawRecordChangesOnEveryRenewal(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -164,6 +167,7 @@ func TestRawRecordChangesOnEveryRenewal(t *testing.T) {
 // Update writes only if the record is unchanged since this lock last read
 // or wrote it; a change by anyone else ends the term.
 func TestUpdateConflictsWithAChangedRecord(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -193,6 +197,7 @@ func TestUpdateConflictsWithAChangedRecord(t *testing.T) {
 // client-go's ReleaseOnCancel writes a record with no holder: the term ends
 // before the record is deleted, and the next candidate can create it.
 func TestReleaseEndsTermThenDeletesRecord(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -229,6 +234,7 @@ func TestReleaseEndsTermThenDeletesRecord(t *testing.T) {
 // A holder that stops renewing loses its term at the conservative
 // deadline, before etcd deletes the record.
 func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
+	t.Parallel()
 	// a reaches etcd through a proxy that is cut after the Create, so
 	// that nothing a does — renewal or revoke — reaches etcd: the record
 	// goes when etcd expires the lease.
@@ -259,6 +265,7 @@ func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
 // While the elector leads, a record that vanished under its term does not
 // start a new term: the elector must see the loss.
 func TestNoNewTermWhileTheElectorLeads(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -288,6 +295,7 @@ func TestNoNewTermWhileTheElectorLeads(t *testing.T) {
 // A restarted candidate with the same identity does not adopt the record
 // an earlier process's lease holds; it gets it once that lease ends.
 func TestSameIdentityDoesNotAdoptAnotherLease(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	old, restarted := newLock(t, cli, "a"), newLock(t, cli, "a")
 	ctx := ctxT(t)
