@@ -15,7 +15,7 @@ import (
 
 // Observe reports the leader, each change of leader, and a vacancy, and
 // closes its channel when its context ends.
-func TestObserve(t *testing.T) {
+func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
