@@ -71,20 +71,13 @@ func TestCreateWaitsOutTheLastSecondOfAPartitionedHolder(t *testing.T) {
 	if _, err := cli.Delete(ctx, a.Key()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	etcdtest.Eventually(t, 15*time.Second, func() bool {
 		err := b.Create(ctx, record("b"))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ErrHolderAlive) && !apierrors.IsNotFound(err) {
+		if err != nil && !errors.Is(err, ErrHolderAlive) && !apierrors.IsNotFound(err) {
 			t.Logf("b's Create: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("b never got in")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	}, "b never got in")
 	if ta.Context().Err() == nil {
 		t.Fatal("b's Create succeeded while a's term was still live")
 	}
