@@ -16,6 +16,7 @@ import (
 // Observe reports the leader, each change of leader, and a vacancy, and
 // closes its channel when its context ends.
 func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -58,6 +59,7 @@ func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 // itself, the same as GetLeader's, and no channel (a nil client used to
 // panic on Observe's goroutine, killing the process).
 func TestObserveRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for name, tc := range map[string]struct {
 		cli  *clientv3.Client
