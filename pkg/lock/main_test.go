@@ -242,13 +242,22 @@ func (s *watchStream) RecvMsg(m any) error {
 	return err
 }
 
-// waitWatched returns once etcd created a watch of each key, and takes
-// those watches: a later call for the same key waits for a new watch.
-func (w *watches) waitWatched(t *testing.T, keys ...string) {
+// until returns once cond, called with w's counts locked, holds; it
+// fails t with msg after a minute.
+func (w *watches) until(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
 	etcdtest.Eventually(t, time.Minute, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		return cond()
+	}, msg)
+}
+
+// waitWatched returns once etcd created a watch of each key, and takes
+// those watches: a later call for the same key waits for a new watch.
+func (w *watches) waitWatched(t *testing.T, keys ...string) {
+	t.Helper()
+	w.until(t, fmt.Sprintf("no watch of %v was created", keys), func() bool {
 		for _, k := range keys {
 			if w.created[k] == 0 {
 				return false
@@ -258,16 +267,14 @@ func (w *watches) waitWatched(t *testing.T, keys ...string) {
 			w.created[k]--
 		}
 		return true
-	}, fmt.Sprintf("no watch of %v was created", keys))
+	})
 }
 
 // waitWatchedUnder returns once etcd created a watch of a key or range
 // that starts under pfx, and takes that watch.
 func (w *watches) waitWatchedUnder(t *testing.T, pfx string) {
 	t.Helper()
-	etcdtest.Eventually(t, time.Minute, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
+	w.until(t, fmt.Sprintf("no watch under %s was created", pfx), func() bool {
 		for k, n := range w.created {
 			if n > 0 && strings.HasPrefix(k, pfx) {
 				w.created[k]--
@@ -275,18 +282,14 @@ func (w *watches) waitWatchedUnder(t *testing.T, pfx string) {
 			}
 		}
 		return false
-	}, fmt.Sprintf("no watch under %s was created", pfx))
+	})
 }
 
 // waitDeleteSeen returns once a watch stream of the client delivered the
 // deletion of key.
 func (w *watches) waitDeleteSeen(t *testing.T, key string) {
 	t.Helper()
-	etcdtest.Eventually(t, time.Minute, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.deleted[key] > 0
-	}, fmt.Sprintf("no watch delivered the deletion of %s", key))
+	w.until(t, fmt.Sprintf("no watch delivered the deletion of %s", key), func() bool { return w.deleted[key] > 0 })
 }
 
 // renewals counts the lease renewals of the sessions given its option.
