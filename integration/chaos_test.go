@@ -14,15 +14,27 @@ import (
 )
 
 // TestFaultSuite is the short fault suite that `make test` runs: fixed
-// seeds, a few seconds each, one after another on one 3-member cluster
-// (its stop takes seconds), beside the package's other parallel tests.
+// seeds, a few seconds each, beside the package's other parallel tests.
+// The checked runs, whose faults crash members and restart the cluster,
+// take turns on one 3-member cluster (its stop takes seconds). The
+// negative controls meet only their own workers' pauses, so they run side
+// by side on a second cluster, where no other run's crash or leader
+// change extends the leases whose expiry their hazard needs.
 // `make chaos` runs TestChaos with CHAOS_RUNS and CHAOS_SEED.
 func TestFaultSuite(t *testing.T) {
 	t.Parallel()
-	c := chaosCluster(t)
-	t.Run("mutex", func(t *testing.T) { faultSuiteMutex(t, c) })
-	t.Run("beyond-mutex", func(t *testing.T) { faultSuiteBeyondMutex(t, c) })
-	t.Run("controls", func(t *testing.T) { faultSuiteNegativeControls(t, c) })
+	t.Run("checked", func(t *testing.T) {
+		t.Parallel()
+		c := chaosCluster(t)
+		t.Run("mutex", func(t *testing.T) { faultSuiteMutex(t, c) })
+		t.Run("beyond-mutex", func(t *testing.T) { faultSuiteBeyondMutex(t, c) })
+	})
+	t.Run("controls", func(t *testing.T) {
+		t.Parallel()
+		c := chaosCluster(t)
+		t.Run("mutex", func(t *testing.T) { faultSuiteMutexControls(t, c) })
+		t.Run("beyond-mutex", func(t *testing.T) { faultSuiteBeyondMutexControls(t, c) })
+	})
 }
 
 // faultSuiteMutex runs the mutex with every fault.
@@ -41,41 +53,62 @@ func faultSuiteMutex(t *testing.T, c *embedded.Cluster) {
 	}
 }
 
+// beyondMutexKinds are the kinds beyond the mutex that the suite runs.
+var beyondMutexKinds = []string{kindSemaphore, kindRWLock, kindMulti, kindDelay}
+
+// beyondMutexConfig is t's run of kind under control (controlNone: the
+// checked run).
+func beyondMutexConfig(c *embedded.Cluster, t *testing.T, kind, control string) chaosConfig {
+	cfg := chaosConfig{cluster: c, prefix: chaosPrefix(t), kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
+	if kind == kindDelay {
+		cfg.seed = 22 // its faults end two holders uncleanly, for the check to see
+	}
+	if control != controlNone {
+		cfg.duration = 6 * time.Second // the control's pauses come first
+		if kind != kindMulti {
+			cfg.names = []string{"a"}
+		}
+	}
+	return cfg
+}
+
 // faultSuiteBeyondMutex runs a semaphore of limit 2, a read-write lock,
 // AcquireAll and a lock-delay with the mutex's invariants adapted: at most
 // one holder per slot (so at most the limit per name), readers or one
 // writer, every name of a set held alone and created at the set's token
 // (all or none), tokens increasing per slot or name, fenced writes
 // linearizable per slot or name, no holder sooner than the delay after an
-// unclean end. The controls break the deadline and the fencing for each
-// kind, take a set's names one at a time, and skip the delay.
+// unclean end.
 func faultSuiteBeyondMutex(t *testing.T, c *embedded.Cluster) {
-	for _, kind := range []string{kindSemaphore, kindRWLock, kindMulti, kindDelay} {
-		controls := []string{controlNone, controlNoDeadline, controlUnfenced}
+	for _, kind := range beyondMutexKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := runChaos(t, beyondMutexConfig(c, t, kind, controlNone))
+			t.Log(r)
+			if r.violations() != 0 || r.check != porcupine.Ok {
+				t.Errorf("violations in %v (porcupine: %s, visualization %s)", r, r.check, r.visualization)
+			}
+		})
+	}
+}
+
+// faultSuiteBeyondMutexControls breaks, for each kind beyond the mutex,
+// the deadline and the fencing, takes a set's names one at a time, and
+// skips the lock-delay, side by side; the checks must catch each.
+func faultSuiteBeyondMutexControls(t *testing.T, c *embedded.Cluster) {
+	for _, kind := range beyondMutexKinds {
+		controls := []string{controlNoDeadline, controlUnfenced}
 		switch kind {
 		case kindMulti:
 			controls = append(controls, controlSerialSet)
 		case kindDelay:
-			controls = []string{controlNone, controlNoDelay}
+			controls = []string{controlNoDelay}
 		}
 		for _, control := range controls {
-			t.Run(kind+"/"+cmp.Or(control, "checked"), func(t *testing.T) {
-				cfg := chaosConfig{cluster: c, prefix: chaosPrefix(t), kind: kind, limit: 2, seed: 21, workers: 5, names: []string{"a", "b"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control}
-				if kind == kindDelay {
-					cfg.seed = 22 // its faults end two holders uncleanly, for the check to see
-				}
-				if control != controlNone {
-					cfg.duration = 6 * time.Second // the control's pauses come first
-					if kind != kindMulti {
-						cfg.names = []string{"a"}
-					}
-				}
-				r := runChaos(t, cfg)
+			t.Run(kind+"/"+control, func(t *testing.T) {
+				t.Parallel()
+				r := runChaos(t, beyondMutexConfig(c, t, kind, control))
 				t.Log(r)
-				if control == controlNone && (r.violations() != 0 || r.check != porcupine.Ok) {
-					t.Errorf("violations in %v (porcupine: %s, visualization %s)", r, r.check, r.visualization)
-				}
-				if control != controlNone && !detected(r) {
+				if !detected(r) {
 					t.Errorf("negative control %q went unnoticed: %v", control, r)
 				}
 			})
@@ -83,12 +116,13 @@ func faultSuiteBeyondMutex(t *testing.T, c *embedded.Cluster) {
 	}
 }
 
-// faultSuiteNegativeControls breaks one of the mutex's safety mechanisms
-// at a time, on purpose; the checks must catch it every time, or the suite
-// proves nothing.
-func faultSuiteNegativeControls(t *testing.T, c *embedded.Cluster) {
+// faultSuiteMutexControls breaks one of the mutex's safety mechanisms per
+// run, on purpose, side by side; the checks must catch it every time, or
+// the suite proves nothing.
+func faultSuiteMutexControls(t *testing.T, c *embedded.Cluster) {
 	for _, control := range []string{controlUnfenced, controlNoDeadline, controlReleaseByName} {
 		t.Run(control, func(t *testing.T) {
+			t.Parallel()
 			r := runChaos(t, chaosConfig{cluster: c, prefix: chaosPrefix(t), seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
 			t.Log(r)
 			if !detected(r) {

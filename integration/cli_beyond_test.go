@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,10 +22,26 @@ import (
 // exits when dir/id.stop appears. The run is killed when t ends.
 func holdingRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
 	t.Helper()
+	return startHoldingRun(t, ep, dir, id, name, nil, flags...)
+}
+
+// waitingRun is holdingRun for a run that must wait: it returns once the
+// run says whom it waits for, which it does only while it still waits.
+func waitingRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
+	t.Helper()
+	stderr := &lockedBuffer{}
+	cmd := startHoldingRun(t, ep, dir, id, name, stderr, flags...)
+	stderr.waitFor(t, "waiting for lock", 20*time.Second)
+	return cmd
+}
+
+func startHoldingRun(t *testing.T, ep, dir, id, name string, stderr io.Writer, flags ...string) *exec.Cmd {
+	t.Helper()
 	out := filepath.Join(dir, id)
 	script := fmt.Sprintf(`echo "${ETCDLOCK_SLOT:--} $ETCDLOCK_TOKEN" > %[1]s.tmp && mv %[1]s.tmp %[1]s; while [ ! -e %[1]s.stop ]; do sleep 0.05; done`, out)
 	args := append(append([]string{"run", name}, flags...), "--shell", "--", script)
 	cmd := cliCommand(t, ep, nil, args...)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +97,7 @@ func TestCLISemaphore(t *testing.T) {
 	}
 
 	// A waiting run takes the slot the first run frees, with a higher token.
-	c := holdingRun(t, ep, dir, "c", "pool", "--limit", "2")
-	time.Sleep(300 * time.Millisecond)
+	c := waitingRun(t, ep, dir, "c", "pool", "--limit", "2")
 	if running(dir, "c") != "" {
 		t.Fatal("a third holder started while the semaphore was full")
 	}
@@ -142,8 +158,7 @@ func TestCLIRunSeveralNames(t *testing.T) {
 	}
 	// The same names the other way round wait, and take over when the
 	// first set ends.
-	holdingRun(t, ep, dir, "ba", "b", "a")
-	time.Sleep(300 * time.Millisecond)
+	waitingRun(t, ep, dir, "ba", "b", "a")
 	if running(dir, "ba") != "" {
 		t.Fatal("run b a started while run a b holds both")
 	}

@@ -15,6 +15,7 @@ import (
 // their names, leader's JSON shaped as status's, dev's usage line, shell
 // completion of lock names and of flag values.
 func TestCLIConsistentOutput(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	startedRun(t, ep, dir, "r", "catalog", "--shared")
 	if st := cli(t, ep, nil, "status", "catalog").stdout; !strings.Contains(st, "held by 1 reader\n") {

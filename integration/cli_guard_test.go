@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // The tests below hold a lock with `etcdlock run` around a command that
@@ -123,7 +124,9 @@ type handover struct {
 // moment it has the lock, records which of g's processes are alive.
 func nextHolder(t *testing.T, g *guarded) <-chan handover {
 	t.Helper()
-	s := session(t, etcdtest.Client(t, shared.Endpoints()[0]), "next")
+	// A TTL that a loaded machine's late renewals do not end: this session
+	// only waits its turn, and what the test times is when it gets it.
+	s := session(t, etcdtest.Client(t, shared.Endpoints()[0]), "next", lock.WithTTL(10*time.Second))
 	out := make(chan handover, 1)
 	ctx := testCtx(t, time.Minute)
 	go func() {

@@ -10,6 +10,9 @@ import (
 // The command's parent is its guardian: etcdlock-guardian when it is
 // installed beside etcdlock (as make build, go install and the release
 // archives put it), else etcdlock itself, re-executed.
+//
+// Not parallel: it writes an executable and runs it, which fails with
+// ETXTBSY if another test's fork inherits the file while it is open.
 func TestCLIRunStartsTheGuardianBinaryBesideItElseItself(t *testing.T) {
 	ep := shared.Endpoints()[0]
 	parentExe := []string{"run", "guardian-exe", "--", "sh", "-c", `readlink /proc/$PPID/exe`}

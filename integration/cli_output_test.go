@@ -94,6 +94,7 @@ func TestCLIOutputReaderGoneExitCode(t *testing.T) {
 // a pipe that is full and never read, a run cut off from etcd still stops
 // its command and exits 79 (its last words are dropped after a bound).
 func TestCLILossWithStalledStderr(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	p, proxyURL := etcdtest.Proxy(t, ep)
 	dir := t.TempDir()

@@ -24,6 +24,7 @@ func startedRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.C
 // key heads the queue of the others: status and list show it waiting
 // there, as they show a waiter behind a holder, not a free name.
 func TestCLISetWaiterShownQueued(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
 	startedRun(t, ep, dir, "eu", "db-eu")
@@ -61,6 +62,7 @@ func TestCLISetWaiterShownQueued(t *testing.T) {
 // A --try refused by a full semaphore names a holder with the token that
 // status shows for it (its slot's), and break takes that token.
 func TestCLISemaphoreRefusalToken(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	startedRun(t, ep, dir, "a", "pool", "--limit", "2")
 	startedRun(t, ep, dir, "b", "pool", "--limit", "2")
@@ -80,6 +82,7 @@ func TestCLISemaphoreRefusalToken(t *testing.T) {
 // A --shared --try refused because a writer waits behind the readers
 // names the readers that hold the lock, not the writer that waits.
 func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
 	for _, id := range []string{"r1", "r2"} {
@@ -114,6 +117,7 @@ func TestCLISharedRefusalNamesTheHolders(t *testing.T) {
 // command ran: it exits with the code of a loss while waiting, not 79
 // (lost while the command ran).
 func TestCLIWaiterLostBeforeRunning(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
 	startedRun(t, ep, dir, "h", "job")
@@ -140,6 +144,7 @@ func TestCLIWaiterLostBeforeRunning(t *testing.T) {
 // --timeout bounds the wait for a holder: a free lock is acquired however
 // short it is, and a held one still times out.
 func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	for _, flags := range [][]string{{"--timeout", "1ms"}, {"--timeout", "1ms", "--shared"}, {"--timeout", "1ms", "--limit", "2"}} {
 		args := append(append([]string{"run", "job"}, flags...), "--", "true")
@@ -156,6 +161,7 @@ func TestCLITinyTimeoutOnAFreeLock(t *testing.T) {
 // A run whose kind or limit disagrees with the name's contenders exits
 // with its own code, not the code of a held lock, and -E leaves it alone.
 func TestCLIKindMismatchExitCode(t *testing.T) {
+	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	startedRun(t, ep, dir, "plain", "plain")
 	startedRun(t, ep, dir, "pool", "pool", "--limit", "2")
@@ -177,6 +183,7 @@ func TestCLIKindMismatchExitCode(t *testing.T) {
 // As flock: `run NAME COMMAND ARGS...` needs no "--", and COMMAND's flags
 // are its own; after "--" a name may start with "-".
 func TestCLICommandWithoutDash(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	r := cli(t, ep, nil, "run", "--ttl", "5", "job", "printf", "%s|", "-q", "--ttl", "-w")
 	if r.code != 0 || r.stdout != "-q|--ttl|-w|" {
@@ -196,6 +203,7 @@ func TestCLICommandWithoutDash(t *testing.T) {
 // exits 124, -E or not; a --kill-grace cut to the lease's deadline is
 // stated, one that fits is not.
 func TestCLIRunTimeout(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	r := cli(t, ep, nil, "-E", "3", "run", "--run-timeout", "0.5", "--kill-grace", "1", "job", "sleep", "100")
 	if r.code != 124 || !strings.Contains(r.stderr, "--run-timeout") || strings.Contains(r.stderr, "cut short") {

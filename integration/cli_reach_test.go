@@ -18,6 +18,7 @@ import (
 // deadline: a refused connection or an unknown host exits 69, TLS that
 // does not match the server's exits 78.
 func TestCLIUnreachableReasons(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca, other := newCA(t, dir), newCA(t, t.TempDir())
 	srvCert, srvKey := ca.issue(t, dir, "server", true)
@@ -53,6 +54,7 @@ func TestCLIUnreachableReasons(t *testing.T) {
 // says what it waits for and when it acquires; a run says that it waits
 // out a lock-delay; a holder says that renewals fail before the loss.
 func TestCLIProgressNotes(t *testing.T) {
+	t.Parallel()
 	ep := shared.Endpoints()[0]
 	t.Run("set", func(t *testing.T) {
 		dir := t.TempDir()

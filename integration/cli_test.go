@@ -441,11 +441,7 @@ func TestCLIInterruptWhileWaiting(t *testing.T) {
 	}
 	waitQueued(t, context.Background(), cl, "job", 2)
 	// Interrupted once it has said whom it waits for.
-	for end := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "held by"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no holder note within 30s; stderr %q", stderr.String())
-		}
-	}
+	stderr.waitFor(t, "held by", 30*time.Second)
 	if err := waiter.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

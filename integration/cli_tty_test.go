@@ -78,14 +78,7 @@ func (term *terminal) send(s string) {
 // expect waits until the output holds want.
 func (term *terminal) expect(want string, within time.Duration) {
 	term.t.Helper()
-	end := time.Now().Add(within)
-	for time.Now().Before(end) {
-		if strings.Contains(term.out.String(), want) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	term.t.Fatalf("terminal never showed %q; output:\n%s", want, term.out)
+	term.out.waitFor(term.t, want, within)
 }
 
 // diedOf waits for the command and returns the signal that killed it, 0

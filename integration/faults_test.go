@@ -121,7 +121,11 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		if err := <-errc; err == nil {
 			t.Fatal("a's late acquire succeeded")
 		}
-		time.Sleep(4500 * time.Millisecond) // let every delayed byte arrive
+		// Every delayed byte has arrived once a write a sends after them
+		// has: the proxy forwards a connection's bytes in order.
+		if _, err := cliA.Put(ctx, prefixOf(t)+"after-the-delayed", ""); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := cli.Get(ctx, prefixOf(t)+"job/", clientv3.WithPrefix())
 		if err != nil {
 			t.Fatal(err)

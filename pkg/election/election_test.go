@@ -134,6 +134,7 @@ type interval struct {
 // Exactly one leader at any instant: every term's ACTIVE interval, on this
 // host's monotonic clock, ends before the next one starts, and tokens rise.
 func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
+	t.Parallel()
 	const terms = 30
 	var (
 		mu        sync.Mutex
@@ -183,6 +184,7 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 }
 
 func TestGracefulHandoffAndObservers(t *testing.T) {
+	t.Parallel()
 	started := make(chan string, 10)
 	var stoppedA int
 	var mu sync.Mutex
@@ -235,6 +237,7 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 // A leader whose process dies (its client connection closes, no resign) is
 // replaced once etcd expires its lease; its own context ended before that.
 func TestCrashHandoff(t *testing.T) {
+	t.Parallel()
 	ended := make(chan time.Time, 1)
 	startedB := make(chan time.Time, 1)
 	aCli := etcdtest.Client(t, cluster.Endpoints()...)
@@ -263,6 +266,7 @@ func TestCrashHandoff(t *testing.T) {
 // OnStoppedLeading runs, the loss is reported to Metrics, and it campaigns
 // again.
 func TestRevokedLeaseEndsTerm(t *testing.T) {
+	t.Parallel()
 	m := &recorder{}
 	var (
 		mu                 sync.Mutex
@@ -350,6 +354,7 @@ func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
 
 // The health check fails while a leader keeps working past its deadline.
 func TestHealthCheckFailsForStuckLeader(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	leading := make(chan struct{}, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
@@ -382,6 +387,7 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 // set long ago, given with lock.WithClock), not on the real clock, which is
 // decades past that deadline.
 func TestHealthCheckUsesTheSessionClock(t *testing.T) {
+	t.Parallel()
 	fc := clocktest.NewFake(time.Unix(2_000_000, 0))
 	release := make(chan struct{})
 	leading := make(chan struct{}, 1)
@@ -412,6 +418,7 @@ func TestHealthCheckUsesTheSessionClock(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ok := election.Callbacks{OnStartedLeading: func(context.Context, election.Term) {}}
 	for name, cfg := range map[string]election.Config{
@@ -457,6 +464,7 @@ func TestConfigValidation(t *testing.T) {
 // Without ReleaseOnCancel, stopping the leader leaves its key until the
 // lease expires; with it, a follower takes over at once.
 func TestReleaseOnCancel(t *testing.T) {
+	t.Parallel()
 	for _, release := range []bool{true, false} {
 		t.Run(map[bool]string{true: "release", false: "keep"}[release], func(t *testing.T) {
 			startedB := make(chan time.Time, 1)
@@ -487,6 +495,7 @@ func TestReleaseOnCancel(t *testing.T) {
 // new, larger token: the failed resign left the old key in etcd, and a term
 // that inherited it would share its token with the term before.
 func TestFailedResignNextTermGetsNewToken(t *testing.T) {
+	t.Parallel()
 	tokens := make(chan fencing.Token, 10)
 	a := start(t, election.Config{Identity: "a", ReleaseOnCancel: true, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { tokens <- term.Token; <-ctx.Done() },

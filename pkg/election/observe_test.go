@@ -15,7 +15,8 @@ import (
 
 // Observe reports the leader, each change of leader, and a vacancy, and
 // closes its channel when its context ends.
-func TestObserve(t *testing.T) {
+func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -58,6 +59,7 @@ func TestObserve(t *testing.T) {
 // itself, the same as GetLeader's, and no channel (a nil client used to
 // panic on Observe's goroutine, killing the process).
 func TestObserveRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for name, tc := range map[string]struct {
 		cli  *clientv3.Client

@@ -15,6 +15,7 @@ import (
 // Timings.CallTimeout it fails with context.DeadlineExceeded, and the
 // elector tries again.
 func TestCallWithoutDeadlineOnADeadConnectionTimesOut(t *testing.T) {
+	t.Parallel()
 	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
 	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
@@ -43,6 +44,7 @@ func TestCallWithoutDeadlineOnADeadConnectionTimesOut(t *testing.T) {
 // with a context that has no deadline: the term ends at once, and etcd
 // expires the lease it could not revoke.
 func TestCloseOnADeadConnectionReturns(t *testing.T) {
+	t.Parallel()
 	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
 	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
@@ -71,6 +73,7 @@ func TestCloseOnADeadConnectionReturns(t *testing.T) {
 // The zero Term, returned with ErrNoTerm, is usable: no token, and a
 // context that has ended with ErrNoTerm.
 func TestZeroTermHasEnded(t *testing.T) {
+	t.Parallel()
 	var term Term
 	if term.Token() != 0 || !term.Started().IsZero() {
 		t.Errorf("zero Term: token %v, started %v", term.Token(), term.Started())

@@ -299,6 +299,7 @@ func failover(t testing.TB, lg *ledger, cands map[string]*contender, fault strin
 // a crash or a partition the next leader starts within about the etcd
 // lease TTL — well before client-go's LeaseDuration.
 func TestLeaderElectorOneLeaderThroughFaults(t *testing.T) {
+	t.Parallel()
 	lg := newLedger()
 	cands := map[string]*contender{}
 	for i, who := range []string{"c0", "c1", "c2"} {

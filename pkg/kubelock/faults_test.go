@@ -26,6 +26,7 @@ import (
 // fast-path Update whose reply is lost is followed by a Get and a
 // slow-path Update of the same record.
 func TestLostRenewalReplyStillChangesRawBytes(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	kv := &faultKV{KV: cli.KV}
 	cli.KV = kv
@@ -57,6 +58,7 @@ func TestLostRenewalReplyStillChangesRawBytes(t *testing.T) {
 // revokes the lease it granted (its record goes with it), and no goroutine
 // of the lock runs after Close returned.
 func TestCreateDuringCloseCleansUp(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	kv := &faultKV{KV: cli.KV, block: make(chan struct{}), blocked: make(chan struct{}, 1)}
 	cli.KV = kv
@@ -89,6 +91,7 @@ func TestCreateDuringCloseCleansUp(t *testing.T) {
 // context, and never the next term with a live one: at most one callback
 // context is live at a time, and it is the latest term's.
 func TestLateCallbackGetsADoneContext(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	type call struct {
@@ -148,6 +151,7 @@ func TestLateCallbackGetsADoneContext(t *testing.T) {
 // past RenewDeadline, well within the TTL — the term ends with it: the
 // next leadership of the re-run elector is a new term with a new token.
 func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a", WithTTL(6*time.Second))
 	fr := kubetest.NewGate(a)
@@ -188,7 +192,8 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 
 // The record is deleted and replaced while the holder is disconnected, and
 // etcd compacts that history: the reconnected watch is told it was
-// compacted, and the re-read ends the term.
+// compacted, and the re-read ends the term. Not parallel: a compaction of
+// the shared cluster cuts off the watches of the tests beside it.
 func TestCompactionWhileDisconnectedEndsTheTerm(t *testing.T) {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
@@ -223,6 +228,7 @@ func TestCompactionWhileDisconnectedEndsTheTerm(t *testing.T) {
 // No two callback contexts overlap and tokens rise (the check's negative
 // control is TestLeaderElectorOneLeaderThroughFaults's).
 func TestLeaderElectorRandomFaults(t *testing.T) {
+	t.Parallel()
 	seed, rounds := kubetest.EnvInt(t, "KUBELOCK_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_ROUNDS", 10)
 	t.Logf("seed %d, %d rounds (replay: KUBELOCK_SEED=%d go test -run TestLeaderElectorRandomFaults)", seed, rounds, seed)
 	rnd := rand.New(rand.NewSource(int64(seed)))

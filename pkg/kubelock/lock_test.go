@@ -7,76 +7,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap/zaptest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// newLock returns a lock of the election "ctl" under the test's prefix,
-// closed when the test ends.
-func newLock(t testing.TB, cli *clientv3.Client, identity string, opts ...Option) *Lock {
-	t.Helper()
-	opts = append([]Option{WithPrefix(prefix(t)), WithTTL(2 * time.Second), WithTimings(testTimings.elector()),
-		WithLogger(zaptest.NewLogger(t).Named(identity))}, opts...)
-	l, err := New(cli, "ctl", identity, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = l.Close(ctx)
-	})
-	return l
-}
-
-// record is what client-go's elector writes for identity.
-func record(identity string) rl.LeaderElectionRecord {
-	now := metav1.NewTime(time.Now())
-	return rl.LeaderElectionRecord{HolderIdentity: identity, LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func mustTerm(t testing.TB, l *Lock) Term {
-	t.Helper()
-	term, err := l.Term()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return term
-}
-
-// create starts a term of l with l's identity as holder.
-func create(t testing.TB, ctx context.Context, l *Lock) Term {
-	t.Helper()
-	if err := l.Create(ctx, record(l.Identity())); err != nil {
-		t.Fatal(err)
-	}
-	return mustTerm(t, l)
-}
-
-// waitEnded waits for term to end and returns its cause.
-func waitEnded(t testing.TB, term Term, within time.Duration) error {
-	t.Helper()
-	select {
-	case <-term.Context().Done():
-		return context.Cause(term.Context())
-	case <-time.After(within):
-		t.Fatalf("term %v still running after %v", term.Token(), within)
-		return nil
-	}
-}
-
 func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	cases := map[string]func() (*Lock, error){
 		"nil client":     func() (*Lock, error) { return New(nil, "ctl", "a") },
@@ -107,6 +46,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // client-go creates the record when Get reports it missing; Create must
 // succeed only while the key is absent.
 func TestGetMissingThenCreateOnce(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -138,6 +78,7 @@ func TestGetMissingThenCreateOnce(t *testing.T) {
 // client-go's followers see a live leader only while the raw bytes change:
 // every renewal must change them, even with an equal record.
 func TestRawRecordChangesOnEveryRenewal(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -164,6 +105,7 @@ func TestRawRecordChangesOnEveryRenewal(t *testing.T) {
 // Update writes only if the record is unchanged since this lock last read
 // or wrote it; a change by anyone else ends the term.
 func TestUpdateConflictsWithAChangedRecord(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -193,6 +135,7 @@ func TestUpdateConflictsWithAChangedRecord(t *testing.T) {
 // client-go's ReleaseOnCancel writes a record with no holder: the term ends
 // before the record is deleted, and the next candidate can create it.
 func TestReleaseEndsTermThenDeletesRecord(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
 	ctx := ctxT(t)
@@ -229,6 +172,7 @@ func TestReleaseEndsTermThenDeletesRecord(t *testing.T) {
 // A holder that stops renewing loses its term at the conservative
 // deadline, before etcd deletes the record.
 func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
+	t.Parallel()
 	// a reaches etcd through a proxy that is cut after the Create, so
 	// that nothing a does — renewal or revoke — reaches etcd: the record
 	// goes when etcd expires the lease.
@@ -259,6 +203,7 @@ func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
 // While the elector leads, a record that vanished under its term does not
 // start a new term: the elector must see the loss.
 func TestNoNewTermWhileTheElectorLeads(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -288,6 +233,7 @@ func TestNoNewTermWhileTheElectorLeads(t *testing.T) {
 // A restarted candidate with the same identity does not adopt the record
 // an earlier process's lease holds; it gets it once that lease ends.
 func TestSameIdentityDoesNotAdoptAnotherLease(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	old, restarted := newLock(t, cli, "a"), newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -318,12 +264,4 @@ func TestSameIdentityDoesNotAdoptAnotherLease(t *testing.T) {
 	if err := old.Create(ctx, record("a")); !errors.Is(err, ErrClosed) {
 		t.Errorf("Create after Close = %v, want ErrClosed", err)
 	}
-}
-
-func mustLease(t testing.TB, id int64) clientv3.LeaseID {
-	t.Helper()
-	if id == 0 {
-		t.Fatal("no lease")
-	}
-	return clientv3.LeaseID(id)
 }

@@ -20,6 +20,7 @@ import (
 // gets its term's token from the lock, and the second manager's term has
 // a larger one after the first manager stops.
 func TestControllerRuntimeManager(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	type run struct {
 		who        string

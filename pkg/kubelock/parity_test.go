@@ -15,6 +15,7 @@ import (
 // lock does (a Lease's MicroTime), not in the whole seconds of a
 // LeaderElectionRecord's JSON.
 func TestRecordTimesKeepMicroseconds(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	ctx := ctxT(t)
@@ -45,6 +46,7 @@ func TestRecordTimesKeepMicroseconds(t *testing.T) {
 // error, ErrNotRead, as the Lease lock's "lease not initialized" — not a
 // conflict with a record it never saw.
 func TestUpdateBeforeGetIsNotAConflict(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
 	err := a.Update(ctxT(t), record("a"))

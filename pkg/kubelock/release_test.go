@@ -16,6 +16,7 @@ import (
 // its Lease to expire: the term's context has ended, the record has not,
 // also after the lock is closed.
 func TestNotReleasedRecordStaysUntilItsTTL(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a", WithTTL(10*time.Second))
 	tokens := make(chan fencing.Token, 1)

@@ -13,6 +13,7 @@ import (
 // and timings client-go's NewLeaderElector refuses; the error names the
 // TTL and the RetryPeriod that work.
 func TestNewRefusesTimingsThatCannotRenew(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for _, tc := range []struct {
 		name string
@@ -51,6 +52,7 @@ func TestNewRefusesTimingsThatCannotRenew(t *testing.T) {
 }
 
 func TestCallTimeout(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		t    Timings
 		want time.Duration

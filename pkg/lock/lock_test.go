@@ -180,7 +180,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 	}
 }
 
-func TestTryAcquire(t *testing.T) {
+func TestTryAcquireOfABusyNameNamesItsHolderAndLeavesNoKey(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	a := newSession(t, cli, lock.WithOwner("alice"))
@@ -434,7 +434,7 @@ func TestCloseReleasesLocks(t *testing.T) {
 	}
 }
 
-func TestCloseDuringAcquire(t *testing.T) {
+func TestCloseEndsAWaitingAcquireWithErrSessionClosed(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	holder := newSession(t, cli)

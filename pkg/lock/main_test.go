@@ -12,6 +12,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -46,6 +47,14 @@ func prefix(t *testing.T) string {
 
 func client(t *testing.T) *clientv3.Client {
 	return etcdtest.Client(t, cluster.Endpoints()...)
+}
+
+// compactableCluster is an etcd of t's own, for a test that compacts its
+// history: a compaction of the shared cluster would cut off the watches
+// of every test running beside it.
+func compactableCluster(t *testing.T) *embedded.Cluster {
+	t.Helper()
+	return etcdtest.Cluster(t)
 }
 
 // newSessionTTL is the TTL of newSession's sessions unless opts say otherwise.
@@ -148,10 +157,12 @@ func namePrefix(t testing.TB, prefix, name string) string {
 }
 
 // watches counts, per key, the watches etcd created on the watch streams
-// of a client made by watchedClient and no waitWatched has taken yet.
+// of a client made by watchedClient and no waitWatched has taken yet, and
+// the deletions of each key those streams delivered.
 type watches struct {
 	mu        sync.Mutex
 	created   map[string]int
+	deleted   map[string]int
 	onCreated func() // if set, called when etcd created a watch, before the client sees it
 }
 
@@ -167,7 +178,7 @@ func watchedClient(t *testing.T) (*clientv3.Client, *watches) {
 // watchedClientOf is watchedClient for endpoints, with more dial options.
 func watchedClientOf(t *testing.T, endpoints []string, opts ...grpc.DialOption) (*clientv3.Client, *watches) {
 	t.Helper()
-	w := &watches{created: map[string]int{}}
+	w := &watches{created: map[string]int{}, deleted: map[string]int{}}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: append(opts, grpc.WithChainStreamInterceptor(w.intercept))})
 	if err != nil {
@@ -205,7 +216,17 @@ func (s *watchStream) SendMsg(m any) error {
 
 func (s *watchStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if r := m.(*pb.WatchResponse); err == nil && r.Created {
+	r := m.(*pb.WatchResponse)
+	if err == nil && len(r.Events) > 0 {
+		s.w.mu.Lock()
+		for _, ev := range r.Events {
+			if ev.Type == mvccpb.DELETE {
+				s.w.deleted[string(ev.Kv.Key)]++
+			}
+		}
+		s.w.mu.Unlock()
+	}
+	if err == nil && r.Created {
 		s.mu.Lock()
 		if len(s.sent) > 0 {
 			s.w.mu.Lock()
@@ -221,13 +242,22 @@ func (s *watchStream) RecvMsg(m any) error {
 	return err
 }
 
-// waitWatched returns once etcd created a watch of each key, and takes
-// those watches: a later call for the same key waits for a new watch.
-func (w *watches) waitWatched(t *testing.T, keys ...string) {
+// until returns once cond, called with w's counts locked, holds; it
+// fails t with msg after a minute.
+func (w *watches) until(t *testing.T, msg string, cond func() bool) {
 	t.Helper()
 	etcdtest.Eventually(t, time.Minute, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
+		return cond()
+	}, msg)
+}
+
+// waitWatched returns once etcd created a watch of each key, and takes
+// those watches: a later call for the same key waits for a new watch.
+func (w *watches) waitWatched(t *testing.T, keys ...string) {
+	t.Helper()
+	w.until(t, fmt.Sprintf("no watch of %v was created", keys), func() bool {
 		for _, k := range keys {
 			if w.created[k] == 0 {
 				return false
@@ -237,7 +267,29 @@ func (w *watches) waitWatched(t *testing.T, keys ...string) {
 			w.created[k]--
 		}
 		return true
-	}, fmt.Sprintf("no watch of %v was created", keys))
+	})
+}
+
+// waitWatchedUnder returns once etcd created a watch of a key or range
+// that starts under pfx, and takes that watch.
+func (w *watches) waitWatchedUnder(t *testing.T, pfx string) {
+	t.Helper()
+	w.until(t, fmt.Sprintf("no watch under %s was created", pfx), func() bool {
+		for k, n := range w.created {
+			if n > 0 && strings.HasPrefix(k, pfx) {
+				w.created[k]--
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// waitDeleteSeen returns once a watch stream of the client delivered the
+// deletion of key.
+func (w *watches) waitDeleteSeen(t *testing.T, key string) {
+	t.Helper()
+	w.until(t, fmt.Sprintf("no watch delivered the deletion of %s", key), func() bool { return w.deleted[key] > 0 })
 }
 
 // renewals counts the lease renewals of the sessions given its option.

@@ -113,6 +113,11 @@ func TestSetStressLongNamesRefusedBySize(t *testing.T) {
 	_ = l.Release(ctx)
 }
 
+// sweepEvery is the renewal interval, and so the stray-sweep interval, of
+// the sessions whose sweeps a test waits out: a quarter of the default
+// for their 3 s TTL.
+const sweepEvery = 250 * time.Millisecond
+
 // Claim: deleting one key of a held set loses the set and the other keys
 // are deleted promptly (stray sweep); the sweep never deletes a later
 // acquisition's keys, even the same session's of the same names.
@@ -121,7 +126,7 @@ func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
 	ctx := testCtx(t)
 	cli, watched := watchedClient(t)
 	var renewed renewals
-	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), renewed.option())
+	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
 	names := []string{"a", "b", "c"}
 	for round := 0; round < 5; round++ {
 		l, err := s.AcquireAll(ctx, names)
@@ -209,7 +214,7 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 		t.Fatal(err)
 	}
 	var renewed renewals
-	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), renewed.option())
+	s := newSession(t, cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
 	names := []string{"a", "b", "c", "d"}
 	for i := 0; i < 40; i++ {
 		actx, cancel := context.WithTimeout(ctx, time.Duration(rng.Intn(3000))*time.Microsecond)

@@ -121,7 +121,7 @@ func TestSemaphoreRefusesMixedLimits(t *testing.T) {
 	}
 }
 
-func TestSemaphoreTryAcquire(t *testing.T) {
+func TestSemaphoreTryAcquireTakesAFreeSlotAndIsRefusedWhenFull(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	a, err := newSession(t, cli).TryAcquire(ctx, "pool", lock.WithLimit(2))

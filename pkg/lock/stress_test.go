@@ -337,15 +337,16 @@ func TestStressSemaphoreCancelAtSlotClaim(t *testing.T) {
 		res := make(chan acquired, 1)
 		go func() { l, err := w.Acquire(wctx, "pool", lock.WithLimit(n)); res <- acquired{l, err} }()
 		waitQueued(t, cli, "pool", n+1)
-		go a.Release(ctx)
-		time.Sleep(time.Duration(i%6) * 500 * time.Microsecond)
+		released := make(chan struct{})
+		go func() { defer close(released); a.Release(ctx) }()
+		time.Sleep(time.Duration(i%6) * 500 * time.Microsecond) // the cancel races the release at varied points
 		cancel()
 		r := <-res
 		if r.err == nil {
 			r.l.Release(ctx)
 		}
 		b.Release(ctx)
-		time.Sleep(20 * time.Millisecond)
+		<-released
 		if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 			t.Fatalf("round %d (waiter err %v): keys left %v", i, r.err, keys)
 		}

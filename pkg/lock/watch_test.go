@@ -28,8 +28,10 @@ import (
 // revisions its watch would resume from: it re-reads the key. A key that
 // survived keeps being watched.
 func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
-	ctx, direct := testCtx(t), client(t)
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	t.Parallel()
+	own := compactableCluster(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
+	p, url := etcdtest.Proxy(t, own.Endpoints()[0])
 	cli := etcdtest.Client(t, url)
 	s := newSession(t, cli, lock.WithTTL(30*time.Second))
 	deleted, err := s.Acquire(ctx, "deleted")
@@ -68,8 +70,10 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 // for, even when etcd compacted the revisions its watch would resume from
 // before it reconnects: it re-reads and takes the lock.
 func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
-	ctx, direct := testCtx(t), client(t)
-	w := waiterThroughProxy(t, ctx, direct)
+	t.Parallel()
+	own := compactableCluster(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
+	w := waiterThroughProxy(t, ctx, own, direct)
 	p, holder, got := w.p, w.holder, w.got
 
 	p.Close() // the waiter's connection, and its watch stream, drop
@@ -100,7 +104,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, direct := testCtx(t), client(t)
-	w := waiterThroughProxy(t, ctx, direct)
+	w := waiterThroughProxy(t, ctx, cluster, direct)
 	p, holder, got, logs := w.p, w.holder, w.got, w.logs
 
 	p.PauseTx() // what the waiter sends from now on waits in the proxy
@@ -147,18 +151,29 @@ func TestWaiterReturnsItsSessionsLossWhileCutOff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			reads := new(kvCalls)
+			cli, watched := watchedClientOf(t, []string{url}, grpc.WithChainUnaryInterceptor(reads.interceptor))
+			reads.watchedBy(watched)
 			// A clean-up as long as that would keep Acquire past the
 			// bound below: there is none once the session is over.
-			waiter := newSession(t, etcdtest.Client(t, url), lock.WithTTL(2*time.Second), lock.WithCleanupTimeout(30*time.Second))
+			waiter := newSession(t, cli, lock.WithTTL(2*time.Second), lock.WithCleanupTimeout(30*time.Second))
 			res := queueWaiter(t, ctx, waiter, "n", 2, kind.waiter...)
-			time.Sleep(300 * time.Millisecond) // it has read its turn and watches the holder's key
+			// It watches the holder's key (a semaphore's waiter: the
+			// name's keys) and has read its turn since: it waits for the
+			// release.
+			watched.waitWatchedUnder(t, namePrefix(t, prefix(t), "n"))
+			reads.readAfterCreated(t)
 
 			p.PauseTx()
+			before := reads.started.Load()
 			if err := holder.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(200 * time.Millisecond) // the release's event reaches it; its read waits in the proxy
-			p.Close()                          // and is dropped; the waiter cannot reconnect
+			// The release's event reaches it; its read waits in the proxy.
+			watched.waitDeleteSeen(t, holder.Key())
+			etcdtest.Eventually(t, time.Minute, func() bool { return reads.started.Load() > before },
+				"the waiter did not read after the release")
+			p.Close() // and is dropped; the waiter cannot reconnect
 			select {
 			case <-waiter.Done():
 			case <-time.After(10 * time.Second):
@@ -408,31 +423,53 @@ type proxiedWaiter struct {
 }
 
 // kvCalls counts a client's KV requests.
-type kvCalls struct{ started, finished atomic.Int64 }
+type kvCalls struct {
+	started, finished atomic.Int64
+	atCreated         atomic.Int64 // started when etcd last created a watch (watchedBy)
+}
 
-// waiterThroughProxy acquires "n" on a session of direct, then starts an
-// Acquire of "n" on a session whose connection runs through a proxy, and
+// interceptor counts the client's KV requests, started and finished.
+func (kv *kvCalls) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !strings.HasPrefix(method, "/etcdserverpb.KV/") {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	kv.started.Add(1)
+	defer kv.finished.Add(1)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// watchedBy notes, each time etcd creates a watch on w's client, how many
+// KV requests had started.
+func (kv *kvCalls) watchedBy(w *watches) {
+	w.onCreated = func() { kv.atCreated.Store(kv.started.Load()) }
+}
+
+// readAfterCreated returns once a KV request started after etcd created
+// the last watch has finished and none is in flight: a waiter that reads
+// once its watch exists then waits for an event, sending nothing.
+func (kv *kvCalls) readAfterCreated(t *testing.T) {
+	t.Helper()
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		f := kv.finished.Load()
+		return kv.started.Load() == f && f > kv.atCreated.Load()
+	}, "the waiter did not read again after its watch was created")
+}
+
+// waiterThroughProxy acquires "n" on a session of direct, a client of c,
+// then starts an Acquire of "n" on a session whose connection runs through
+// a proxy to c, and
 // returns once that waiter watches the holder's key and has read again
 // after etcd created the watch: it waits for the release, sending nothing.
-func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Client) proxiedWaiter {
+func waiterThroughProxy(t *testing.T, ctx context.Context, c *embedded.Cluster, direct *clientv3.Client) proxiedWaiter {
 	t.Helper()
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
 	holder, err := newSession(t, direct).Acquire(ctx, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	kv := new(kvCalls)
-	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if !strings.HasPrefix(method, "/etcdserverpb.KV/") {
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}
-		kv.started.Add(1)
-		defer kv.finished.Add(1)
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	cli, watched := watchedClientOf(t, []string{url}, grpc.WithChainUnaryInterceptor(count))
-	var atCreated atomic.Int64 // KV requests started when etcd created the waiter's watch
-	watched.onCreated = func() { atCreated.Store(kv.started.Load()) }
+	cli, watched := watchedClientOf(t, []string{url}, grpc.WithChainUnaryInterceptor(kv.interceptor))
+	kv.watchedBy(watched)
 	core, logs := observer.New(zap.DebugLevel)
 	waiter := newSession(t, cli, lock.WithTTL(30*time.Second), lock.WithLogger(zap.New(core)))
 	got := make(chan *lock.Lock, 1)
@@ -444,10 +481,7 @@ func waiterThroughProxy(t *testing.T, ctx context.Context, direct *clientv3.Clie
 		got <- l
 	}()
 	watched.waitWatched(t, holder.Key())
-	etcdtest.Eventually(t, time.Minute, func() bool {
-		f := kv.finished.Load()
-		return kv.started.Load() == f && f > atCreated.Load()
-	}, "the waiter did not read again after its watch was created")
+	kv.readAfterCreated(t)
 	return proxiedWaiter{p: p, holder: holder, got: got, logs: logs, kv: kv}
 }
 

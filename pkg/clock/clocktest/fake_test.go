@@ -189,7 +189,7 @@ func TestStopAndReset(t *testing.T) {
 
 // Timers used from many goroutines while another moves the time: run with
 // -race. Every timer fires, at or after its due time.
-func TestConcurrentUse(t *testing.T) {
+func TestTimersFireAtOrAfterDueUnderConcurrentUse(t *testing.T) {
 	f := clocktest.NewFake(t0)
 	const workers, rounds = 8, 50
 	var wg sync.WaitGroup

@@ -25,7 +25,7 @@ func newRecorder(t *testing.T) *Recorder {
 
 // is_leader follows the term, every term is counted, and only a lost term
 // is counted as a loss.
-func TestTerms(t *testing.T) {
+func TestMetricsFollowTermsAndCountOnlyLostOnesAsLosses(t *testing.T) {
 	m := newRecorder(t)
 	m.StartedLeading()
 	if got := testutil.ToFloat64(m.isLeader); got != 1 {
@@ -64,7 +64,7 @@ func TestLossReason(t *testing.T) {
 }
 
 // Only successful renewals are observed.
-func TestLeaseRenewed(t *testing.T) {
+func TestOnlySuccessfulRenewalsAreObserved(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, "ctl")
 	if err != nil {
@@ -91,7 +91,7 @@ func TestLeaseRenewed(t *testing.T) {
 
 // The metric names are part of the contract: dashboards and alerts use
 // them.
-func TestNames(t *testing.T) {
+func TestMetricNamesAreStable(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, "ctl")
 	if err != nil {

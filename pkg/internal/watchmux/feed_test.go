@@ -40,7 +40,7 @@ func deletion(key string, rev, createRev int64) *mvccpb.Event {
 // deletions only; its owner takes the creation, then every event in order,
 // merged when it takes late, and the end of a broken stream's watch, which
 // comes once a new stream is open.
-func TestFeed(t *testing.T) {
+func TestFeedDeliversCreationEventsInOrderThenItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		f := h.mux.Feed(Range{Key: "q/", End: "q0", PrevKV: true})

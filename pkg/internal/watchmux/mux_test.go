@@ -20,7 +20,7 @@ var noPut = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
 // A watch is created on a stream opened with WithRequireLeader, with the
 // Mux's own watch ID, for deletions only; a deletion fires it once and the
 // server's watch is canceled.
-func TestCreateAndDelete(t *testing.T) {
+func TestDeletionFiresTheWatchOnceAndCancelsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		h.noStream() // nothing to watch, no stream
@@ -77,7 +77,7 @@ func TestCreateAndDelete(t *testing.T) {
 
 // An own-key watch is created only once its delay has passed; one removed
 // before that costs no stream and leaves nothing behind.
-func TestDelayedWatch(t *testing.T) {
+func TestOwnKeyWatchIsCreatedOnlyAfterItsDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		f := newFiring()
@@ -217,7 +217,7 @@ func TestRemoveSendsCancel(t *testing.T) {
 // the server too and its key re-read: a key still there with its create
 // revision is watched again from after the read, with a new ID; one gone or
 // re-created fires. A from-now watch fires at once.
-func TestEndedWatch(t *testing.T) {
+func TestEndedWatchIsRereadThenCreatedAgainOrFires(t *testing.T) {
 	serverCanceled := func(id int64) *pb.WatchResponse {
 		return &pb.WatchResponse{Header: &pb.ResponseHeader{}, WatchId: id, Canceled: true, CancelReason: "server says so"}
 	}

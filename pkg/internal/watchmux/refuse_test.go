@@ -14,7 +14,7 @@ import (
 // leaves the stream and the other watches alone; any other refusal (an
 // expired token) replaces the stream, and the refused watch is re-read and
 // created again there.
-func TestRefusal(t *testing.T) {
+func TestPermissionRefusalEndsOnlyTheRefusedWatch(t *testing.T) {
 	t.Run("permission denied", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newHarness(t)

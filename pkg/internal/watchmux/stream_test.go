@@ -16,7 +16,7 @@ import (
 // clock; from-now watches fire when it opens, and own-key watches are
 // re-read in one batch and created again from after the read, or fire if
 // their key is gone.
-func TestReconnect(t *testing.T) {
+func TestBrokenStreamReopensAfterBackoffAndRereadsOwnKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		a, b, p := newFiring(), newFiring(), newFiring()
@@ -55,7 +55,7 @@ func TestReconnect(t *testing.T) {
 
 // The reconnect backoff doubles, with jitter, while streams fail before
 // creating a watch, and starts again from the minimum once one has.
-func TestReconnectBackoff(t *testing.T) {
+func TestReconnectBackoffDoublesUntilAWatchIsCreated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		h.mux.WatchKey("held", 3, 2, 0, func(error) {})
@@ -84,7 +84,7 @@ func TestReconnectBackoff(t *testing.T) {
 
 // Own-key watches are re-read in transactions of at most MaxReadKeys keys,
 // each watch created again from after its own transaction's revision.
-func TestBatchedReread(t *testing.T) {
+func TestRereadBatchesAtMostMaxReadKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		const n = 2*MaxReadKeys + 44
@@ -123,7 +123,7 @@ func TestBatchedReread(t *testing.T) {
 }
 
 // A failed or hung re-read is retried after a backoff; the watch waits.
-func TestRereadRetry(t *testing.T) {
+func TestFailedOrHungRereadIsRetriedAfterBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHeld(t)
 		h.s.reply(compacted(h.c.WatchId))
@@ -156,7 +156,7 @@ func TestRereadRetry(t *testing.T) {
 
 // A stream left without watches is closed after IdleTimeout, and opened
 // again, without delay, for the next watch.
-func TestIdleStream(t *testing.T) {
+func TestIdleStreamClosesAndReopensForTheNextWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		w := h.mux.WatchFromNow("p", func(error) {}, nil)

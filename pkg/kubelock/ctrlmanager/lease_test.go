@@ -176,6 +176,7 @@ func runLeaseManagers(t testing.TB, tm kubelock.Timings, terms int, pick func() 
 // while a follower takes over LeaseDuration after it last saw the Lease
 // change. KUBELOCK_MANAGER_DEFAULTS=1 runs it with the default durations.
 func TestLeaseLockOverlapsUnderPartition(t *testing.T) {
+	t.Parallel()
 	tm := kubelock.Timings{LeaseDuration: 1200 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
 		tm = kubelock.DefaultTimings

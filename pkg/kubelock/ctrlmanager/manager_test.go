@@ -290,6 +290,7 @@ func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*wor
 // KUBELOCK_MANAGER_FAULTS (a comma-separated list, e.g. "partition,crash")
 // picks from fewer faults.
 func TestManagersNeverOverlap(t *testing.T) {
+	t.Parallel()
 	s := short
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
 		s = defaults
@@ -316,6 +317,7 @@ func TestManagersNeverOverlap(t *testing.T) {
 // KUBELOCK_MANAGER_FAULT names another fault (partition, close) and
 // KUBELOCK_MANAGER_DEFAULTS=1 sets the default durations, to measure.
 func TestPlainOptionsOverlapWhenTheRecordIsDeleted(t *testing.T) {
+	t.Parallel()
 	s := short
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
 		s = defaults

@@ -16,6 +16,7 @@ import (
 // Options sets the lock and its durations, and refuses fields already set
 // to other values instead of overriding them.
 func TestOptionsRefusesConflicts(t *testing.T) {
+	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	lk, err := kubelock.New(cli, "ctl", "a", kubelock.WithPrefix("/ctrlmanager/options/"))
 	if err != nil {

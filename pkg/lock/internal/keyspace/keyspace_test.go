@@ -9,7 +9,7 @@ import (
 
 // The keys are on the wire: these are the keys earlier releases wrote,
 // which must keep their meaning.
-func TestKeys(t *testing.T) {
+func TestKeysKeepTheirWireLayout(t *testing.T) {
 	n := Of("/etcdlock/", "jobs/nightly%1")
 	got := []string{n.Contenders(), n.Contender(0x694d7a1b2c3d4e5f), n.Slots(), n.Slot(3), n.Markers(), n.Marker(0x2a, 0x10)}
 	timer, started := n.Delay(0x1f, 5)
