@@ -416,9 +416,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		case <-t.C():
 		}
 		send := s.cfg.clock.Now()
-		// alive is canceled at the deadline, so no renewal (nor
-		// KeepAliveOnce's internal retries) outlives it.
-		resp, err := s.client.KeepAliveOnce(s.alive, s.lease)
+		resp, err := s.renew()
 		if s.alive.Err() != nil {
 			return
 		}
@@ -444,6 +442,18 @@ func (s *Session) renewLoop(lastSend time.Time) {
 			t.Reset(min(s.every/4, 250*time.Millisecond))
 		}
 	}
+}
+
+// renew sends one renewal. alive is canceled at the deadline, so no
+// renewal (nor KeepAliveOnce's internal retries) outlives it. One attempt
+// is given the renewal interval, under clientv3.WithRequireLeader: a
+// member that cannot reach the leader refuses it at once, or, before it
+// knows, holds it at most that long; the next attempt, a new stream, goes
+// to the client's next endpoint.
+func (s *Session) renew() (*clientv3.LeaseKeepAliveResponse, error) {
+	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(s.alive), s.every)
+	defer cancel()
+	return s.client.KeepAliveOnce(ctx, s.lease)
 }
 
 // renewed records a successful renewal sent at send. A reply that arrives

@@ -606,3 +606,31 @@ func cutAndMajority(t *testing.T, c *embedded.Cluster) (*embedded.Member, []stri
 	}
 	return cut, majority
 }
+
+// A session whose renewals start on a member that is then cut off from
+// the rest of the cluster keeps its lease through the others: a renewal
+// held by the cut-off member is given up in time for the next, on
+// another endpoint.
+func TestSessionRenewsPastAMemberCutOff(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	cut, _ := cutAndMajority(t, c)
+	cli := etcdtest.Client(t, cut.Endpoint())
+	const ttl = 3 * time.Second
+	s := newSession(t, cli, lock.WithTTL(ttl))
+	l, err := s.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.SetEndpoints(c.Endpoints()...)
+	isolate(t, c, cut)
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost while a majority was up: %v", l.Err())
+	case <-time.After(3 * ttl):
+	}
+	if l.State() != lock.StateActive {
+		t.Fatalf("state %v after 3 TTLs with a majority up, want active", l.State())
+	}
+}
