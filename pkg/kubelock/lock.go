@@ -11,8 +11,11 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -311,8 +314,13 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	sent := time.Now()
-	ka, err := l.client.KeepAliveOnce(ctx, t.lease)
+	var sent time.Time
+	var ka *clientv3.LeaseKeepAliveResponse
+	err := l.attempts(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		ka, err = l.client.KeepAliveOnce(ctx, t.lease)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			l.end(t, ErrRecordGone)
@@ -326,11 +334,15 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	for range 2 {
-		resp, err := l.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(l.key), "=", obs.modRev)).
-			Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(t.lease))).
-			Else(clientv3.OpGet(l.key)).
-			Commit()
+		var resp *clientv3.TxnResponse
+		err := l.attempts(ctx, func(ctx context.Context) (err error) {
+			resp, err = l.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(l.key), "=", obs.modRev)).
+				Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(t.lease))).
+				Else(clientv3.OpGet(l.key)).
+				Commit()
+			return err
+		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			l.end(t, ErrRecordGone)
 			return conflict(l.name, err)
@@ -352,6 +364,43 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return conflict(l.name, fmt.Errorf("the record changed: %w", ErrRecordGone))
 	}
 	return conflict(l.name, errors.New("the record keeps changing under this term's lease"))
+}
+
+// attempts runs one request of a renewal, call, until it succeeds, fails
+// for good, or ctx ends. Each attempt gets half of RetryPeriod, under
+// clientv3.WithRequireLeader: a member cut off from its leader may hold a
+// request unanswered until it notices, and then refuses it; the next
+// attempt, a new request, goes to the client's next endpoint. Both of
+// renew's requests may be repeated: a renewal of the lease is, and a
+// record write whose reply was lost is found by the next one's compare.
+func (l *Lock) attempts(ctx context.Context, call func(context.Context) error) error {
+	retry := backoff.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: true}
+	for {
+		actx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), l.cfg.timings.RetryPeriod/2)
+		err := call(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !unanswered(err) {
+			return err
+		}
+		l.logger.Debug("renewal request unanswered; trying again", zap.Error(err))
+		if !errors.Is(err, context.DeadlineExceeded) { // a refusal: pace the next
+			if err := backoff.Sleep(ctx, retry.Next()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// unanswered reports whether err says a request got no answer in time or
+// found no leader (gRPC DeadlineExceeded or Unavailable), so that another
+// attempt, on another connection, may succeed.
+func unanswered(err error) bool {
+	code := status.Code(err)
+	var e rpctypes.EtcdError
+	if errors.As(err, &e) {
+		code = e.Code()
+	}
+	return errors.Is(err, context.DeadlineExceeded) || code == codes.DeadlineExceeded || code == codes.Unavailable
 }
 
 // renewed records a successful renewal of t.
