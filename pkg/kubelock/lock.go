@@ -367,16 +367,17 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 }
 
 // attempts runs one request of a renewal, call, until it succeeds, fails
-// for good, or ctx ends. Each attempt gets half of RetryPeriod, under
-// clientv3.WithRequireLeader: a member cut off from its leader may hold a
-// request unanswered until it notices, and then refuses it; the next
-// attempt, a new request, goes to the client's next endpoint. Both of
+// for good, or ctx ends. Each attempt gets half of RetryPeriod: a member
+// cut off from its leader, or frozen, may hold a request unanswered; the
+// next attempt, a new request, goes to the client's next endpoint. Both of
 // renew's requests may be repeated: a renewal of the lease is, and a
 // record write whose reply was lost is found by the next one's compare.
+// (Not under clientv3.WithRequireLeader: KeepAliveOnce retries a refusal
+// at once, so a member without a leader would be asked in a tight loop.)
 func (l *Lock) attempts(ctx context.Context, call func(context.Context) error) error {
 	retry := backoff.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: true}
 	for {
-		actx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), l.cfg.timings.RetryPeriod/2)
+		actx, cancel := context.WithTimeout(ctx, l.cfg.timings.RetryPeriod/2)
 		err := call(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !unanswered(err) {

@@ -34,8 +34,8 @@ var DefaultTimings = Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 
 // otherwise never return and its candidate never lead. Within an Update
 // that renews, each request gets half of RetryPeriod and is tried again,
 // on the client's next endpoint, when it gets no answer or finds no
-// leader: one member cut off from the others cannot hold a renewal until
-// the term's deadline.
+// leader: one member cut off from the others, or frozen, cannot hold a
+// renewal until the term's deadline.
 func (t Timings) CallTimeout() time.Duration { return max(t.RenewDeadline/2, time.Second) }
 
 // check returns an error if an elector with t cannot renew a term of the

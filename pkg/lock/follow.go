@@ -24,8 +24,8 @@ import (
 // it also reads again every second: the set takes this name without a
 // change under it.) Its watches are a session's (see Lock): one stream,
 // opened under clientv3.WithRequireLeader, asked for progress when
-// silent. It retries etcd errors with backoff and re-reads the state after
-// any broken or compacted watch. A holder that comes and goes between two
+// silent. Each read gets 5 s; it retries etcd errors with backoff and
+// re-reads the state after any broken or compacted watch. A holder that comes and goes between two
 // reads is not reported. It returns an error only for a nil client or an
 // invalid name or option, at once. Its option is WithPrefix; a nil or
 // invalid one fails with ErrInvalidOption.
@@ -54,7 +54,7 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	var last []Contender
 	for first := true; ctx.Err() == nil; {
-		st, err := readStatus(ctx, client, cfg.prefix, name)
+		st, err := followRead(ctx, client, cfg.prefix, name)
 		if err != nil {
 			_ = backoff.Sleep(ctx, retry.Next())
 			continue
@@ -69,6 +69,20 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		waitChange(ctx, mux, keys, st)
 	}
 	return nil
+}
+
+// followReadTimeout bounds one of Follow's reads: a member that accepts
+// the connection but does not answer (frozen, cut off from its leader)
+// would otherwise hold the read, and Follow, for as long as it stays so;
+// the next read goes to the client's next endpoint.
+const followReadTimeout = 5 * time.Second
+
+// followRead reads the status of name for Follow, within
+// followReadTimeout.
+func followRead(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, followReadTimeout)
+	defer cancel()
+	return readStatus(ctx, client, prefix, name)
 }
 
 // sameHolders reports whether a and b list the same holders: the same

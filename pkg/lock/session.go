@@ -444,16 +444,54 @@ func (s *Session) renewLoop(lastSend time.Time) {
 	}
 }
 
-// renew sends one renewal. alive is canceled at the deadline, so no
-// renewal (nor KeepAliveOnce's internal retries) outlives it. One attempt
-// is given the renewal interval, under clientv3.WithRequireLeader: a
-// member that cannot reach the leader refuses it at once, or, before it
-// knows, holds it at most that long; the next attempt, a new stream, goes
-// to the client's next endpoint.
+// renewAttempts is how many renewal requests one renewal may have in
+// flight at once (see renew).
+const renewAttempts = 3
+
+// renew renews the lease once, within one renewal interval. alive is
+// canceled at the deadline, so no renewal (nor KeepAliveOnce's internal
+// retries) outlives it. A member that cannot reach the leader, or that is
+// frozen, may hold a request unanswered: each third of the interval
+// without an answer, another request goes out beside the first, on a new
+// stream, which the client's balancer sends to its next endpoint, up to
+// renewAttempts. The first answer wins. A renewal is idempotent: repeating
+// it is safe. (Not under clientv3.WithRequireLeader: KeepAliveOnce retries
+// a refusal at once, so a member without a leader would be asked in a
+// tight loop.)
 func (s *Session) renew() (*clientv3.LeaseKeepAliveResponse, error) {
-	ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(s.alive), s.every)
+	ctx, cancel := context.WithTimeout(s.alive, s.every)
 	defer cancel()
-	return s.client.KeepAliveOnce(ctx, s.lease)
+	type reply struct {
+		resp *clientv3.LeaseKeepAliveResponse
+		err  error
+	}
+	replies := make(chan reply, renewAttempts)
+	send := func() {
+		s.wg.Add(1) // renewLoop holds the group's count: no race with Wait
+		go func() {
+			defer s.wg.Done()
+			resp, err := s.client.KeepAliveOnce(ctx, s.lease)
+			replies <- reply{resp, err}
+		}()
+	}
+	hedge := time.NewTicker(s.every / renewAttempts)
+	defer hedge.Stop()
+	send()
+	sent, answered := 1, 0
+	for {
+		select {
+		case r := <-replies:
+			answered++
+			if r.err == nil || errors.Is(r.err, rpctypes.ErrLeaseNotFound) || answered == sent && (sent == renewAttempts || ctx.Err() != nil) {
+				return r.resp, r.err
+			}
+		case <-hedge.C:
+			if sent < renewAttempts {
+				send()
+				sent++
+			}
+		}
+	}
 }
 
 // renewed records a successful renewal sent at send. A reply that arrives

@@ -634,3 +634,40 @@ func TestSessionRenewsPastAMemberCutOff(t *testing.T) {
 		t.Fatalf("state %v after 3 TTLs with a majority up, want active", l.State())
 	}
 }
+
+// Sessions whose client lists every member keep their leases while one
+// member is frozen (its connections open, nothing answered): a renewal
+// held there is joined by another request on another endpoint.
+func TestSessionsRenewPastAFrozenMember(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	var urls []string
+	var frozen proxy.Server
+	for i, ep := range c.Endpoints() {
+		p, url := etcdtest.Proxy(t, ep)
+		if i == 0 {
+			frozen = p
+		}
+		urls = append(urls, url)
+	}
+	cli := etcdtest.Client(t, urls...)
+	const ttl = 3 * time.Second
+	var held []*lock.Lock
+	for i := range 6 {
+		l, err := newSession(t, cli, lock.WithTTL(ttl)).Acquire(ctx, fmt.Sprintf("held-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	frozen.PauseTx()
+	frozen.PauseRx()
+	defer func() { frozen.UnpauseTx(); frozen.UnpauseRx() }()
+	time.Sleep(3 * ttl) // the fault's length
+	for i, l := range held {
+		if l.State() != lock.StateActive {
+			t.Errorf("lock %d: %v after 3 TTLs with one member of three frozen: %v", i, l.State(), l.Err())
+		}
+	}
+}
