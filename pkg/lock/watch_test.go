@@ -671,3 +671,66 @@ func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 		}
 	}
 }
+
+// Follow, on a client that lists every member, reports a release while
+// one member is frozen: a read or a watch stream held there is given up
+// and made again on another endpoint.
+func TestFollowPastAFrozenMember(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	var urls []string
+	var frozen proxy.Server
+	for i, ep := range c.Endpoints() {
+		p, url := etcdtest.Proxy(t, ep)
+		if i == 0 {
+			frozen = p
+		}
+		urls = append(urls, url)
+	}
+	cli := etcdtest.Client(t, urls...)
+	other := etcdtest.Client(t, c.Endpoints()[1:]...)
+	fctx, stop := context.WithCancel(ctx)
+	owners, done := make(chan string, 64), make(chan struct{})
+	go func() {
+		defer close(done)
+		lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
+			owner := ""
+			if st.Holder != nil {
+				owner = st.Holder.Owner
+			}
+			owners <- owner
+			return true
+		}, lock.WithPrefix(prefix(t)))
+	}()
+	defer func() { stop(); <-done }()
+	next := func(want string) {
+		t.Helper()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case got := <-owners:
+				if got == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Follow did not report holder %q within 30 s", want)
+			}
+		}
+	}
+	next("")
+	frozen.PauseTx()
+	frozen.PauseRx()
+	defer func() { frozen.UnpauseTx(); frozen.UnpauseRx() }()
+	for _, owner := range []string{"a", "b", "c"} {
+		l, err := newSession(t, other, lock.WithOwner(owner)).Acquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next(owner)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next("")
+	}
+}
