@@ -25,10 +25,10 @@ import (
 // change under it.) Its watches are a session's (see Lock): one stream,
 // opened under clientv3.WithRequireLeader, asked for progress when
 // silent. Each read gets 5 s; it retries etcd errors with backoff and
-// re-reads the state after any broken or compacted watch. A holder that comes and goes between two
-// reads is not reported. It returns an error only for a nil client or an
-// invalid name or option, at once. Its option is WithPrefix; a nil or
-// invalid one fails with ErrInvalidOption.
+// re-reads the state after any broken or compacted watch. A holder that
+// comes and goes between two reads is not reported. It returns an error
+// only for a nil client or an invalid name or option, at once. Its option
+// is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
 func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...ReadOption) error {
 	if err := validateClient(client); err != nil {
 		return err
