@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -164,5 +166,39 @@ func TestFollowReportsHoldersJoining(t *testing.T) {
 				next(i)
 			}
 		})
+	}
+}
+
+// followOwners runs Follow of name, under the test's prefix, until the
+// test ends. It returns a function that waits, up to within, for a report
+// whose holder has owner want ("" for none), skipping others.
+func followOwners(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) func(want string, within time.Duration) {
+	fctx, stop := context.WithCancel(ctx)
+	owners, done := make(chan string, 64), make(chan struct{})
+	go func() {
+		defer close(done)
+		lock.Follow(fctx, cli, name, func(st lock.Status) bool {
+			owner := ""
+			if st.Holder != nil {
+				owner = st.Holder.Owner
+			}
+			owners <- owner
+			return true
+		}, lock.WithPrefix(prefix(t)))
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return func(want string, within time.Duration) {
+		t.Helper()
+		deadline := time.After(within)
+		for {
+			select {
+			case got := <-owners:
+				if got == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("Follow did not report holder %q within %v", want, within)
+			}
+		}
 	}
 }

@@ -515,34 +515,7 @@ func TestFollowOnPartitionedMemberSeesRelease(t *testing.T) {
 	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
 	cut, majority := cutAndMajority(t, c)
 	cli := etcdtest.Client(t, cut.Endpoint())
-	fctx, stop := context.WithCancel(ctx)
-	owners, done := make(chan string, 16), make(chan struct{})
-	go func() {
-		defer close(done)
-		lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
-			owner := ""
-			if st.Holder != nil {
-				owner = st.Holder.Owner
-			}
-			owners <- owner
-			return true
-		}, lock.WithPrefix(prefix(t)))
-	}()
-	defer func() { stop(); <-done }()
-	next := func(want string, within time.Duration) {
-		t.Helper()
-		deadline := time.After(within)
-		for {
-			select {
-			case got := <-owners:
-				if got == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("Follow did not report holder %q within %v", want, within)
-			}
-		}
-	}
+	next := followOwners(t, ctx, cli, "job")
 	next("", 10*time.Second)
 	other := etcdtest.Client(t, majority...)
 	l, err := newSession(t, other, lock.WithOwner("alice")).Acquire(ctx, "job")
@@ -641,17 +614,7 @@ func TestSessionRenewsPastAMemberCutOff(t *testing.T) {
 func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
-	var urls []string
-	var frozen proxy.Server
-	for i, ep := range c.Endpoints() {
-		p, url := etcdtest.Proxy(t, ep)
-		if i == 0 {
-			frozen = p
-		}
-		urls = append(urls, url)
-	}
-	cli := etcdtest.Client(t, urls...)
+	_, cli, freeze := clusterBehindProxies(t)
 	const ttl = 3 * time.Second
 	var held []*lock.Lock
 	for i := range 6 {
@@ -661,9 +624,7 @@ func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 		}
 		held = append(held, l)
 	}
-	frozen.PauseTx()
-	frozen.PauseRx()
-	defer func() { frozen.UnpauseTx(); frozen.UnpauseRx() }()
+	freeze()
 	time.Sleep(3 * ttl) // the fault's length
 	for i, l := range held {
 		if l.State() != lock.StateActive {
@@ -678,59 +639,44 @@ func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 func TestFollowPastAFrozenMember(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
-	var urls []string
-	var frozen proxy.Server
-	for i, ep := range c.Endpoints() {
-		p, url := etcdtest.Proxy(t, ep)
-		if i == 0 {
-			frozen = p
-		}
-		urls = append(urls, url)
-	}
-	cli := etcdtest.Client(t, urls...)
+	c, cli, freeze := clusterBehindProxies(t)
 	other := etcdtest.Client(t, c.Endpoints()[1:]...)
-	fctx, stop := context.WithCancel(ctx)
-	owners, done := make(chan string, 64), make(chan struct{})
-	go func() {
-		defer close(done)
-		lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
-			owner := ""
-			if st.Holder != nil {
-				owner = st.Holder.Owner
-			}
-			owners <- owner
-			return true
-		}, lock.WithPrefix(prefix(t)))
-	}()
-	defer func() { stop(); <-done }()
-	next := func(want string) {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case got := <-owners:
-				if got == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("Follow did not report holder %q within 30 s", want)
-			}
-		}
-	}
-	next("")
-	frozen.PauseTx()
-	frozen.PauseRx()
-	defer func() { frozen.UnpauseTx(); frozen.UnpauseRx() }()
+	next := followOwners(t, ctx, cli, "job")
+	next("", 30*time.Second)
+	freeze()
 	for _, owner := range []string{"a", "b", "c"} {
 		l, err := newSession(t, other, lock.WithOwner(owner)).Acquire(ctx, "job")
 		if err != nil {
 			t.Fatal(err)
 		}
-		next(owner)
+		next(owner, 30*time.Second)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		next("")
+		next("", 30*time.Second)
 	}
+}
+
+// clusterBehindProxies starts a 3-member cluster and returns it, a client
+// that reaches each member through a proxy of its own, and a function
+// that freezes the first member's proxy (connections stay open, nothing
+// is delivered either way) until the test ends.
+func clusterBehindProxies(t *testing.T) (*embedded.Cluster, *clientv3.Client, func()) {
+	t.Helper()
+	c := etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
+	var urls []string
+	var first proxy.Server
+	for i, ep := range c.Endpoints() {
+		p, url := etcdtest.Proxy(t, ep)
+		if i == 0 {
+			first = p
+		}
+		urls = append(urls, url)
+	}
+	freeze := func() {
+		first.PauseTx()
+		first.PauseRx()
+		t.Cleanup(func() { first.UnpauseTx(); first.UnpauseRx() })
+	}
+	return c, etcdtest.Client(t, urls...), freeze
 }
