@@ -25,12 +25,16 @@ import (
 // stops a holder before etcd can expire its lease.
 const ownWatchDelay = 100 * time.Millisecond
 
+// waitReadTimeout bounds one try of waitRead.
+const waitReadTimeout = 5 * time.Second
+
 // waitRead runs a waiter's read-only transaction of ops, for l. A read
 // changes nothing, so it is safe to repeat whatever became of an earlier
 // try: while etcd is unreachable, has no leader or sheds load (gRPC codes
 // Unavailable — a broken connection, "leader changed", "request timed
-// out" — and ResourceExhausted, "too many requests"), it is retried with
-// jittered backoff up to 1 s until it succeeds, ctx ends or l ends.
+// out" — and ResourceExhausted, "too many requests"), or does not answer a
+// try within waitReadTimeout, it is retried with jittered backoff up to
+// 1 s until it succeeds, ctx ends or l ends.
 // clientv3 retries a Get so, but never a Txn, and without this a
 // connection that breaks under a waiter would end its Acquire with an
 // error. ctx should be bound to l (Lock.bind), so that a try waiting for a
@@ -40,8 +44,13 @@ func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*c
 	// in step.
 	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
 	for {
-		resp, err := s.client.Txn(ctx).Then(ops...).Commit()
-		if err == nil || !retryableRead(err) || ctx.Err() != nil {
+		// One try gets waitReadTimeout: a member that accepts the
+		// connection but does not answer (frozen) would otherwise hold
+		// the waiter; the next try goes to the client's next endpoint.
+		tctx, cancel := context.WithTimeout(ctx, waitReadTimeout)
+		resp, err := s.client.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryableRead(err) && !errors.Is(err, context.DeadlineExceeded) {
 			return resp, err
 		}
 		d := retry.Next()

@@ -680,3 +680,42 @@ func clusterBehindProxies(t *testing.T) (*embedded.Cluster, *clientv3.Client, fu
 	}
 	return c, etcdtest.Client(t, urls...), freeze
 }
+
+// Waiters on a client that lists every member take the locks released
+// while one member is frozen: a read or a watch stream held there is
+// given up and made again on another endpoint.
+func TestWaitersPastAFrozenMember(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	c, cli, freeze := clusterBehindProxies(t)
+	other := etcdtest.Client(t, c.Endpoints()[1:]...)
+	const n = 6
+	var held []*lock.Lock
+	var waiters []<-chan acquired
+	for i := range n {
+		name := fmt.Sprintf("job-%d", i)
+		l, err := newSession(t, other).Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		waiters = append(waiters, queueWaiter(t, ctx, newSession(t, cli, lock.WithTTL(30*time.Second)), name, 2))
+	}
+	freeze()
+	for _, l := range held {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(30 * time.Second)
+	for i, w := range waiters {
+		select {
+		case a := <-w:
+			if a.err != nil {
+				t.Errorf("waiter %d: %v", i, a.err)
+			}
+		case <-deadline:
+			t.Fatalf("waiter %d not handed its lock within 30 s of the release", i)
+		}
+	}
+}
