@@ -154,7 +154,9 @@ func TestCLIFrozenEtcdAfterCommand(t *testing.T) {
 // lease, the acquisition, the check once the command has exited (which
 // also catches a key overwritten without the lease) and the revoke that
 // releases. (The renewals and the key watch are streams opened in the
-// background, when the run lasts long enough.)
+// background, when the run lasts long enough. On a loaded machine an
+// acquisition can take longer than the 250 ms after which a run reads who
+// holds the name, to say whom it waits for: one more read, a Txn.)
 func TestCLIRunRequests(t *testing.T) {
 	t.Parallel()
 	want := []string{"/etcdserverpb.Lease/LeaseGrant", "/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Txn", "/etcdserverpb.Lease/LeaseRevoke"}
@@ -166,7 +168,8 @@ func TestCLIRunRequests(t *testing.T) {
 		got := slices.DeleteFunc(f.allCalls(), func(c string) bool {
 			return c == "/etcdserverpb.Lease/LeaseKeepAlive" || c == "/etcdserverpb.Watch/Watch"
 		})
-		if !slices.Equal(got, want) {
+		slow := slices.Insert(slices.Clone(want), 2, "/etcdserverpb.KV/Txn")
+		if !slices.Equal(got, want) && !slices.Equal(got, slow) {
 			t.Errorf("run %q made the requests %q, want %q", names, got, want)
 		}
 	}
