@@ -615,7 +615,7 @@ func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	_, cli, freeze := clusterBehindProxies(t)
-	const ttl = 3 * time.Second
+	const ttl = 6 * time.Second // slack for a loaded machine: two renewal rounds fit before the deadline
 	var held []*lock.Lock
 	for i := range 6 {
 		l, err := newSession(t, cli, lock.WithTTL(ttl)).Acquire(ctx, fmt.Sprintf("held-%d", i))
