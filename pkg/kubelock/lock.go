@@ -12,10 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -396,11 +396,7 @@ func (l *Lock) attempts(ctx context.Context, call func(context.Context) error) e
 // found no leader (gRPC DeadlineExceeded or Unavailable), so that another
 // attempt, on another connection, may succeed.
 func unanswered(err error) bool {
-	code := status.Code(err)
-	var e rpctypes.EtcdError
-	if errors.As(err, &e) {
-		code = e.Code()
-	}
+	code := rpccode.Of(err)
 	return errors.Is(err, context.DeadlineExceeded) || code == codes.DeadlineExceeded || code == codes.Unavailable
 }
 

@@ -71,16 +71,10 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	return nil
 }
 
-// followReadTimeout bounds one of Follow's reads: a member that accepts
-// the connection but does not answer (frozen, cut off from its leader)
-// would otherwise hold the read, and Follow, for as long as it stays so;
+// followRead reads the status of name for Follow, within readTryTimeout:
 // the next read goes to the client's next endpoint.
-const followReadTimeout = 5 * time.Second
-
-// followRead reads the status of name for Follow, within
-// followReadTimeout.
 func followRead(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
-	ctx, cancel := context.WithTimeout(ctx, followReadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, readTryTimeout)
 	defer cancel()
 	return readStatus(ctx, client, prefix, name)
 }
@@ -99,7 +93,7 @@ func sameHolders(a, b []Contender) bool {
 // of a watch (a broken stream, compaction, a refusal) returns too: the
 // caller reads again.
 func waitChange(ctx context.Context, mux *watchmux.Mux, keys keyspace.Name, st Status) {
-	changed := make(chan struct{}, 2)
+	changed := make(chan struct{}, 1)
 	fire := func(error) {
 		select {
 		case changed <- struct{}{}:

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -25,15 +24,18 @@ import (
 // stops a holder before etcd can expire its lease.
 const ownWatchDelay = 100 * time.Millisecond
 
-// waitReadTimeout bounds one try of waitRead.
-const waitReadTimeout = 5 * time.Second
+// readTryTimeout bounds one try of a read that is retried (a waiter's,
+// Follow's): a member that accepts the connection but does not answer
+// (frozen, cut off from its leader) would otherwise hold the read for as
+// long as it stays so.
+const readTryTimeout = 5 * time.Second
 
 // waitRead runs a waiter's read-only transaction of ops, for l. A read
 // changes nothing, so it is safe to repeat whatever became of an earlier
 // try: while etcd is unreachable, has no leader or sheds load (gRPC codes
 // Unavailable — a broken connection, "leader changed", "request timed
 // out" — and ResourceExhausted, "too many requests"), or does not answer a
-// try within waitReadTimeout, it is retried with jittered backoff up to
+// try within readTryTimeout, it is retried with jittered backoff up to
 // 1 s until it succeeds, ctx ends or l ends.
 // clientv3 retries a Get so, but never a Txn, and without this a
 // connection that breaks under a waiter would end its Acquire with an
@@ -44,10 +46,9 @@ func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*c
 	// in step.
 	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
 	for {
-		// One try gets waitReadTimeout: a member that accepts the
-		// connection but does not answer (frozen) would otherwise hold
-		// the waiter; the next try goes to the client's next endpoint.
-		tctx, cancel := context.WithTimeout(ctx, waitReadTimeout)
+		// One try gets readTryTimeout; the next goes to the client's
+		// next endpoint.
+		tctx, cancel := context.WithTimeout(ctx, readTryTimeout)
 		resp, err := s.client.Txn(tctx).Then(ops...).Commit()
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryableRead(err) && !errors.Is(err, context.DeadlineExceeded) {
@@ -81,13 +82,7 @@ func (l *Lock) pause(ctx context.Context, d time.Duration) error {
 // serve it now (gRPC code Unavailable or ResourceExhausted, as a status or
 // as clientv3's typed error), so that trying again later is right.
 func retryableRead(err error) bool {
-	code := codes.OK
-	var e rpctypes.EtcdError
-	if st, ok := status.FromError(err); ok {
-		code = st.Code()
-	} else if errors.As(err, &e) {
-		code = e.Code()
-	}
+	code := rpccode.Of(err)
 	return code == codes.Unavailable || code == codes.ResourceExhausted
 }
 
