@@ -29,6 +29,8 @@ type grant struct {
 	end       time.Duration // -1 while believed active
 	due       time.Duration // when the worker means to release it
 	release   time.Duration // first Release/Resign call, -1 if none
+	// releasedOK: a Release (or Resign) of it returned nil.
+	releasedOK bool
 	lostBy    error         // why the library ended it, if it was lost
 	deletedAt time.Duration // the deletion of its key while active, -1 if none
 	deletedBy string        // "operator", "foreign"
@@ -190,6 +192,16 @@ func (r *reuseRun) releasing(g *grant, at time.Duration) {
 	}
 	if g.end < 0 {
 		g.end = at
+	}
+}
+
+// releasedOK records that a Release (or Resign) of each of gs returned
+// nil.
+func (r *reuseRun) releasedOK(gs ...*grant) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range gs {
+		g.releasedOK = true
 	}
 }
 

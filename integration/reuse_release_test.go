@@ -45,6 +45,9 @@ func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 		delete(w.held, g.name)
 	}
 	err := h.l.Release(ctx)
+	if err == nil {
+		w.r.releasedOK(h.grants()...)
+	}
 	if w.control == reuseReleaseByName && err == nil {
 		// The broken release: delete whatever key holds the name. An
 		// error leaves the control uncontrolled, which the run reports.
@@ -96,5 +99,7 @@ func (w *lockWorker) retryRelease(h *held) {
 	w.r.count("release retries")
 	if err := h.l.Release(ctx); err != nil {
 		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
+		return
 	}
+	w.r.releasedOK(h.grants()...)
 }

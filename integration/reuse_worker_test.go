@@ -216,6 +216,8 @@ func (w *lockWorker) acquire(ctx context.Context, name string, try bool, timeout
 		h := &held{l: l, g: g}
 		if rerr != nil {
 			w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + 100*time.Millisecond})
+		} else {
+			w.r.releasedOK(g)
 		}
 		return h
 	}
