@@ -31,9 +31,9 @@ type grant struct {
 	release   time.Duration // first Release/Resign call, -1 if none
 	// releasedOK: a Release (or Resign) of it returned nil.
 	releasedOK bool
-	lostBy    error         // why the library ended it, if it was lost
-	deletedAt time.Duration // the deletion of its key while active, -1 if none
-	deletedBy string        // "operator", "foreign"
+	lostBy     error         // why the library ended it, if it was lost
+	deletedAt  time.Duration // the deletion of its key while active, -1 if none
+	deletedBy  string        // "operator", "foreign"
 	// deleteCall is when the operator's call that deleted the key began
 	// (the deletion's time for a foreign one).
 	deleteCall time.Duration
