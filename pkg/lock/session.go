@@ -416,7 +416,10 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		case <-t.C():
 		}
 		send := s.cfg.clock.Now()
-		resp, err := s.renew()
+		s.mu.Lock()
+		retry := s.lastErr != nil
+		s.mu.Unlock()
+		resp, err := s.renew(retry)
 		if s.alive.Err() != nil {
 			return
 		}
@@ -454,11 +457,14 @@ const renewAttempts = 3
 // frozen, may hold a request unanswered: each third of the interval
 // without an answer, another request goes out beside the first, on a new
 // stream, which the client's balancer sends to its next endpoint, up to
-// renewAttempts. The first answer wins. A renewal is idempotent: repeating
-// it is safe. (Not under clientv3.WithRequireLeader: KeepAliveOnce retries
-// a refusal at once, so a member without a leader would be asked in a
-// tight loop.)
-func (s *Session) renew() (*clientv3.LeaseKeepAliveResponse, error) {
+// renewAttempts. A retry (the last renewal failed) sends all of them at
+// once: the balancer's picks are shared by every request of the client,
+// so a request now and then lands on the same member as the one before,
+// and after a failure the time left may fit one round only. The first
+// answer wins. A renewal is idempotent: repeating it is safe. (Not under
+// clientv3.WithRequireLeader: KeepAliveOnce retries a refusal at once, so
+// a member without a leader would be asked in a tight loop.)
+func (s *Session) renew(retry bool) (*clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(s.alive, s.every)
 	defer cancel()
 	type reply struct {
@@ -476,8 +482,13 @@ func (s *Session) renew() (*clientv3.LeaseKeepAliveResponse, error) {
 	}
 	hedge := time.NewTicker(s.every / renewAttempts)
 	defer hedge.Stop()
-	send()
 	sent, answered := 1, 0
+	if retry {
+		sent = renewAttempts
+	}
+	for range sent {
+		send()
+	}
 	for {
 		select {
 		case r := <-replies:
