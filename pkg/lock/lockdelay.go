@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -133,12 +134,14 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	if !resp.Succeeded {
 		return ErrKeyDeleted
 	}
+	var found []markerRev
 	var deletes []clientv3.Op
 	delay, newest := h.d, int64(0)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if string(kv.Key) == marker {
 			continue // a retry of the holdMarker request that landed
 		}
+		found = append(found, markerRev{string(kv.Key), kv.ModRevision})
 		// The compare spares a marker rewritten since this read.
 		deletes = append(deletes, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
@@ -153,8 +156,8 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
 		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(deletes)))
-	started, err := s.waitDelay(ctx, l, newest, delay)
-	if err != nil {
+	started, err := s.waitDelay(ctx, l, found, newest, delay)
+	if err != nil || started == "" {
 		return err
 	}
 	// The started record goes last: while any marker of the end is left,
@@ -162,19 +165,37 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(started)))
 }
 
+// markerRev is a lock-delay marker as a contender read it: its key and
+// its mod revision.
+type markerRev struct {
+	key string
+	rev int64
+}
+
 // waitDelay waits out the lock-delay d of l's name after the unclean end
-// whose newest marker has revision rev: until the timer, written by the
-// first contender that found the end, expires. The clock is etcd's, and it
-// starts once: a contender that gives up during the wait (its ctx ended)
-// and the next one to try wait for the same timer, not for a new delay
-// each, and one that comes after the timer expired does not wait again.
-// It returns the started record, for the caller to delete with the
-// markers.
-func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Duration) (string, error) {
-	timer, started := keyspace.Of(s.cfg.prefix, l.name).Delay(rev, lease.Seconds(d))
+// whose markers l found (the newest has revision rev): until the timer, written by the first contender that found the
+// end, expires. The clock is etcd's, and it starts once: a contender that
+// gives up during the wait (its ctx ended) and the next one to try wait
+// for the same timer, not for a new delay each, and one that comes after
+// the timer expired does not wait again. It returns the started record,
+// for the caller to delete with the markers — or "" when every marker
+// found is gone and neither timer nor record is left: another contender
+// waited this end's delay out and deleted them after l read them (its
+// delete, sent before its own key's, may land after it, as a reply lost
+// and retried does), so that no delay is owed and none is started again.
+// Only a contender that waited the delay deletes markers of an end: their
+// holders' clean-up deletes a marker only while its key exists, and every
+// key older than l's is gone.
+func (s *Session) waitDelay(ctx context.Context, l *Lock, found []markerRev, rev int64, d time.Duration) (string, error) {
+	keys := keyspace.Of(s.cfg.prefix, l.name)
+	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.
-		get, err := s.client.Txn(ctx).Then(clientv3.OpGet(timer), clientv3.OpGet(started, clientv3.WithCountOnly())).Commit()
+		get, err := s.client.Txn(ctx).Then(
+			clientv3.OpGet(timer),
+			clientv3.OpGet(started, clientv3.WithCountOnly()),
+			clientv3.OpGet(keys.Markers(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		).Commit()
 		if err != nil {
 			return "", err
 		}
@@ -186,12 +207,27 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, rev int64, d time.Dura
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
 			return started, nil // started, and expired since
+		case !anyLeft(found, get.Responses[2].GetResponseRange().Kvs):
+			return "", nil // waited out and cleared by another contender
 		default:
 			if err := s.startDelay(ctx, l, timer, started, d); err != nil {
 				return "", err
 			}
 		}
 	}
+}
+
+// anyLeft reports whether any of the markers found is still among kvs,
+// unchanged.
+func anyLeft(found []markerRev, kvs []*mvccpb.KeyValue) bool {
+	for _, kv := range kvs {
+		for _, m := range found {
+			if string(kv.Key) == m.key && kv.ModRevision == m.rev {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // waitGone waits until key, which exists with create revision createRev,

@@ -7,8 +7,14 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -174,4 +180,89 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 	if took := time.Since(start); took >= uncleanDelay { // a wait of the delay takes the delay at least
 		t.Errorf("after a clean Close the next holder waited %v", took)
 	}
+}
+
+// TestLockDelayWaitedOutByAnotherIsNotStartedAgain: a contender that read
+// an unclean end's markers, which are then deleted — as a contender that
+// waited the delay out deletes them, its delete landing late — owes no
+// delay: it starts no second one, and leaves no record of one behind.
+func TestLockDelayWaitedOutByAnotherIsNotStartedAgain(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	l1, err := s1.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteAndLose(t, cli, l1) // an unclean end: its marker stays
+	ended := delayMarkers(t, cli, "job")
+	if len(ended) != 1 {
+		t.Fatalf("markers after the unclean end: %v, want 1", ended)
+	}
+	// The next contender's client deletes the end's marker as soon as the
+	// contender's marker write, which read it, returns.
+	var once sync.Once
+	clearEnd := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := req.(*etcdserverpb.TxnRequest); ok && err == nil && writesMarker(r) {
+			once.Do(func() {
+				if _, err := cli.Delete(context.Background(), ended[0]); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return err
+	}
+	bcli, _ := watchedClientOf(t, cluster.Endpoints(), grpc.WithChainUnaryInterceptor(clearEnd))
+	from, err := cli.Get(ctx, "a-key-nobody-writes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := newSession(t, bcli, lock.WithLockDelay(uncleanDelay)).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every write under the test's prefix since, up to a last one of the
+	// test's own: none may be a delay's.
+	end := prefix(t) + "end"
+	if _, err := cli.Put(ctx, end, ""); err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+watch:
+	for resp := range cli.Watch(ctx, prefix(t), clientv3.WithPrefix(), clientv3.WithRev(from.Header.Revision+1)) {
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range resp.Events {
+			if k := string(ev.Kv.Key); strings.Contains(k, "%delay/") || strings.Contains(k, "%delayed/") {
+				t.Errorf("a delay was started for an end already waited out: %s %s", ev.Type, k)
+			}
+			if seen = string(ev.Kv.Key) == end; seen {
+				break watch
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("the watch ended before the test's last write")
+	}
+	if _, err := cli.Delete(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("keys left after the holder released: %v", keys)
+	}
+}
+
+// writesMarker reports whether r writes a lock-delay marker.
+func writesMarker(r *etcdserverpb.TxnRequest) bool {
+	for _, op := range r.Success {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "%held/") {
+			return true
+		}
+	}
+	return false
 }
