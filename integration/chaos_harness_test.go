@@ -20,6 +20,13 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
+// The fault suite's own harness (TestFaultSuite, TestChaos): a run's
+// configuration and record, runChaos with its workers' proxies and the
+// faults it injects, and the observer of every key. Its workers are in
+// chaos_worker_test.go, its model in chaos_model_test.go, its checks in
+// chaos_check_test.go; the helpers all suites share are in
+// helpers_test.go.
+
 // Negative controls: deliberately broken clients the checks must catch.
 const (
 	controlNone          = ""
@@ -402,15 +409,6 @@ func runChaos(t *testing.T, cfg chaosConfig) chaosResult {
 	return r
 }
 
-// goroutineDump is every goroutine's stack, grouped.
-func goroutineDump() string {
-	var b strings.Builder
-	for _, g := range goroutineGroups() {
-		fmt.Fprintf(&b, "%d × %s\n\n", g.count, g.text)
-	}
-	return b.String()
-}
-
 // partToken names one key: its model part and create revision (the keys of
 // an AcquireAll share a revision, one per name).
 type partToken struct {
@@ -464,10 +462,4 @@ func (c *chaosRun) observe(ctx context.Context) {
 		}
 		cancel()
 	}
-}
-
-// chaosCluster starts the 3-member cluster the fault runs use: fast raft
-// settings so that elections and lease expiry happen within seconds.
-func chaosCluster(t *testing.T) *embedded.Cluster {
-	return etcdtest.Cluster(t, embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
 }

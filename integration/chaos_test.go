@@ -3,7 +3,6 @@ package integration
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -280,18 +279,4 @@ func (t *chaosTotals) table(took time.Duration) string {
 	row("longest time a dead holder's lock stayed stuck", t.maxStuck.Round(time.Millisecond))
 	row("negative controls detected", fmt.Sprintf("%d/%d", t.controlsDetected, t.controlRuns))
 	return tab.String()
-}
-
-// longRuns reads a long mode's settings from NAME_RUNS (the test is skipped
-// unless it is positive) and NAME_SEED (default: drawn from the time).
-func longRuns(t *testing.T, name string) (runs int, seed uint64) {
-	runs, _ = strconv.Atoi(os.Getenv(name + "_RUNS"))
-	if runs <= 0 {
-		t.Skip("set " + name + "_RUNS (make chaos)")
-	}
-	seed, _ = strconv.ParseUint(os.Getenv(name+"_SEED"), 10, 64)
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano() % 1_000_000)
-	}
-	return runs, seed
 }

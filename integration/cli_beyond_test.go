@@ -2,10 +2,7 @@ package integration
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,48 +13,6 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
-
-// holdingRun starts `etcdlock run NAME flags... -- sh -c` with a command
-// that writes "$ETCDLOCK_SLOT $ETCDLOCK_TOKEN" to dir/id once it runs and
-// exits when dir/id.stop appears. The run is killed when t ends.
-func holdingRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
-	t.Helper()
-	return startHoldingRun(t, ep, dir, id, name, nil, flags...)
-}
-
-// waitingRun is holdingRun for a run that must wait: it returns once the
-// run says whom it waits for, which it does only while it still waits.
-func waitingRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
-	t.Helper()
-	stderr := &lockedBuffer{}
-	cmd := startHoldingRun(t, ep, dir, id, name, stderr, flags...)
-	stderr.waitFor(t, "waiting for lock", 20*time.Second)
-	return cmd
-}
-
-func startHoldingRun(t *testing.T, ep, dir, id, name string, stderr io.Writer, flags ...string) *exec.Cmd {
-	t.Helper()
-	out := filepath.Join(dir, id)
-	script := fmt.Sprintf(`echo "${ETCDLOCK_SLOT:--} $ETCDLOCK_TOKEN" > %[1]s.tmp && mv %[1]s.tmp %[1]s; while [ ! -e %[1]s.stop ]; do sleep 0.05; done`, out)
-	args := append(append([]string{"run", name}, flags...), "--shell", "--", script)
-	cmd := cliCommand(t, ep, nil, args...)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = os.WriteFile(out+".stop", nil, 0o644)
-		_ = cmd.Wait()
-	})
-	return cmd
-}
-
-// running reports what a holdingRun's command wrote ("" while it has not
-// started): its slot ("-" for none) and token.
-func running(dir, id string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, id))
-	return strings.TrimSpace(string(b))
-}
 
 func TestCLISemaphore(t *testing.T) {
 	t.Parallel()

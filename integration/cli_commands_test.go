@@ -156,15 +156,3 @@ func tokenIn(t *testing.T, path string) int64 {
 	}
 	return n
 }
-
-// exitCodeOf is the exit code in a Wait error: 0 for nil, -1 for a death
-// by signal or a failure to run.
-func exitCodeOf(err error) int {
-	if err == nil {
-		return 0
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	return -1
-}

@@ -27,6 +27,11 @@ import (
 // connection, that the second holder never gets the lock while any of
 // them is alive.
 
+// The guardian tests' own harness lives here (runGuarded, nextHolder,
+// leaveBehind); cli_consistency_test.go, cli_output_test.go and
+// cli_tty_test.go use it too. The helpers all suites share are in
+// helpers_test.go.
+
 // leaveBehind starts the three kinds of leftovers and writes the shell's
 // pid and theirs to $D/pids.
 const leaveBehind = `sleep 1000 & a=$!

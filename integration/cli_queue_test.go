@@ -3,7 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,14 +10,6 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
-
-// startedRun is holdingRun once its command runs.
-func startedRun(t *testing.T, ep, dir, id, name string, flags ...string) *exec.Cmd {
-	t.Helper()
-	cmd := holdingRun(t, ep, dir, id, name, flags...)
-	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, id) != "" }, "the run "+id+" did not start")
-	return cmd
-}
 
 // A run of several names that waits for one of them holds none, but its
 // key heads the queue of the others: status and list show it waiting

@@ -4,29 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
-
-// pidIn reads the pid a command wrote to path once it appears.
-func pidIn(t *testing.T, path string) int {
-	t.Helper()
-	var pid int
-	etcdtest.Eventually(t, 20*time.Second, func() bool {
-		b, err := os.ReadFile(path)
-		if err != nil || !strings.HasSuffix(string(b), "\n") {
-			return false
-		}
-		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
-	}, "the command never wrote its pid")
-	return pid
-}
 
 // `nohup etcdlock run …` protects the command from a hangup as `nohup
 // flock …` does: a SIGHUP ignored by etcdlock's parent stays ignored by

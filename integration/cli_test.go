@@ -20,67 +20,6 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
-// cliPath is the etcdlock binary built once by TestMain.
-var cliPath string
-
-// buildCLI builds etcdlock, etcdlock-dev (which `etcdlock dev` runs) and
-// etcdlock-guardian (which `etcdlock run` starts when it is beside it)
-// into dir.
-func buildCLI(dir string) error {
-	cliPath = filepath.Join(dir, "etcdlock")
-	for _, cmd := range []string{"etcdlock", "etcdlock-dev", "etcdlock-guardian"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, cmd), "github.com/etcdlock/etcdlock/cmd/"+cmd).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", cmd, err, out)
-		}
-	}
-	return nil
-}
-
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
-
-// cli runs the binary against endpoint with the test's prefix and returns
-// its exit code and output. extraEnv entries are KEY=VALUE.
-func cli(t *testing.T, endpoint string, extraEnv []string, args ...string) cliResult {
-	t.Helper()
-	cmd := cliCommand(t, endpoint, extraEnv, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	default:
-		t.Fatalf("etcdlock %v: %v", args, err)
-	}
-	return res
-}
-
-func cliCommand(t *testing.T, endpoint string, extraEnv []string, args ...string) *exec.Cmd {
-	ctx := testCtx(t, 2*time.Minute)
-	all := append([]string{"--endpoints", endpoint, "--prefix", prefixOf(t)}, args...)
-	cmd := exec.CommandContext(ctx, cliPath, all...)
-	cmd.Env = append(cleanEnv(), extraEnv...)
-	return cmd
-}
-
-// cleanEnv is the test's environment without ETCDLOCK_/ETCDCTL_ settings.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCDLOCK_") && !strings.HasPrefix(kv, "ETCDCTL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 func TestCLITwoTryRunsAtOnce(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
@@ -407,17 +346,6 @@ func TestCLILeaseLossKillsProcessGroup(t *testing.T) {
 	if !strings.Contains(stderr.String(), "lost") {
 		t.Errorf("stderr does not explain the loss: %s", stderr.String())
 	}
-}
-
-// isZombie reports whether pid has exited but not been reaped (its parent
-// is gone too, so only init will reap it).
-func isZombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
 }
 
 // SIGINT while waiting for the lock ends the wait — etcdlock dies of

@@ -17,6 +17,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The terminal tests' own harness lives here (a pseudo-terminal and an
+// interactive shell on it); the helpers all suites share are in
+// helpers_test.go.
+
 // interactiveShell is bash with job control on a terminal, at its prompt.
 func interactiveShell(t *testing.T) *terminal {
 	t.Helper()

@@ -16,4 +16,7 @@
 //     overlapping holders, late notices, reused or regressing tokens,
 //     unexplained deletes, leaked goroutines and leftover keys;
 //   - snapshot restore keeping tokens increasing.
+//
+// The helpers the suites share are in helpers_test.go, which also says
+// where each suite's own harness is.
 package integration

@@ -179,18 +179,3 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		}
 	})
 }
-
-// retry calls fn until it returns nil, as a caller would after transient
-// errors (a connection reset by a fault), failing t after 10 attempts.
-func retry(t *testing.T, fn func() error) {
-	t.Helper()
-	var err error
-	for range 10 {
-		if err = fn(); err == nil {
-			return
-		}
-		t.Logf("retrying after: %v", err)
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("still failing after 10 attempts: %v", err)
-}

@@ -11,6 +11,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
+// The harness of the tests in cli_frozen_test.go; the helpers all suites
+// share are in helpers_test.go.
+
 // freezer is a TCP proxy in front of an etcd that freezes, as a SIGSTOPped
 // etcd does, at the first gRPC call to a chosen method: from that call on
 // it forwards nothing, either way, while it goes on reading what the

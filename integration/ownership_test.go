@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -257,26 +256,4 @@ func TestScenarioStaleOwnerReleasesNewOwnersLock(t *testing.T) {
 	if lb2.State() != lock.StateActive {
 		t.Errorf("new lock is %v", lb2.State())
 	}
-}
-
-// waitQueued waits until n keys exist under name.
-func waitQueued(t *testing.T, ctx context.Context, cli *clientv3.Client, name string, n int) {
-	t.Helper()
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		resp, err := cli.Get(ctx, prefixOf(t)+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		return err == nil && resp.Count == int64(n)
-	}, "contenders did not queue")
-}
-
-// reconnected waits until cli can reach etcd again after a fault. The probe
-// is an empty transaction: unlike a Get, the client never retries it
-// internally, so success means the connection itself is healthy again.
-func reconnected(t *testing.T, ctx context.Context, cli *clientv3.Client) {
-	t.Helper()
-	etcdtest.Eventually(t, 20*time.Second, func() bool {
-		c, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		_, err := cli.Txn(c).Commit()
-		return err == nil
-	}, "client did not reconnect")
 }

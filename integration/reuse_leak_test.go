@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -21,31 +19,6 @@ const runLabel = "reuse-run"
 func labelRun(run string) (unlabel func()) {
 	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels(runLabel, run)))
 	return func() { pprof.SetGoroutineLabels(context.Background()) }
-}
-
-// goroutineGroup is one record of the goroutine profile: count goroutines
-// with the same labels and stack.
-type goroutineGroup struct {
-	count int
-	text  string // the labels line and the stack
-}
-
-func goroutineGroups() []goroutineGroup {
-	var buf bytes.Buffer
-	if err := pprof.Lookup("goroutine").WriteTo(&buf, 1); err != nil {
-		panic(err)
-	}
-	var out []goroutineGroup
-	for _, rec := range strings.Split(buf.String(), "\n\n") {
-		head, rest, _ := strings.Cut(strings.TrimLeft(rec, "\n"), "\n")
-		n, _, ok := strings.Cut(head, " @ ")
-		count, err := strconv.Atoi(n)
-		if !ok || err != nil {
-			continue
-		}
-		out = append(out, goroutineGroup{count, rest})
-	}
-	return out
 }
 
 // leakedSince counts the goroutines of the library and of this checker

@@ -23,6 +23,13 @@ import (
 // resigned on expired contexts — and checks the README's guarantees on
 // every run (see reuseResult).
 
+// This file holds the checker's own harness: a run's configuration,
+// clients and record, runReuse, and the observer of deletions. Its
+// workload is in reuse_worker_test.go, reuse_release_test.go,
+// reuse_election_test.go and reuse_operator_test.go, its record in
+// reuse_record_test.go, its checks in reuse_check_test.go; the helpers all
+// suites share are in helpers_test.go.
+
 // noticeBound (B) is how long a holder whose key was deleted by someone
 // else may go on believing it holds the lock, and so how long it may
 // overlap the next holder when the operator deleted its key or revoked its
