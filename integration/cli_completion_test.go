@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,9 +27,10 @@ func completion(t *testing.T, ep string, env []string, args ...string) (words []
 	return words, directive
 }
 
-// Only a NAME position completes lock names: the COMMAND of run and elect
-// and its arguments, flags included, complete as a shell command (files:
-// cobra's default directive, 0), not as etcdlock's flags; the other
+// Only a NAME position completes lock names. The COMMAND of run and elect
+// completes as a shell's first word: the executables in $PATH (not files,
+// not etcdlock's flags), unless it names a path; its arguments, flags
+// included, complete as files (cobra's default directive, 0). The other
 // commands' further arguments complete nothing.
 func TestCLICompletionPositions(t *testing.T) {
 	t.Parallel()
@@ -35,37 +38,52 @@ func TestCLICompletionPositions(t *testing.T) {
 	if r := cli(t, ep, nil, "acquire", "nightly", "--ttl", "60s", "--owner", "completion"); r.code != 0 {
 		t.Fatalf("acquire: %d %s", r.code, r.stderr)
 	}
+	// A $PATH of one directory: one executable, one file that is not, one
+	// directory.
+	bin := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"nightly-job": 0o755, "notes": 0o644} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(bin, "nbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin}
 	const (
 		shell  = ":0" // cobra.ShellCompDirectiveDefault
 		noFile = ":4" // cobra.ShellCompDirectiveNoFileComp
 	)
+	const names, command, none = "nightly", "nightly-job", ""
 	for _, tt := range []struct {
 		args      []string
-		names     bool
+		want      string
 		directive string
 	}{
-		{[]string{"run", ""}, true, noFile},
-		{[]string{"run", "--try", ""}, true, noFile},
-		{[]string{"run", "--", ""}, true, noFile},
-		{[]string{"run", "nightly", ""}, false, shell},
-		{[]string{"run", "nightly", "n"}, false, shell},
-		{[]string{"run", "--ttl", "5", "nightly", ""}, false, shell},
-		{[]string{"run", "nightly", "--", ""}, false, shell},
-		{[]string{"run", "--", "nightly", ""}, false, shell},
-		{[]string{"run", "a", "b", "--", ""}, false, shell},
-		{[]string{"run", "nightly", "ls", ""}, false, shell},
-		{[]string{"run", "nightly", "ls", "-"}, false, shell},
-		{[]string{"run", "nightly", "ls", "--"}, false, shell},
-		{[]string{"run", "--ttl", "5", "nightly", "ls", "-l", "-"}, false, shell},
-		{[]string{"--endpoints", ep, "run", "nightly", "ls", "--a"}, false, shell},
-		{[]string{"elect", "nightly", "ls", "-"}, false, shell},
-		{[]string{"elect", "nightly", ""}, false, shell},
-		{[]string{"status", ""}, true, noFile},
-		{[]string{"status", "nightly", ""}, false, noFile},
+		{[]string{"run", ""}, names, noFile},
+		{[]string{"run", "--try", ""}, names, noFile},
+		{[]string{"run", "--", ""}, names, noFile},
+		{[]string{"run", "nightly", ""}, command, noFile},
+		{[]string{"run", "nightly", "n"}, command, noFile},
+		{[]string{"run", "nightly", "x"}, none, noFile},
+		{[]string{"run", "nightly", "./"}, none, shell},
+		{[]string{"run", "--ttl", "5", "nightly", ""}, command, noFile},
+		{[]string{"run", "nightly", "--", ""}, command, noFile},
+		{[]string{"run", "--", "nightly", ""}, command, noFile},
+		{[]string{"run", "a", "b", "--", ""}, none, shell},
+		{[]string{"run", "nightly", "ls", ""}, none, shell},
+		{[]string{"run", "nightly", "ls", "-"}, none, shell},
+		{[]string{"run", "nightly", "ls", "--"}, none, shell},
+		{[]string{"run", "--ttl", "5", "nightly", "ls", "-l", "-"}, none, shell},
+		{[]string{"--endpoints", ep, "run", "nightly", "ls", "--a"}, none, shell},
+		{[]string{"elect", "nightly", "ls", "-"}, none, shell},
+		{[]string{"elect", "nightly", ""}, command, noFile},
+		{[]string{"status", ""}, names, noFile},
+		{[]string{"status", "nightly", ""}, none, noFile},
 	} {
-		words, directive := completion(t, ep, nil, tt.args...)
-		if got := strings.Join(words, " ") == "nightly"; got != tt.names || !got && len(words) > 0 || directive != tt.directive {
-			t.Errorf("completion of %q: %q %s; want names %v, directive %s", tt.args, words, directive, tt.names, tt.directive)
+		words, directive := completion(t, ep, env, tt.args...)
+		if got := strings.Join(words, " "); got != tt.want || directive != tt.directive {
+			t.Errorf("completion of %q: %q %s; want %q, directive %s", tt.args, words, directive, tt.want, tt.directive)
 		}
 	}
 }

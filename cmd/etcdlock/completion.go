@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,10 +31,13 @@ var nameArgs = map[string]bool{
 // toComplete, for a command's first argument.
 func (g *globalOptions) completeNames(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	if len(args) > 0 {
-		if cmd.Name() == "run" || cmd.Name() == "elect" {
-			return nil, cobra.ShellCompDirectiveDefault
+		if cmd.Name() != "run" && cmd.Name() != "elect" {
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return nil, cobra.ShellCompDirectiveNoFileComp
+		if len(args) == 1 && !strings.Contains(toComplete, "/") {
+			return commandsInPath(toComplete), cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveDefault
 	}
 	// Completion runs no PersistentPreRunE: the environment's flags are
 	// applied here.
@@ -54,6 +61,35 @@ func (g *globalOptions) completeNames(cmd *cobra.Command, args []string, toCompl
 		cobra.CompDebugln(fmt.Sprint("lock names: ", err), false)
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// commandsInPath lists the executables in $PATH whose names start with
+// prefix, as a shell completes a command's first word.
+func commandsInPath(prefix string) []string {
+	seen := map[string]bool{}
+	var cmds []string
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasPrefix(name, prefix) || seen[name] || e.IsDir() {
+				continue
+			}
+			if _, err := exec.LookPath(filepath.Join(dir, name)); err != nil {
+				continue // not executable (LookPath resolves links)
+			}
+			seen[name] = true
+			cmds = append(cmds, name)
+		}
+	}
+	sort.Strings(cmds)
+	return cmds
 }
 
 // registerCompletions adds the completions of lock names and of the flags
