@@ -182,6 +182,46 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 	}
 }
 
+// TestLockDelayFailedReleaseThenAbandonIsUnclean: Release fails, then the
+// session is abandoned — an unclean end, whatever follows: Close, a
+// Release, or nothing. The next holder waits the delay from the key's
+// deletion (Close's revoke, or the lease's expiry).
+func TestLockDelayFailedReleaseThenAbandonIsUnclean(t *testing.T) {
+	t.Parallel()
+	for name, after := range map[string]func(ctx context.Context, s *lock.Session, l *lock.Lock) error{
+		"close":         func(ctx context.Context, s *lock.Session, _ *lock.Lock) error { return s.Close(ctx) },
+		"release-close": func(ctx context.Context, s *lock.Session, l *lock.Lock) error { _ = l.Release(ctx); return s.Close(ctx) },
+		"nothing":       func(context.Context, *lock.Session, *lock.Lock) error { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cli := testCtx(t), client(t)
+			s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay), lock.WithTTL(2*time.Second))
+			l1, err := s1.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone := deletedAt(t, cli, l1.Key())
+			dead, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := l1.Release(dead); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Release on a canceled ctx = %v", err)
+			}
+			s1.Abandon()
+			if err := after(ctx, s1, l1); err != nil {
+				t.Fatal(err)
+			}
+			var at time.Time
+			select {
+			case at = <-gone:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the abandoned holder's key never went")
+			}
+			nextHolderWaits(t, newSession(t, cli, lock.WithLockDelay(uncleanDelay)), "job", at, "a failed Release, Abandon, then "+name)
+		})
+	}
+}
+
 // TestLockDelayWaitedOutByAnotherIsNotStartedAgain: a contender that read
 // an unclean end's markers, which are then deleted — as a contender that
 // waited the delay out deletes them, its delete landing late — owes no

@@ -308,8 +308,13 @@ func (s *Session) Close(ctx context.Context) error {
 	s.inflight.Wait()
 	// A clean end: the lock-delay markers go before the keys (see
 	// WithLockDelay). Should this fail, the next holder waits the delay.
-	if err := commitInChunks(ctx, s.client, markerDeletes(held)); err != nil {
-		s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
+	// After Abandon the end was unclean, whatever came before it: a
+	// Release that failed, whose marker Close would otherwise delete,
+	// does not make it clean.
+	if !s.abandoned.Load() {
+		if err := commitInChunks(ctx, s.client, markerDeletes(held)); err != nil {
+			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
+		}
 	}
 	_, err := s.client.Revoke(ctx, s.lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -322,7 +327,9 @@ func (s *Session) Close(ctx context.Context) error {
 // holds becomes Released at once, but its key stays in etcd until the lease
 // expires, so no one else can acquire those names before the TTL runs out.
 // Use it when a successor must not take over early; Close is the usual way
-// to end a session. Close may still be called afterwards to revoke.
+// to end a session. Close may still be called afterwards to revoke; the
+// end stays unclean for WithLockDelay (Close then deletes no marker, also
+// of a lock whose Release failed before Abandon).
 func (s *Session) Abandon() {
 	s.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
