@@ -174,30 +174,31 @@ func (c *reuseRun) check(res *reuseResult) {
 }
 
 // cleanEnd reports whether g's key, deleted by d, was deleted by g's own
-// Release or its session's Close (not Abandon), and by no operator: an
-// operator's delete that races the Release and wins is an unclean end,
-// whichever call came first. etcd settles the race where it can: the
-// holder deletes its marker only while its key exists — a Release in the
-// key's own transaction, a Close before it revokes the lease — and no one
-// else deletes a marker before the key is gone (an operator's delete or a
-// Break's revoke never touch markers), so a marker deleted at or before
-// the key's deletion's revision says the holder ended cleanly. Otherwise
-// only a Release that returned nil, or a Close that did, counts: a
-// Release that failed, with the session abandoned before a retry, leaves
-// the key to expire with the lease, which is an unclean end.
+// Release or its session's Close, called before the session was
+// abandoned, and by no operator: an operator's delete that races the
+// Release and wins is an unclean end, whichever call came first; after
+// Abandon the end is unclean whatever follows (a Close, a Release). etcd
+// settles the Release's race where it can: a Release deletes the key and
+// its marker in one transaction, so a marker deleted at the key's
+// deletion's revision says the Release won (an operator's delete or a
+// Break's revoke never touch markers). Otherwise the calls tell: a
+// Release that returned nil, or a Close that did — or a Close whose
+// marker delete landed before the key went, though the revoke's reply was
+// lost. A Release that failed, with the session abandoned before a retry,
+// leaves the key to expire with the lease: an unclean end.
 func (c *reuseRun) cleanEnd(g *grant, d deletion, markerDeleted map[fencing.Token]int64) bool {
-	if rev, ok := markerDeleted[g.real]; ok && rev <= d.modRev {
+	rev, markerGone := markerDeleted[g.real]
+	if markerGone && rev == d.modRev {
 		return true
 	}
-	if g.deletedBy != "" {
+	if g.deletedBy != "" || len(c.racing(g, d.at)) > 0 {
 		return false
 	}
-	if len(c.racing(g, d.at)) > 0 {
-		return false
+	if g.releasedOK && g.release >= 0 && g.release <= d.at {
+		return true
 	}
-	released := g.releasedOK && g.release >= 0 && g.release <= d.at
-	closed := g.session.revoked && g.session.closed >= 0 && g.session.closed <= d.at && !g.session.abandoned
-	return released || closed
+	closed := g.session.closed >= 0 && g.session.closed <= d.at && !g.session.abandoned
+	return closed && (g.session.revoked || markerGone && rev < d.modRev)
 }
 
 // racing are the operator's actions, called before at, that may have

@@ -196,12 +196,15 @@ func (r *reuseRun) releasing(g *grant, at time.Duration) {
 }
 
 // releasedOK records that a Release (or Resign) of each of gs returned
-// nil.
+// nil, called while its session was not abandoned (after Abandon a
+// Release returns nil and deletes nothing).
 func (r *reuseRun) releasedOK(gs ...*grant) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range gs {
-		g.releasedOK = true
+		if !g.session.abandoned {
+			g.releasedOK = true
+		}
 	}
 }
 

@@ -68,8 +68,9 @@ func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 }
 
 // badRelease releases a held lock on a canceled context or with a timeout
-// of 1µs–5ms, retries a failed release later (documented as always safe),
-// and usually acquires the same name again on the same session at once.
+// of 1µs–5ms, retries a failed release later (documented as always safe)
+// or now and then abandons the session instead, and usually acquires the
+// same name again on the same session at once.
 func (w *lockWorker) badRelease(h *held) {
 	var rctx context.Context
 	var cancel context.CancelFunc
@@ -85,6 +86,14 @@ func (w *lockWorker) badRelease(h *held) {
 	if err != nil {
 		w.r.count("releases on expired contexts that failed")
 		w.retries = append(w.retries, pendingRelease{h: h, due: w.r.now() + time.Duration(20+w.rng.IntN(280))*time.Millisecond})
+		if w.rng.IntN(5) == 0 {
+			// The program gives up on its session before the retry: an
+			// unclean end, whether or not it closes the session at once.
+			w.r.count("sessions abandoned after a failed release")
+			w.endAll()
+			w.closeSession(true)
+			return
+		}
 	}
 	if w.rng.IntN(100) < 70 {
 		w.r.count("re-acquisitions after an expired release")

@@ -58,6 +58,9 @@ func (r *reuseRun) lockWorker(ctx context.Context, id int) {
 			continue
 		}
 		w.tend()
+		if w.s == nil {
+			continue // tend abandoned the session
+		}
 		w.step(ctx)
 	}
 	w.finish()
@@ -426,7 +429,16 @@ func (w *lockWorker) closeSession(abandon bool) {
 	}
 	if abandon {
 		w.s.Abandon()
-		w.abandoned = append(w.abandoned, abandonedSession{w.s, w.rec})
+		if w.rng.IntN(2) == 0 {
+			// Close at once, as Abandon allows: it revokes the lease,
+			// but the end stays unclean.
+			w.r.count("session abandons closed at once")
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			w.r.closed(w.rec, w.s.Close(ctx))
+			cancel()
+		} else {
+			w.abandoned = append(w.abandoned, abandonedSession{w.s, w.rec})
+		}
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		w.r.closed(w.rec, w.s.Close(ctx))
