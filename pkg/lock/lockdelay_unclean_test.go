@@ -189,9 +189,12 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 func TestLockDelayFailedReleaseThenAbandonIsUnclean(t *testing.T) {
 	t.Parallel()
 	for name, after := range map[string]func(ctx context.Context, s *lock.Session, l *lock.Lock) error{
-		"close":         func(ctx context.Context, s *lock.Session, _ *lock.Lock) error { return s.Close(ctx) },
-		"release-close": func(ctx context.Context, s *lock.Session, l *lock.Lock) error { _ = l.Release(ctx); return s.Close(ctx) },
-		"nothing":       func(context.Context, *lock.Session, *lock.Lock) error { return nil },
+		"close": func(ctx context.Context, s *lock.Session, _ *lock.Lock) error { return s.Close(ctx) },
+		"release-close": func(ctx context.Context, s *lock.Session, l *lock.Lock) error {
+			_ = l.Release(ctx)
+			return s.Close(ctx)
+		},
+		"nothing": func(context.Context, *lock.Session, *lock.Lock) error { return nil },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
