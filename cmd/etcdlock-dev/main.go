@@ -92,6 +92,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--log-level %q: %w", o.LogLevel, err)
 	}
+	lg = withoutStopNoise(lg)
 	switch {
 	case o.Members > 1:
 		return runCluster(ctx, o)
