@@ -173,19 +173,20 @@ type markerRev struct {
 }
 
 // waitDelay waits out the lock-delay d of l's name after the unclean end
-// whose markers l found (the newest has revision rev): until the timer, written by the first contender that found the
-// end, expires. The clock is etcd's, and it starts once: a contender that
-// gives up during the wait (its ctx ended) and the next one to try wait
-// for the same timer, not for a new delay each, and one that comes after
-// the timer expired does not wait again. It returns the started record,
-// for the caller to delete with the markers — or "" when every marker
-// found is gone and neither timer nor record is left: another contender
-// waited this end's delay out and deleted them after l read them (its
-// delete, sent before its own key's, may land after it, as a reply lost
-// and retried does), so that no delay is owed and none is started again.
-// Only a contender that waited the delay deletes markers of an end: their
-// holders' clean-up deletes a marker only while its key exists, and every
-// key older than l's is gone.
+// whose markers l found (the newest has revision rev): until the timer,
+// written by the first contender that found the end, expires. The clock
+// is etcd's, and it starts once: a contender that gives up during the
+// wait (its ctx ended) and the next one to try wait for the same timer,
+// not for a new delay each, and one that comes after the timer expired
+// does not wait again. It returns the started record, for the caller to
+// delete with the markers — or "" when every marker found is gone and
+// neither timer nor record is left: another contender waited this end's
+// delay out and deleted them after l read them (its delete, sent before
+// its own key's, may land after it, as a reply lost and retried does),
+// so that no delay is owed and none is started again. Only a contender
+// that waited the delay deletes markers of an end: their holders'
+// clean-up deletes a marker only while its key exists, and every key
+// older than l's is gone.
 func (s *Session) waitDelay(ctx context.Context, l *Lock, found []markerRev, rev int64, d time.Duration) (string, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	timer, started := keys.Delay(rev, lease.Seconds(d))
