@@ -21,6 +21,18 @@ import (
 
 const uncleanDelay = 1500 * time.Millisecond
 
+// delayedHolder acquires "job" on a new session of cli with the lock-delay
+// uncleanDelay and opts.
+func delayedHolder(t *testing.T, cli *clientv3.Client, opts ...lock.SessionOption) (*lock.Session, *lock.Lock) {
+	t.Helper()
+	s := newSession(t, cli, append([]lock.SessionOption{lock.WithLockDelay(uncleanDelay)}, opts...)...)
+	l, err := s.Acquire(testCtx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, l
+}
+
 // nextHolderWaits acquires name on a fresh session with the delay and
 // fails t unless it became active at least uncleanDelay after gone.
 func nextHolderWaits(t *testing.T, s *lock.Session, name string, gone time.Time, end string) {
@@ -101,11 +113,7 @@ func TestLockDelayOwnLossCountsAfterRelease(t *testing.T) {
 func TestLockDelayCloseAfterUnseenDeleteKeepsMarker(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	l1, err := s1.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1, l1 := delayedHolder(t, cli)
 	gone := time.Now()
 	// Within ownWatchDelay of the acquisition: the loss is not seen yet.
 	if _, err := cli.Delete(ctx, l1.Key()); err != nil {
@@ -154,11 +162,7 @@ func TestLockDelayShortTryAcquiresSucceedOnceItPassed(t *testing.T) {
 func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	l1, err := s1.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1, l1 := delayedHolder(t, cli)
 	dead, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := l1.Release(dead); err == nil || !errors.Is(err, context.Canceled) {
@@ -199,11 +203,7 @@ func TestLockDelayFailedReleaseThenAbandonIsUnclean(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cli := testCtx(t), client(t)
-			s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay), lock.WithTTL(2*time.Second))
-			l1, err := s1.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
+			s1, l1 := delayedHolder(t, cli, lock.WithTTL(2*time.Second))
 			gone := deletedAt(t, cli, l1.Key())
 			dead, cancel := context.WithCancel(ctx)
 			cancel()
@@ -232,11 +232,7 @@ func TestLockDelayFailedReleaseThenAbandonIsUnclean(t *testing.T) {
 func TestLockDelayWaitedOutByAnotherIsNotStartedAgain(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	l1, err := s1.Acquire(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l1 := delayedHolder(t, cli)
 	deleteAndLose(t, cli, l1) // an unclean end: its marker stays
 	ended := delayMarkers(t, cli, "job")
 	if len(ended) != 1 {
