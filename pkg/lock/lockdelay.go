@@ -156,13 +156,17 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
 		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(deletes)))
-	started, err := s.waitDelay(ctx, l, found, newest, delay)
-	if err != nil || started == "" {
+	if started, err := s.waitDelay(ctx, l, found, newest, delay); err != nil || started == "" {
 		return err
 	}
-	// The started record goes last: while any marker of the end is left,
-	// it says that the delay has passed.
-	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(started)))
+	// The delay records go last: while any marker of the end is left, its
+	// record says that the delay has passed. All of them: a record of an
+	// earlier delay for these markers, started by a contender lost while
+	// it waited (its own marker, newer, made this delay a new one), is
+	// done with too. A record of a later end cannot exist: only the
+	// eligible contender, l, writes markers.
+	return commitInChunks(ctx, s.client, append(deletes,
+		clientv3.OpDelete(keyspace.Of(s.cfg.prefix, l.name).DelayRecords(), clientv3.WithPrefix())))
 }
 
 // markerRev is a lock-delay marker as a contender read it: its key and
@@ -178,8 +182,9 @@ type markerRev struct {
 // is etcd's, and it starts once: a contender that gives up during the
 // wait (its ctx ended) and the next one to try wait for the same timer,
 // not for a new delay each, and one that comes after the timer expired
-// does not wait again. It returns the started record, for the caller to
-// delete with the markers — or "" when every marker found is gone and
+// does not wait again. It returns the delay's record (the caller deletes
+// every record of the name with the markers) — or "" when every marker
+// found is gone and
 // neither timer nor record is left: another contender waited this end's
 // delay out and deleted them after l read them (its delete, sent before
 // its own key's, may land after it, as a reply lost and retried does),

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -304,4 +305,51 @@ func writesMarker(r *etcdserverpb.TxnRequest) bool {
 		}
 	}
 	return false
+}
+
+// TestLockDelayWaiterLostDuringTheDelayLeavesNoRecord: the contender that
+// started a delay loses its key while it waits (an unclean end of its own:
+// the next contender waits a delay of its own), and once the next holder
+// released, no key is left — the first delay's record included.
+func TestLockDelayWaiterLostDuringTheDelayLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	_, l1 := delayedHolder(t, cli)
+	deleteAndLose(t, cli, l1)
+	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	failed := make(chan error, 1)
+	go func() {
+		_, err := s2.Acquire(ctx, "job")
+		failed <- err
+	}()
+	var waiter string // its contender key, once its delay is started
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		var record bool
+		waiter = ""
+		for _, k := range keysUnder(t, cli, prefix(t)) {
+			switch {
+			case strings.Contains(k, "%delayed/"):
+				record = true
+			case !strings.Contains(k, "%"):
+				waiter = k
+			}
+		}
+		return record && waiter != ""
+	}, "the waiter never started the delay")
+	if _, err := cli.Delete(ctx, waiter); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Fatal("the waiter whose key was deleted acquired the lock")
+	}
+	l3, err := newSession(t, cli, lock.WithLockDelay(uncleanDelay)).Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("keys left after the next holder released: %v", keys)
+	}
 }

@@ -76,6 +76,10 @@ func (n Name) Delay(rev, seconds int64) (timer, started string) {
 	return n.base + timerSegment + "/" + id, n.base + startedSegment + "/" + id
 }
 
+// DelayRecords is the prefix of the name's delay records (the second key
+// Delay returns).
+func (n Name) DelayRecords() string { return n.base + startedSegment + "/" }
+
 // Kind says what a key under a prefix is.
 type Kind int
 
