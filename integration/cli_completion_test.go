@@ -38,7 +38,7 @@ func TestCLICompletionPositions(t *testing.T) {
 	if r := cli(t, ep, nil, "acquire", "nightly", "--ttl", "60s", "--owner", "completion"); r.code != 0 {
 		t.Fatalf("acquire: %d %s", r.code, r.stderr)
 	}
-	// A $PATH of one directory: one executable, one file that is not, one
+	// A $PATH directory with one executable, one file that is not, one
 	// directory.
 	bin := t.TempDir()
 	for name, mode := range map[string]os.FileMode{"nightly-job": 0o755, "notes": 0o644} {
@@ -49,7 +49,21 @@ func TestCLICompletionPositions(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(bin, "nbin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + bin}
+	// And a directory named relative to the working directory, whose
+	// commands run refuses (exec.ErrDot): not offered.
+	rel := t.TempDir()
+	if err := os.WriteFile(filepath.Join(rel, "nightly-rel"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relDir, err := filepath.Rel(wd, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + bin + string(os.PathListSeparator) + relDir}
 	const (
 		shell  = ":0" // cobra.ShellCompDirectiveDefault
 		noFile = ":4" // cobra.ShellCompDirectiveNoFileComp

@@ -10,7 +10,9 @@ import (
 // servingEnded is the message with which etcd's embed package logs, at
 // error level and with a stack trace, each of its listeners that stops
 // serving — also, once per listener, on every normal stop ("http: Server
-// closed", "mux: server closed", "use of closed network connection").
+// closed", "mux: server closed", "use of closed network connection", and
+// "grpc: the server has been stopped" when the stop comes right after the
+// start).
 const servingEnded = "setting up serving from embedded etcd failed."
 
 // withoutStopNoise returns lg without etcd's reports of listeners closed
@@ -45,7 +47,8 @@ func closedListener(fields []zapcore.Field) bool {
 		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
 			msg := err.Error()
 			return strings.HasSuffix(msg, "Server closed") || strings.HasSuffix(msg, "server closed") ||
-				strings.HasSuffix(msg, "use of closed network connection")
+				strings.HasSuffix(msg, "use of closed network connection") ||
+				strings.HasSuffix(msg, "the server has been stopped") // a stop right after the start
 		}
 	}
 	return false

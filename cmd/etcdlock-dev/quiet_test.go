@@ -20,6 +20,7 @@ func TestWithoutStopNoise(t *testing.T) {
 	lg.Error(servingEnded, zap.Error(http.ErrServerClosed))
 	lg.Error(servingEnded, zap.Error(errors.New("mux: server closed")))
 	lg.Error(servingEnded, zap.Error(errors.New("accept tcp 127.0.0.1:2379: use of closed network connection")))
+	lg.Error(servingEnded, zap.Error(errors.New("grpc: the server has been stopped")))
 	lg.Error(servingEnded, zap.Error(errors.New("listen tcp 127.0.0.1:2379: bind: address already in use")))
 	lg.Error("another failure", zap.Error(http.ErrServerClosed))
 	lg.Info("ready")

@@ -63,14 +63,15 @@ func (g *globalOptions) completeNames(cmd *cobra.Command, args []string, toCompl
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-// commandsInPath lists the executables in $PATH whose names start with
-// prefix, as a shell completes a command's first word.
+// commandsInPath lists the executables in $PATH's absolute directories
+// whose names start with prefix, as a shell completes a command's first
+// word.
 func commandsInPath(prefix string) []string {
 	seen := map[string]bool{}
 	var cmds []string
 	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if dir == "" {
-			dir = "."
+		if !filepath.IsAbs(dir) {
+			continue // run refuses a command found relative to the working directory (exec.ErrDot)
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
