@@ -108,6 +108,11 @@ func run(ctx context.Context, o *options) error {
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
 		}
+		lock, err := lockDataDir(o.DataDir, o.memberName)
+		if err != nil {
+			return err
+		}
+		defer lock.Close() // a file kept open, not merely unused: its finalizer would unlock it
 		opts = append(opts, embedded.WithDir(o.DataDir))
 	}
 	c, err := embedded.Start(ctx, opts...)
