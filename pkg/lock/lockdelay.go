@@ -134,30 +134,32 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	if !resp.Succeeded {
 		return ErrKeyDeleted
 	}
-	var found []markerRev
-	var deletes []clientv3.Op
+	var found []*mvccpb.KeyValue // the other markers: the unclean ends
 	delay, newest := h.d, int64(0)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if string(kv.Key) == marker {
 			continue // a retry of the holdMarker request that landed
 		}
-		found = append(found, markerRev{string(kv.Key), kv.ModRevision})
-		// The compare spares a marker rewritten since this read.
-		deletes = append(deletes, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
-			[]clientv3.Op{clientv3.OpDelete(string(kv.Key))}, nil))
+		found = append(found, kv)
 		if r, ok := keyspace.Decode(kv.Value); ok {
 			delay = max(delay, r.LockDelay)
 		}
 		newest = max(newest, kv.ModRevision)
 	}
-	if len(deletes) == 0 {
+	if len(found) == 0 {
 		return nil
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
-		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(deletes)))
-	if started, err := s.waitDelay(ctx, l, found, newest, delay); err != nil || started == "" {
+		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(found)))
+	if owed, err := s.waitDelay(ctx, l, found, newest, delay); err != nil || !owed {
 		return err
+	}
+	// The compare spares a marker rewritten since the read.
+	deletes := make([]clientv3.Op, 0, len(found)+1)
+	for _, kv := range found {
+		deletes = append(deletes, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)},
+			[]clientv3.Op{clientv3.OpDelete(string(kv.Key))}, nil))
 	}
 	// The delay records go last: while any marker of the end is left, its
 	// record says that the delay has passed. All of them: a record of an
@@ -165,15 +167,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	// it waited (its own marker, newer, made this delay a new one), is
 	// done with too. A record of a later end cannot exist: only the
 	// eligible contender, l, writes markers.
-	return commitInChunks(ctx, s.client, append(deletes,
-		clientv3.OpDelete(keyspace.Of(s.cfg.prefix, l.name).DelayRecords(), clientv3.WithPrefix())))
-}
-
-// markerRev is a lock-delay marker as a contender read it: its key and
-// its mod revision.
-type markerRev struct {
-	key string
-	rev int64
+	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(keys.DelayRecords(), clientv3.WithPrefix())))
 }
 
 // waitDelay waits out the lock-delay d of l's name after the unclean end
@@ -182,17 +176,16 @@ type markerRev struct {
 // is etcd's, and it starts once: a contender that gives up during the
 // wait (its ctx ended) and the next one to try wait for the same timer,
 // not for a new delay each, and one that comes after the timer expired
-// does not wait again. It returns the delay's record (the caller deletes
-// every record of the name with the markers) — or "" when every marker
-// found is gone and
-// neither timer nor record is left: another contender waited this end's
-// delay out and deleted them after l read them (its delete, sent before
-// its own key's, may land after it, as a reply lost and retried does),
-// so that no delay is owed and none is started again. Only a contender
-// that waited the delay deletes markers of an end: their holders'
-// clean-up deletes a marker only while its key exists, and every key
-// older than l's is gone.
-func (s *Session) waitDelay(ctx context.Context, l *Lock, found []markerRev, rev int64, d time.Duration) (string, error) {
+// does not wait again. It reports whether the delay was owed, and so
+// waited out: not when every marker found is gone and neither timer nor
+// record is left — another contender waited this end's delay out and
+// deleted them after l read them (its delete, sent before its own key's,
+// may land after it, as a reply lost and retried does), so that no delay
+// is started again and the caller has nothing to delete. Only a
+// contender that waited the delay deletes markers of an end: their
+// holders' clean-up deletes a marker only while its key exists, and every
+// key older than l's is gone.
+func (s *Session) waitDelay(ctx context.Context, l *Lock, found []*mvccpb.KeyValue, rev int64, d time.Duration) (bool, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
@@ -203,21 +196,21 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, found []markerRev, rev
 			clientv3.OpGet(keys.Markers(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		).Commit()
 		if err != nil {
-			return "", err
+			return false, err
 		}
 		switch {
 		case len(get.Responses[0].GetResponseRange().Kvs) > 0:
 			kv := get.Responses[0].GetResponseRange().Kvs[0]
 			if err := s.waitGone(ctx, l, timer, get.Header.Revision+1, kv.CreateRevision); err != nil {
-				return "", err
+				return false, err
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
-			return started, nil // started, and expired since
+			return true, nil // started, and expired since
 		case !anyLeft(found, get.Responses[2].GetResponseRange().Kvs):
-			return "", nil // waited out and cleared by another contender
+			return false, nil // waited out and cleared by another contender
 		default:
 			if err := s.startDelay(ctx, l, timer, started, d); err != nil {
-				return "", err
+				return false, err
 			}
 		}
 	}
@@ -225,10 +218,10 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, found []markerRev, rev
 
 // anyLeft reports whether any of the markers found is still among kvs,
 // unchanged.
-func anyLeft(found []markerRev, kvs []*mvccpb.KeyValue) bool {
+func anyLeft(found, kvs []*mvccpb.KeyValue) bool {
 	for _, kv := range kvs {
 		for _, m := range found {
-			if string(kv.Key) == m.key && kv.ModRevision == m.rev {
+			if string(kv.Key) == string(m.Key) && kv.ModRevision == m.ModRevision {
 				return true
 			}
 		}
