@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -388,12 +387,7 @@ func TestCLIInterruptWhileWaiting(t *testing.T) {
 // commands can use, and stops cleanly on SIGTERM.
 func TestCLIDevServer(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := etcdtest.FreeAddr(t)
 	dev := exec.Command(cliPath, "dev", "--listen", addr, "--data-dir", t.TempDir())
 	var out bytes.Buffer
 	dev.Stdout = &out

@@ -5,9 +5,14 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,13 +74,47 @@ func Proxy(t testing.TB, target string) (proxy.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		// Clients dial 127.0.0.1; etcd's proxy listens on every interface.
+		addr := FreeAddr(t)
+		p, err := startProxy(t, addr, to.Host)
+		if err == nil {
+			return p, "http://" + addr
+		}
+		if attempt == 5 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatalf("proxy: %v", err)
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return startProxy(t, addr, to.Host), "http://" + addr
+}
+
+// FreeAddr returns 127.0.0.1:PORT with a port free at the moment on every
+// interface (etcd's proxy binds them all). The port lies below the
+// kernel's ephemeral range, which a port chosen by listening on :0 does
+// not: there any outgoing connection of any process can take it before the
+// caller binds it, or between a RestartProxy's close and its new bind.
+// Another process choosing the same port at the same moment is still
+// possible; Proxy retries then.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	low := 32768 // Linux's default first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
+	}
+	var err error
+	for range 100 {
+		port := strconv.Itoa(10000 + rand.IntN(low-10000))
+		var l net.Listener
+		if l, err = net.Listen("tcp", ":"+port); err == nil {
+			l.Close()
+			return net.JoinHostPort("127.0.0.1", port)
+		}
+	}
+	t.Fatalf("no free port below %d: %v", low, err)
+	return ""
 }
 
 // RestartProxy closes p and starts a new proxy on the same address to the
@@ -95,10 +134,16 @@ func RestartProxy(t testing.TB, p proxy.Server) proxy.Server {
 		t.Fatal(err)
 	}
 	p.Close()
-	return startProxy(t, from.Host, to.Host)
+	np, err := startProxy(t, from.Host, to.Host)
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	return np
 }
 
-func startProxy(t testing.TB, from, to string) proxy.Server {
+// startProxy starts a proxy from from to to, closed when t ends, or
+// returns why it could not listen.
+func startProxy(t testing.TB, from, to string) (proxy.Server, error) {
 	p := proxy.NewServer(proxy.ServerConfig{
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)).Named("proxy"),
 		From:   url.URL{Scheme: "tcp", Host: from},
@@ -107,7 +152,7 @@ func startProxy(t testing.TB, from, to string) proxy.Server {
 	select {
 	case <-p.Ready():
 	case err := <-p.Error():
-		t.Fatalf("proxy: %v", err)
+		return nil, err
 	}
 	t.Cleanup(func() {
 		// Close returns once every connection through p has ended, and
@@ -125,7 +170,7 @@ func startProxy(t testing.TB, from, to string) proxy.Server {
 		case <-time.After(100 * time.Millisecond):
 		}
 	})
-	return p
+	return p, nil
 }
 
 // Eventually polls cond every 10ms until it holds or timeout passes, then
