@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,6 +82,49 @@ func TestCLIShellCitizen(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), "held by") || !strings.Contains(stderr.String(), `acquired lock "job"`) {
 			t.Errorf("stderr %q: want the holder, then the acquisition", stderr.String())
+		}
+	}
+}
+
+// etcdlock runs on one P unless GOMAXPROCS is set (package oneproc), and
+// sets it before the etcd client, gRPC and protobuf initialise, which is
+// where half of the saving is. The commands it runs get the environment
+// it was given, with or without GOMAXPROCS.
+func TestCLIOneProcIsSetFirstAndNotPassedOn(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(cliPath, "version")
+	cmd.Env = append(cleanEnv(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("version: %v: %s", err, stderr.String())
+	}
+	oneproc, first := -1, -1
+	for i, line := range strings.Split(stderr.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "init" {
+			continue
+		}
+		switch pkg := f[1]; {
+		case strings.HasSuffix(pkg, "/internal/oneproc"):
+			oneproc = i
+		case first < 0 && (strings.HasPrefix(pkg, "go.etcd.io/") || strings.HasPrefix(pkg, "google.golang.org/")):
+			first = i
+		}
+	}
+	if oneproc < 0 || first < 0 || oneproc > first {
+		t.Errorf("oneproc initialised at line %d, the first of etcd's, gRPC's and protobuf's at line %d; want oneproc first:\n%s", oneproc, first, stderr.String())
+	}
+
+	ep := shared.Endpoints()[0]
+	for _, env := range [][]string{nil, {"GOMAXPROCS=3"}} {
+		r := cli(t, ep, env, "run", "job", "--", "sh", "-c", `echo "[$GOMAXPROCS]"`)
+		want := "[]\n"
+		if env != nil {
+			want = "[3]\n"
+		}
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("run with env %q: exit %d stdout %q, want %q; stderr %q", env, r.code, r.stdout, want, r.stderr)
 		}
 	}
 }

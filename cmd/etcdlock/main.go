@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	_ "github.com/etcdlock/etcdlock/cmd/etcdlock/internal/oneproc" // GOMAXPROCS=1, before the other packages initialise
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
@@ -21,7 +22,7 @@ func main() {
 	// of killing etcdlock, which may have a command to stop and a lock to
 	// release. Caught, not ignored: children get SIGPIPE's default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	code, sig, group := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv("GOMAXPROCS") == "")
+	code, sig, group := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	if group {
 		signals.ReraiseGroup(sig)
 	} else {

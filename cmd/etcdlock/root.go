@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -65,20 +64,13 @@ type globalOptions struct {
 	printer        *printer
 	probes         probes // of the endpoints, started by a slow request (see diagnose)
 	unanswered     unanswered
-	// oneProc: run the command with GOMAXPROCS 1, unless it is dev (an
-	// etcd server). A client command waits on etcd and on its command
-	// almost all the time; a second P only adds threads that wake and
-	// spin for work, which costs a short `run` about 2 ms of CPU (3 %).
-	// Set by main when the environment does not set GOMAXPROCS; never
-	// in tests, which run commands in the test's own process.
-	oneProc bool
 }
 
 // Main runs the CLI with args and returns the process exit code. It is
 // the one exit point: every error ends here, with its code from exitCode
 // and its message from explain.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	code, _, _ := execute(args, stdin, stdout, stderr, false)
+	code, _, _ := execute(args, stdin, stdout, stderr)
 	return code
 }
 
@@ -86,15 +78,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // after its exit code is known, as a wrapper such as flock would have died
 // of it (see signals.Reraise); 0 for none. group says that the signal came
 // from the terminal to the command alone, and is for etcdlock's whole
-// process group (see signals.ReraiseGroup). With oneProc set, every
-// command but dev runs with GOMAXPROCS 1 (see globalOptions.oneProc).
-func execute(args []string, stdin io.Reader, stdout, stderr io.Writer, oneProc bool) (code int, sig syscall.Signal, group bool) {
+// process group (see signals.ReraiseGroup).
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, sig syscall.Signal, group bool) {
 	// etcdlock's own messages never wait on stderr (a pipe nobody reads,
 	// a paused terminal): a note on the path that stops the command, or
 	// the last error, would hold up the stop or the exit.
 	errq := notes.New(stderr, noteQueue, nil)
 	defer errq.Close(noteFlush)
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop(), oneProc: oneProc}
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
 	root.SetArgs(commandLine(root, args))
@@ -157,9 +148,6 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 				// its --endpoints, would be added to the flag's (a slice
 				// flag appends). completeNames applies it.
 				return nil
-			}
-			if g.oneProc && cmd.Name() != "dev" {
-				runtime.GOMAXPROCS(1)
 			}
 			if err := applyEnv(cmd, args); err != nil {
 				return err
