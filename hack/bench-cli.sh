@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Wall time, CPU time and peak RSS of wrapping `true` in a lock: `etcdlock run` versus
-# `etcdctl lock` (Debian's etcd-client, installed here when missing), both
-# against one etcdlock-dev server, interleaved run by run so machine noise
-# hits both alike. CLI_RUNS (default 30) rounds.
+# `etcdctl lock`, all against one etcdlock-dev server, interleaved run by
+# run so machine noise hits each alike. CLI_RUNS (default 30) rounds. Two
+# etcdctls: Debian's etcd-client (installed here when missing), the one a
+# user has at hand, and etcd's own release of the client version etcdlock
+# links (built here from its module), which links the same gRPC and
+# protobuf code. Debian's (etcd 3.4, Go 1.19) uses gogo-protobuf's
+# generated marshalers; since etcd 3.6 the API is protobuf-go's, whose
+# first use of each message type builds its tables at run time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${CLI_RUNS:-30}
@@ -21,13 +26,28 @@ start_dev "$dir"
 ep=$dev_ep
 
 go build -o "$dir/" ./hack/cmdstat
-# Each line of ours/theirs: wall_us cpu_us maxrss_kb exit_code.
-: >"$dir/ours"; : >"$dir/theirs"
+release=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3)
+echo "building etcdctl $release" >&2
+# Its module has replace directives, so `go install pkg@version` refuses
+# it: build it from a throwaway module that requires it.
+if ! (mkdir "$dir/etcdctl-src" && cd "$dir/etcdctl-src" && go mod init bench/etcdctl >/dev/null 2>&1 &&
+	go get "go.etcd.io/etcd/etcdctl/v3@$release" >/dev/null 2>&1 &&
+	CGO_ENABLED=0 go build -trimpath -o "$dir/etcdctl" go.etcd.io/etcd/etcdctl/v3) >&2; then
+	echo "bench-cli: cannot build etcdctl $release; comparing with Debian's only" >&2
+fi
+# Each line of ours/theirs/release: wall_us cpu_us maxrss_kb exit_code.
+: >"$dir/ours"; : >"$dir/theirs"; : >"$dir/release"
+export ETCDCTL_API=3 # set here: an `env` before etcdctl would add its own exec to etcdctl's figures
 for _ in $(seq "$runs"); do
 	"$dir/cmdstat" "$dir/etcdlock" --endpoints "$ep" run bench -- true >>"$dir/ours"
-	"$dir/cmdstat" env ETCDCTL_API=3 etcdctl --endpoints "$ep" lock bench true >>"$dir/theirs"
+	"$dir/cmdstat" etcdctl --endpoints "$ep" lock bench true >>"$dir/theirs"
+	if [ -x "$dir/etcdctl" ]; then
+		"$dir/cmdstat" "$dir/etcdctl" --endpoints "$ep" lock bench true >>"$dir/release"
+	fi
 done
-for f in ours theirs; do
+[ -s "$dir/release" ] || rm "$dir/release"
+for f in ours theirs release; do
+	[ -e "$dir/$f" ] || continue
 	if awk '$4 != 0 { bad = 1 } END { exit !bad }' "$dir/$f"; then
 		echo "bench-cli: a run of $f exited non-zero:" >&2; cat "$dir/$f" >&2; exit 1
 	fi
@@ -38,16 +58,24 @@ stat() { cut -d' ' -f"$2" "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+
 echo "cli runs=$runs, interleaved; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); median (min - max)"
 {
 	echo "etcdlock run bench -- true" $(stat "$dir/ours" 1) $(stat "$dir/ours" 2) $(stat "$dir/ours" 3)
-	echo "etcdctl lock bench true" $(stat "$dir/theirs" 1) $(stat "$dir/theirs" 2) $(stat "$dir/theirs" 3)
+	echo "etcdctl lock (Debian $(etcdctl version | awk '/etcdctl version/ {print $3}'))" $(stat "$dir/theirs" 1) $(stat "$dir/theirs" 2) $(stat "$dir/theirs" 3)
+	if [ -e "$dir/release" ]; then
+		echo "etcdctl lock (etcd $release)" $(stat "$dir/release" 1) $(stat "$dir/release" 2) $(stat "$dir/release" 3)
+	fi
 } | awk '
 function row(label, w, wl, wh, c, cl, ch, r, rl, rh) {
-	printf "%-28s %6.1f ms (%5.1f - %5.1f) %6.1f ms (%5.1f - %5.1f) %6.1f MB (%4.1f - %4.1f)\n", label, w/1000, wl/1000, wh/1000, c/1000, cl/1000, ch/1000, r/1024, rl/1024, rh/1024
+	printf "%-34s %6.1f ms (%5.1f - %5.1f) %6.1f ms (%5.1f - %5.1f) %6.1f MB (%4.1f - %4.1f)\n", label, w/1000, wl/1000, wh/1000, c/1000, cl/1000, ch/1000, r/1024, rl/1024, rh/1024
 }
-BEGIN { printf "%-28s %-25s %-25s %s\n", "", "wall", "CPU (user + system)", "peak RSS" }
+BEGIN { printf "%-34s %-25s %-25s %s\n", "", "wall", "CPU (user + system)", "peak RSS" }
 {
 	n = split($0, f, " "); label = f[1]; for (i = 2; i <= n - 9; i++) label = label " " f[i]
 	k = n - 9
 	row(label, f[k+1], f[k+2], f[k+3], f[k+4], f[k+5], f[k+6], f[k+7], f[k+8], f[k+9])
-	w[NR] = f[k+1]; c[NR] = f[k+4]; r[NR] = f[k+7]
+	names[NR] = label; w[NR] = f[k+1]; c[NR] = f[k+4]; r[NR] = f[k+7]
 }
-END { printf "%-28s %6.2fx %18s %6.2fx %18s %6.2fx\n", "ratio etcdlock/etcdctl", w[1]/w[2], "", c[1]/c[2], "", r[1]/r[2] }'
+END {
+	for (i = 2; i <= NR; i++) {
+		v = names[i]; sub(/^etcdctl lock /, "", v)
+		printf "%-34s %6.2fx %18s %6.2fx %18s %6.2fx\n", "ratio to etcdctl " v, w[1]/w[i], "", c[1]/c[i], "", r[1]/r[i]
+	}
+}'
