@@ -6,7 +6,7 @@
 # user has at hand, and etcd's own release of the client version etcdlock
 # links (built here from its module), which links the same gRPC and
 # protobuf code. Debian's (etcd 3.4, Go 1.19) uses gogo-protobuf's
-# generated marshalers; since etcd 3.6 the API is protobuf-go's, whose
+# generated marshalers; etcd v3.7's API is generated for protobuf-go, whose
 # first use of each message type builds its tables at run time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
