@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
 )
 
 // memberProc is one member process that runCluster started.
@@ -53,13 +54,14 @@ func runCluster(ctx context.Context, o *options) error {
 	var initial []string
 	clients := make([]string, o.Members)
 	for i := range procs {
-		// Ports free now; a member that loses its port to someone else
-		// fails to start and the whole cluster is reported failed.
-		peer, err := freePort()
+		// Ports free now, below the ephemeral range; a member that loses
+		// its port to someone else fails to start and the whole cluster
+		// is reported failed.
+		peer, err := embedded.FreeLoopbackAddr("127.0.0.1")
 		if err != nil {
 			return err
 		}
-		if clients[i], err = freePort(); err != nil {
+		if clients[i], err = embedded.FreeLoopbackAddr("127.0.0.1"); err != nil {
 			return err
 		}
 		procs[i] = &memberProc{name: fmt.Sprintf("m%d", i)}
@@ -146,13 +148,4 @@ func stopMembers(procs []*memberProc) {
 			<-p.exited
 		}
 	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,12 +85,12 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 		}
 		m.clientURL, m.peerURL = c.cfg.clientAddr, ""
 		if m.clientURL == "" {
-			if m.clientURL, err = freeLoopbackAddr(cmp.Or(c.cfg.clientHost, "127.0.0.1")); err != nil {
+			if m.clientURL, err = FreeLoopbackAddr(cmp.Or(c.cfg.clientHost, "127.0.0.1")); err != nil {
 				return err
 			}
 		}
 		if c.cfg.memberOf == nil {
-			if m.peerURL, err = freeLoopbackAddr("127.0.0.1"); err != nil {
+			if m.peerURL, err = FreeLoopbackAddr("127.0.0.1"); err != nil {
 				return err
 			}
 			m.peerURL = "http://" + m.peerURL
@@ -194,14 +196,51 @@ func mustURL(s string) url.URL {
 	return *u
 }
 
-// freeLoopbackAddr returns host:port with a port free at the moment.
-func freeLoopbackAddr(host string) (string, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("embedded: finding a free port: %w", err)
+// FreeLoopbackAddr returns host:port, host a loopback IP such as
+// 127.0.0.1, with a port free at the moment on every interface. The port
+// lies below the kernel's range of ephemeral ports, where a port found by
+// listening on port 0 lies: there, any outgoing connection of any process
+// can take it before the caller binds it. Another process choosing the
+// same port at the same moment can still take it; a caller that fails to
+// bind it with "address already in use" should choose again.
+func FreeLoopbackAddr(host string) (string, error) {
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("embedded: %q is not a loopback IP", host)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	first := ephemeralStart()
+	var err error
+	for range 100 {
+		port := strconv.Itoa(minFreePort + mathrand.IntN(first-minFreePort))
+		var l net.Listener
+		if l, err = net.Listen("tcp", ":"+port); err == nil {
+			l.Close()
+			return net.JoinHostPort(host, port), nil
+		}
+	}
+	return "", fmt.Errorf("embedded: no free port below %d: %w", first, err)
+}
+
+// minFreePort is the lowest port FreeLoopbackAddr chooses: above the
+// well-known and most registered services' ports.
+const minFreePort = 10000
+
+// ephemeralStart is the first port of the kernel's ephemeral range:
+// Linux's setting, or 32768 (Linux's default; BSDs, macOS and Windows
+// start higher).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < minFreePort+1000 {
+		return 32768
+	}
+	return n
 }
 
 func isAddrInUse(err error) bool {

@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,47 @@ func TestOptionsRejectBadInput(t *testing.T) {
 	if c, err := Start(ctx, WithMembers(2), WithClientAddr("127.0.0.1:1")); err == nil {
 		c.Close()
 		t.Fatal("Start accepted a fixed client address with two members")
+	}
+}
+
+// FreeLoopbackAddr chooses ports below the ephemeral range, which no
+// outgoing connection takes, free on every interface, and only on a
+// loopback IP.
+func TestFreeLoopbackAddrIsBelowTheEphemeralRange(t *testing.T) {
+	first := ephemeralStart()
+	for range 20 {
+		addr, err := FreeLoopbackAddr("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(port)
+		if host != "127.0.0.1" || err != nil || n < minFreePort || n >= first {
+			t.Fatalf("FreeLoopbackAddr = %q, want 127.0.0.1 and a port in [%d, %d)", addr, minFreePort, first)
+		}
+		l, err := net.Listen("tcp", ":"+port)
+		if err != nil {
+			t.Fatalf("port %s not free on every interface: %v", port, err)
+		}
+		l.Close()
+	}
+	// A port held on 127.0.0.1 alone fails the check on every interface,
+	// which the choice relies on.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if l, err := net.Listen("tcp", ":"+strconv.Itoa(held.Addr().(*net.TCPAddr).Port)); err == nil {
+		l.Close()
+		t.Fatal("a port held on 127.0.0.1 passed the check on every interface")
+	}
+	for _, host := range []string{"0.0.0.0", "localhost", "10.1.2.3", "", "::"} {
+		if addr, err := FreeLoopbackAddr(host); err == nil {
+			t.Errorf("FreeLoopbackAddr(%q) = %q, want an error: not a loopback IP", host, addr)
+		}
 	}
 }

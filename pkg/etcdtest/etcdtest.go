@@ -6,12 +6,8 @@ package etcdtest
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -88,33 +84,15 @@ func Proxy(t testing.TB, target string) (proxy.Server, string) {
 }
 
 // FreeAddr returns 127.0.0.1:PORT with a port free at the moment on every
-// interface (etcd's proxy binds them all). The port lies below the
-// kernel's ephemeral range, which a port chosen by listening on :0 does
-// not: there any outgoing connection of any process can take it before the
-// caller binds it, or between a RestartProxy's close and its new bind.
-// Another process choosing the same port at the same moment is still
-// possible; Proxy retries then.
+// interface (etcd's proxy binds them all), below the kernel's ephemeral
+// range: see embedded.FreeLoopbackAddr. It fails t if there is none.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	low := 32768 // Linux's default first ephemeral port
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
+	addr, err := embedded.FreeLoopbackAddr("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	var err error
-	for range 100 {
-		port := strconv.Itoa(10000 + rand.IntN(low-10000))
-		var l net.Listener
-		if l, err = net.Listen("tcp", ":"+port); err == nil {
-			l.Close()
-			return net.JoinHostPort("127.0.0.1", port)
-		}
-	}
-	t.Fatalf("no free port below %d: %v", low, err)
-	return ""
+	return addr
 }
 
 // RestartProxy closes p and starts a new proxy on the same address to the
