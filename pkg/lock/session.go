@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -141,14 +142,16 @@ func (s *Session) sweepSoon() {
 	}
 }
 
-// straySweeps is how many renewals look for a stray key before it is
-// forgotten; by then a put still in flight is a network pathology, and the
-// session's next acquisition of the name replaces such a key anyway.
+// straySweeps is how many sweeps look for a stray key, and find it not
+// there, before it is forgotten; by then a put still in flight is a
+// network pathology, and the session's next acquisition of the name
+// replaces such a key anyway. A sweep that got no answer did not look.
 const straySweeps = 3
 
 // sweepStrays deletes the stray keys that have landed, each only if it
-// still holds the value its own acquisition wrote. It runs on the renewal
-// loop after a renewal, bounded well within the renewal interval.
+// still holds the value its own acquisition wrote, in one transaction (in
+// chunks of maxTxnOps). It runs on the renewal loop after a renewal,
+// bounded well within the renewal interval.
 func (s *Session) sweepStrays() {
 	s.mu.Lock()
 	strays := s.strays
@@ -159,16 +162,33 @@ func (s *Session) sweepStrays() {
 	}
 	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
 	defer cancel()
+	ops := make([]clientv3.Op, len(strays))
+	for i, st := range strays {
+		ops[i] = clientv3.OpTxn(s.sameWrite(st.key, st.value), []clientv3.Op{clientv3.OpDelete(st.key)}, nil)
+	}
 	var keep []stray
-	for _, st := range strays {
-		resp, err := s.client.Txn(ctx).
-			If(s.sameWrite(st.key, st.value)...).
-			Then(clientv3.OpDelete(st.key)).Commit()
-		if err == nil && resp.Succeeded {
-			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
-			continue
+	done := 0
+	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
+		for _, r := range rs {
+			st := strays[done]
+			done++
+			if r.GetResponseTxn().Succeeded {
+				s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
+				continue
+			}
+			if st.sweeps++; st.sweeps < straySweeps {
+				keep = append(keep, st)
+			}
 		}
-		if st.sweeps++; st.sweeps < straySweeps {
+	})
+	// The transaction failed (err) for the rest. With no answer — etcd or
+	// this client too slow for the sweep's time, or etcd unreachable —
+	// they were not looked for. A refusal counts as a look, so that a
+	// delete etcd never allows is not sent forever.
+	for _, st := range strays[done:] {
+		if unanswered(err) {
+			keep = append(keep, st)
+		} else if st.sweeps++; st.sweeps < straySweeps {
 			keep = append(keep, st)
 		}
 	}

@@ -86,6 +86,17 @@ func retryableRead(err error) bool {
 	return code == codes.Unavailable || code == codes.ResourceExhausted
 }
 
+// unanswered reports whether err, from a request, says it got no answer
+// from etcd — it ran out of time, or etcd could not serve it — rather than
+// a refusal.
+func unanswered(err error) bool {
+	switch rpccode.Of(err) {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
 // awaitWatch registers a watch on the session's stream with add, passing
 // it the watch's fire, and waits for it to fire: nil for a deletion or a
 // broken watch, ErrWatchRefused when etcd refused it, l's cause once l
