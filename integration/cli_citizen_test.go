@@ -128,3 +128,22 @@ func TestCLIOneProcIsSetFirstAndNotPassedOn(t *testing.T) {
 		}
 	}
 }
+
+// The command gets its arguments and environment byte for byte, also
+// bytes that are not UTF-8 (a Latin-1 file name, a binary token), under
+// run and elect alike.
+func TestCLICommandGetsArgumentsAndEnvironmentByteForByte(t *testing.T) {
+	t.Parallel()
+	ep := shared.Endpoints()[0]
+	const arg, val = "caf\xe9 \xff\xfe", "v\x80al\xc3("
+	want := arg + "|" + val
+	for _, args := range [][]string{
+		{"run", "job", "--", "sh", "-c", `printf '%s|%s' "$1" "$V"`, "sh", arg},
+		{"elect", "ctl", "--", "sh", "-c", `printf '%s|%s' "$1" "$V"`, "sh", arg},
+	} {
+		r := cli(t, ep, []string{"V=" + val}, args...)
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("%s: exit %d stdout %q, want %q; stderr %q", args[0], r.code, r.stdout, want, r.stderr)
+		}
+	}
+}

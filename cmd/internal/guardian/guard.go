@@ -150,7 +150,7 @@ func (g *guard) run(ctrl *os.File) int {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
 		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
-	if code, why := g.startCommand(cfg.Argv, cfg.Env); why != "" {
+	if code, why := g.startCommand(fromBytes(cfg.Argv), fromBytes(cfg.Env)); why != "" {
 		_ = g.status.Encode(message{Op: opExit, Code: code, Reason: why})
 		return code
 	}

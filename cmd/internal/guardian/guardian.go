@@ -73,8 +73,8 @@ const (
 // message is one JSON line on a pipe.
 type message struct {
 	Op         op       `json:"op"`
-	Argv       []string `json:"argv,omitempty"`
-	Env        []string `json:"env,omitempty"`
+	Argv       [][]byte `json:"argv,omitempty"` // bytes, not strings: JSON would replace bytes that are not UTF-8
+	Env        [][]byte `json:"env,omitempty"`
 	KillSignal int      `json:"kill_signal,omitempty"`
 	KillGrace  int64    `json:"kill_grace_ns,omitempty"`
 	Foreground bool     `json:"foreground,omitempty"`
@@ -87,6 +87,30 @@ type message struct {
 	Grace      int64    `json:"grace_ns,omitempty"`
 	Pid        int      `json:"pid,omitempty"`
 	Code       int      `json:"code,omitempty"`
+}
+
+// toBytes and fromBytes carry a command line or an environment through a
+// message byte for byte.
+func toBytes(ss []string) [][]byte {
+	if ss == nil {
+		return nil
+	}
+	bs := make([][]byte, len(ss))
+	for i, s := range ss {
+		bs[i] = []byte(s)
+	}
+	return bs
+}
+
+func fromBytes(bs [][]byte) []string {
+	if bs == nil {
+		return nil
+	}
+	ss := make([]string, len(bs))
+	for i, b := range bs {
+		ss[i] = string(b)
+	}
+	return ss
 }
 
 // Guardian is the supervisor's handle on a guardian process. Its methods
@@ -180,8 +204,8 @@ func (g *Guardian) Run(cfg Config) error {
 	}
 	err := g.send(message{
 		Op:         opConfig,
-		Argv:       cfg.Argv,
-		Env:        env, // an empty one is sent as none: the guardian reads none as empty
+		Argv:       toBytes(cfg.Argv),
+		Env:        toBytes(env), // an empty one is sent as none: the guardian reads none as empty
 		KillSignal: int(cfg.KillSignal),
 		KillGrace:  int64(cfg.KillGrace),
 		Foreground: cfg.Foreground,
