@@ -61,9 +61,11 @@ func Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// Proxy starts a TCP proxy on a free loopback port forwarding to target (an
-// http://127.0.0.1:PORT URL) and returns it with its own URL. It is closed
-// when t ends.
+// Proxy starts a TCP proxy on a free port forwarding to target (an
+// http://127.0.0.1:PORT URL) and returns it with its own URL, on
+// 127.0.0.1. etcd's proxy listens on every interface: while it runs, the
+// etcd behind it can be reached from the network on that port. It is
+// closed when t ends.
 func Proxy(t testing.TB, target string) (proxy.Server, string) {
 	t.Helper()
 	to, err := url.Parse(target)
@@ -97,10 +99,12 @@ func FreeAddr(t testing.TB) string {
 
 // RestartProxy closes p and starts a new proxy on the same address to the
 // same target, so clients reconnect. Closing p drops each connection
-// through it when the connection next carries data — at once if p's
-// traffic is paused (PauseTx, PauseRx), which is how a test drops a
-// request in flight — and returns only when all are dropped. The new proxy
-// is closed when t ends.
+// through it when the connection next carries data, either way — at once
+// for a request in flight while p's traffic is paused (PauseTx, PauseRx),
+// which is how a test drops it. RestartProxy waits up to a second for
+// every connection to be dropped so, then starts the new proxy anyway: an
+// idle connection (a client between requests) is dropped only when it is
+// next used. The new proxy is closed when t ends.
 func RestartProxy(t testing.TB, p proxy.Server) proxy.Server {
 	t.Helper()
 	from, err := url.Parse(p.From())
@@ -111,12 +115,25 @@ func RestartProxy(t testing.TB, p proxy.Server) proxy.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Close()
-	np, err := startProxy(t, from.Host, to.Host)
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		p.Close() // closes the listener at once, then waits for the connections
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
 	}
-	return np
+	for attempt := 1; ; attempt++ {
+		np, err := startProxy(t, from.Host, to.Host)
+		if err == nil {
+			return np
+		}
+		if attempt == 50 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatalf("proxy: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // until the old listener is closed
+	}
 }
 
 // startProxy starts a proxy from from to to, closed when t ends, or

@@ -1,0 +1,51 @@
+package etcdtest_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+var cluster *embedded.Cluster
+
+func TestMain(m *testing.M) {
+	cluster = etcdtest.Start()
+	os.Exit(etcdtest.RunMain(m, func() { cluster.Close() }))
+}
+
+// RestartProxy returns while a client through the proxy is idle (its
+// connection is dropped only when next used), and the client then works
+// through the new proxy.
+func TestRestartProxyWithAnIdleClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, ep := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	cli := etcdtest.Client(t, ep)
+	if _, err := cli.Put(ctx, "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		etcdtest.RestartProxy(t, p)
+	}()
+	select {
+	case <-restarted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RestartProxy has not returned with an idle client")
+	}
+	// The idle connection is dropped when next used; the client retries.
+	var err error
+	for range 20 {
+		if _, err = cli.Put(ctx, "k", "2"); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("put through the restarted proxy: %v", err)
+	}
+}
