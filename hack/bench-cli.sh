@@ -11,6 +11,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${CLI_RUNS:-30}
+if ! [[ $runs =~ ^[1-9][0-9]*$ ]]; then
+	echo "bench-cli: CLI_RUNS must be a positive whole number, not '$runs'" >&2
+	exit 64
+fi
+# The caller's settings would change what is measured, for one side only.
+unset GOMAXPROCS
+for v in $(compgen -e | grep -E '^(ETCDLOCK|ETCDCTL)_' || true); do unset "$v"; done
 
 if ! command -v etcdctl >/dev/null; then
 	echo "installing etcd-client (etcdctl)" >&2
@@ -18,8 +25,12 @@ if ! command -v etcdctl >/dev/null; then
 fi
 dir=$(mktemp -d /tmp/etcdlock-bench-cli.XXXXXX)
 source hack/dev-server.sh
-cleanup() { stop_dev; rm -rf "$dir"; }
+# A measured command still running (the script was signalled) is killed
+# with the cmdstat that runs it (cmdstat sets a parent-death signal).
+cleanup() { pkill -KILL -P $$ -x cmdstat 2>/dev/null || true; stop_dev; rm -rf "$dir"; }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # Built as `make build` builds them: static, as etcd's releases are.
 CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 start_dev "$dir"
@@ -53,8 +64,9 @@ for f in ours theirs release; do
 	fi
 done
 
-# stat FILE COLUMN: "median min max" of that column.
-stat() { cut -d' ' -f"$2" "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)], a[1], a[NR]}'; }
+# stat FILE COLUMN: "median min max" of that column (an even count's
+# median is the mean of the middle two).
+stat() { cut -d' ' -f"$2" "$1" | sort -n | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2), a[1], a[NR]}'; }
 echo "cli runs=$runs, interleaved; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); median (min - max)"
 {
 	echo "etcdlock run bench -- true" $(stat "$dir/ours" 1) $(stat "$dir/ours" 2) $(stat "$dir/ours" 3)

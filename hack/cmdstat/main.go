@@ -28,6 +28,7 @@ func main() {
 		os.Exit(64)
 	}
 	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	dieWithCmdstat(cmd)
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
