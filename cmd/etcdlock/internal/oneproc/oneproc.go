@@ -1,8 +1,9 @@
 // Package oneproc sets GOMAXPROCS to 1 for etcdlock, unless the
-// environment sets GOMAXPROCS. It imports only runtime and syscall, so it
-// initialises before the etcd client, gRPC and protobuf packages do: a
-// program's packages initialise in import-path order as their
-// dependencies allow, and this path sorts before theirs.
+// environment sets GOMAXPROCS to a value (empty is unset, as for the Go
+// runtime). It imports only runtime and syscall, so it initialises before
+// the etcd client, gRPC and protobuf packages do: a program's packages
+// initialise in import-path order as their dependencies allow, and this
+// path sorts before theirs.
 //
 // A client command waits on etcd and on its command almost all the time. A
 // second P only adds threads that wake and spin for work, in those
