@@ -15,10 +15,17 @@ import (
 
 // reportHolders prints who holds name while s waits for it: once, and
 // again whenever the holder changes. It reports whether it printed any.
-func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string) (reported bool) {
-	// Only a run still waiting after noteAfter says whom it waits for: a
-	// reader beside readers, a semaphore with a free slot and a refusal
-	// (another kind, 76) take no longer, and wait for nobody.
+// waiting is closed when the acquisition waits (lock.WithWaitHook).
+func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string, waiting <-chan struct{}) (reported bool) {
+	// Only a run that waits, and still waits after noteAfter, says whom
+	// it waits for: a reader beside readers, a semaphore with a free slot
+	// and a refusal (another kind, 76) wait for nobody, however slow etcd
+	// is to say so.
+	select {
+	case <-waiting:
+	case <-ctx.Done():
+		return false
+	}
 	t := time.NewTimer(noteAfter)
 	defer t.Stop()
 	select {

@@ -390,10 +390,13 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	var reporters sync.WaitGroup
 	defer reporters.Wait() // the reporters end when rctx does
 	var waited atomic.Bool // a reporter said who holds a name
+	waiting := make(chan struct{})
+	var waits sync.Once
+	hook := lock.WithWaitHook(func() { waits.Do(func() { close(waiting) }) })
 	began := time.Now()
 	for _, n := range names {
 		reporters.Go(func() {
-			if reportHolders(rctx, g, s, n) {
+			if reportHolders(rctx, g, s, n, waiting) {
 				waited.Store(true)
 			}
 		})
@@ -417,9 +420,9 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 	var l *lock.Lock
 	var err error
 	if len(names) > 1 {
-		l, err = s.AcquireAll(wctx, names)
+		l, err = s.AcquireAll(wctx, names, hook)
 	} else {
-		l, err = s.Acquire(wctx, name, o.acquireOptions()...)
+		l, err = s.Acquire(wctx, name, append(o.acquireOptions(), hook)...)
 	}
 	stopReport()
 	<-watched

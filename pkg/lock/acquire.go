@@ -190,6 +190,7 @@ func (s *Session) takeTurn(ctx context.Context, l *Lock, pfx string, older *etcd
 		}
 	}
 	if wait, pred := turnFromAcquire(l, older); wait {
+		l.waits()
 		return s.waitTurn(ctx, l, l.key, pfx, pred)
 	}
 	return nil

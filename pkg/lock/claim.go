@@ -72,7 +72,7 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 		more = append(more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
 	}
 	l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, more),
-		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac)}
+		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)
 	l.since = s.cfg.clock.Now()
 	return l

@@ -80,6 +80,9 @@ type Lock struct {
 	// kind is what l's kind of lock holds beyond a plain lock's key (see
 	// kind); nil for a plain lock. Chosen by claim, never changed.
 	kind kind
+	// waitHook is WithWaitHook's fn until l.waits calls it; only the
+	// acquiring goroutine uses it.
+	waitHook func()
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc

@@ -151,6 +151,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	}
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
 		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(found)))
+	l.waits()
 	if owed, err := s.waitDelay(ctx, l, found, newest, delay); err != nil || !owed {
 		return err
 	}

@@ -211,6 +211,7 @@ func (s *Session) waitSet(ctx context.Context, l *Lock, resp *clientv3.TxnRespon
 		if preds[i] == "" {
 			continue
 		}
+		l.waits()
 		if err := s.waitTurn(ctx, l, keys[i], keyspace.Of(s.cfg.prefix, name).Contenders(), preds[i]); err != nil {
 			return err
 		}

@@ -118,6 +118,7 @@ type acquireConfig struct {
 	shared    bool          // WithShared: a reader of a read-write lock
 	lockDelay time.Duration // WithLockDelay: 0 is off
 	names     []string      // AcquireAll's names (Record.Names); set by claim
+	waitHook  func()        // WithWaitHook: nil is none
 }
 
 // newAcquireConfig applies opts, given to an acquisition, over defaults,

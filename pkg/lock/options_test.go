@@ -48,6 +48,7 @@ func TestOptionTypesMatchTheirDocs(t *testing.T) {
 		"WithLockDelay":      lock.WithLockDelay(time.Second),
 		"WithLimit":          lock.WithLimit(2),
 		"WithShared":         lock.WithShared(),
+		"WithWaitHook":       lock.WithWaitHook(func() {}),
 	}
 	docs := constructorDocs(t)
 	for name := range docs {

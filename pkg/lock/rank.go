@@ -26,6 +26,9 @@ import (
 func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
 	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.semaphore().limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
+	if w.older >= w.limit {
+		l.waits()
+	}
 	for w.older >= w.limit {
 		if w.feed == nil {
 			w.feed = s.mux.Feed(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), PrevKV: true})
