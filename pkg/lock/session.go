@@ -113,7 +113,8 @@ func (s *Session) released(l *Lock) {
 // loop deletes it, by its exact value, after the next few renewals.
 type stray struct {
 	key, value string
-	sweeps     int
+	added      time.Time // on the session's clock
+	sweeps     int       // sweeps that looked for it and did not find it
 }
 
 // sameWrite compares key with what one acquisition of this session wrote
@@ -128,8 +129,9 @@ func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
 func (s *Session) addStrays(l *Lock, keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.cfg.clock.Now()
 	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value})
+		s.strays = append(s.strays, stray{key: key, value: l.value, added: now})
 	}
 }
 
@@ -143,10 +145,19 @@ func (s *Session) sweepSoon() {
 }
 
 // straySweeps is how many sweeps look for a stray key, and find it not
-// there, before it is forgotten; by then a put still in flight is a
-// network pathology, and the session's next acquisition of the name
-// replaces such a key anyway. A sweep that got no answer did not look.
+// there, before it is forgotten, once a TTL has passed since it became a
+// stray (see lookAgain). A sweep that got no answer did not look.
 const straySweeps = 3
+
+// lookAgain counts a sweep that looked for st and did not find it, and
+// reports whether to look again: until straySweeps sweeps looked and a TTL
+// passed since it became a stray, however short the renewal interval. A
+// put still in flight by then is a network pathology; the lease takes its
+// key, and the session's next acquisition of the name replaces it.
+func (s *Session) lookAgain(st *stray) bool {
+	st.sweeps++
+	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
+}
 
 // sweepStrays deletes the stray keys that have landed, each only if it
 // still holds the value its own acquisition wrote, in one transaction (in
@@ -176,7 +187,7 @@ func (s *Session) sweepStrays() {
 				s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
 				continue
 			}
-			if st.sweeps++; st.sweeps < straySweeps {
+			if s.lookAgain(&st) {
 				keep = append(keep, st)
 			}
 		}
@@ -186,9 +197,7 @@ func (s *Session) sweepStrays() {
 	// they were not looked for. A refusal counts as a look, so that a
 	// delete etcd never allows is not sent forever.
 	for _, st := range strays[done:] {
-		if unanswered(err) {
-			keep = append(keep, st)
-		} else if st.sweeps++; st.sweeps < straySweeps {
+		if unanswered(err) || s.lookAgain(&st) {
 			keep = append(keep, st)
 		}
 	}

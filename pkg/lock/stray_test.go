@@ -8,10 +8,59 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
+
+// strayFaults is a client whose acquiring puts can be held back past their
+// callers' contexts (so they land after the clean-up: strays) and whose
+// deletes can go unanswered.
+type strayFaults struct {
+	cli        *clientv3.Client
+	putDelay   atomic.Int64 // nanoseconds; 0 sends puts as they come
+	dropDelete atomic.Bool  // a transaction with a delete gets no answer
+	puts       sync.WaitGroup
+}
+
+func newStrayFaults(t *testing.T) *strayFaults {
+	f := &strayFaults{}
+	f.cli = interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		r, ok := req.(*etcdserverpb.TxnRequest)
+		switch d := time.Duration(f.putDelay.Load()); {
+		case !ok:
+		case d > 0 && txnHas(r, isPut):
+			f.puts.Go(func() {
+				<-ctx.Done()
+				time.Sleep(d) // the put in flight: the fault itself
+				_ = invoker(context.Background(), method, req, reply, cc, opts...)
+			})
+			<-ctx.Done()
+			return ctx.Err()
+		case f.dropDelete.Load() && txnHas(r, isDelete):
+			return context.DeadlineExceeded
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	return f
+}
+
+// strays makes failed acquisitions of names on s whose puts land d after
+// their callers gave up, and returns once all have landed.
+func (f *strayFaults) strays(t *testing.T, s *lock.Session, d time.Duration, names ...string) {
+	t.Helper()
+	f.putDelay.Store(int64(d))
+	for _, name := range names {
+		actx, cancel := context.WithTimeout(testCtx(t), 20*time.Millisecond)
+		if _, err := s.Acquire(actx, name); err == nil {
+			t.Fatalf("acquired %s, whose put was held back", name)
+		}
+		cancel()
+	}
+	f.putDelay.Store(0)
+	f.puts.Wait()
+}
 
 // Claim: the key of a failed acquisition whose put lands after the
 // acquisition's clean-up (a stray) is deleted by the renewal loop's
@@ -21,53 +70,38 @@ import (
 // key.
 func TestStraysOutlastSweepsWithoutAnAnswer(t *testing.T) {
 	t.Parallel()
-	ctx, cli := testCtx(t), client(t)
-	var (
-		delayPuts  atomic.Bool // an acquiring put is sent 50 ms after its caller gave up
-		dropSweeps atomic.Bool // a delete gets no answer
-		puts       sync.WaitGroup
-	)
-	intercept := func(ictx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		r, ok := req.(*etcdserverpb.TxnRequest)
-		switch {
-		case !ok:
-		case delayPuts.Load() && txnHas(r, isPut):
-			puts.Go(func() {
-				time.Sleep(50 * time.Millisecond) // the put in flight: the fault itself
-				_ = invoker(context.Background(), method, req, reply, cc, opts...)
-			})
-			<-ictx.Done()
-			return ictx.Err()
-		case dropSweeps.Load() && txnHas(r, isDelete):
-			return context.DeadlineExceeded
-		}
-		return invoker(ictx, method, req, reply, cc, opts...)
-	}
-	icli := interceptedClient(t, cluster.Endpoints(), intercept)
+	cli, f := client(t), newStrayFaults(t)
 	var renewed renewals
-	s := newSession(t, icli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
-
-	delayPuts.Store(true)
+	s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
 	names := []string{"n0", "n1", "n2", "n3"}
-	for _, name := range names {
-		actx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		if _, err := s.Acquire(actx, name); err == nil {
-			t.Fatalf("acquired %s, whose put was held back", name)
-		}
-		cancel()
-	}
-	delayPuts.Store(false)
-	puts.Wait()
+	f.strays(t, s, 30*time.Millisecond, names...)
 	if n := len(keysUnder(t, cli, prefix(t))); n != len(names) {
 		t.Fatalf("%d keys after the late puts, want %d", n, len(names))
 	}
-
-	dropSweeps.Store(true)
+	f.dropDelete.Store(true)
 	renewed.sweeps(t, 4) // more than the looks a stray gets
-	dropSweeps.Store(false)
+	f.dropDelete.Store(false)
 	renewed.sweeps(t, 2)
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 		t.Errorf("keys left by the failed acquisitions: %v", keys)
+	}
+}
+
+// Claim: a stray is looked for during at least a TTL, however short the
+// renewal interval: a put that lands after three sweeps but within a TTL
+// is deleted, not left to block the name for the session's life.
+func TestStraysAreLookedForATTL(t *testing.T) {
+	t.Parallel()
+	cli, f := client(t), newStrayFaults(t)
+	var renewed renewals
+	s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
+	f.strays(t, s, 1500*time.Millisecond, "late") // six sweeps after its clean-up
+	if n := len(keysUnder(t, cli, prefix(t))); n != 1 {
+		t.Fatalf("%d keys after the late put, want 1", n)
+	}
+	renewed.sweeps(t, 2)
+	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
+		t.Errorf("the late put's key is left: %v", keys)
 	}
 }
 
