@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -111,17 +110,13 @@ func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written
 	// go together, so a clean-up cut off midway leaves no slot taken.
-	ops := make([]clientv3.Op, len(keys))
+	ws := make([]stray, len(keys))
 	for i, key := range keys {
-		ops[i] = clientv3.OpTxn(s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
+		ws[i] = stray{key: key, value: l.value}
 	}
-	done := 0
-	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
-		for _, r := range rs {
-			if !r.GetResponseTxn().Succeeded {
-				s.addStrays(l, keys[done]) // not written yet: a late write may still land
-			}
-			done++
+	done, err := s.deleteWrites(ctx, ws, func(i int, deleted bool) {
+		if !deleted {
+			s.addStrays(l, keys[i]) // not written yet: a late write may still land
 		}
 	})
 	s.addStrays(l, keys[done:]...)

@@ -124,6 +124,32 @@ func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
 	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
 }
 
+// deleteIfWritten deletes key, in a transaction's Then, only if it holds
+// what one acquisition of this session wrote into it (sameWrite).
+func (s *Session) deleteIfWritten(key, value string) clientv3.Op {
+	return clientv3.OpTxn(s.sameWrite(key, value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
+}
+
+// deleteWrites deletes each of ws whose key still holds the value its
+// acquisition wrote (deleteIfWritten), in one transaction (in chunks of
+// maxTxnOps). It calls answered(i, deleted) for each ws[i] etcd answered
+// for, in order, and returns how many that is and the error that stopped
+// the rest.
+func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i int, deleted bool)) (int, error) {
+	ops := make([]clientv3.Op, len(ws))
+	for i, w := range ws {
+		ops[i] = s.deleteIfWritten(w.key, w.value)
+	}
+	done := 0
+	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
+		for _, r := range rs {
+			answered(done, r.GetResponseTxn().Succeeded)
+			done++
+		}
+	})
+	return done, err
+}
+
 // addStrays queues keys that l may have written for the renewal loop to
 // delete (see sweepStrays).
 func (s *Session) addStrays(l *Lock, keys ...string) {
@@ -173,23 +199,13 @@ func (s *Session) sweepStrays() {
 	}
 	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
 	defer cancel()
-	ops := make([]clientv3.Op, len(strays))
-	for i, st := range strays {
-		ops[i] = clientv3.OpTxn(s.sameWrite(st.key, st.value), []clientv3.Op{clientv3.OpDelete(st.key)}, nil)
-	}
 	var keep []stray
-	done := 0
-	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
-		for _, r := range rs {
-			st := strays[done]
-			done++
-			if r.GetResponseTxn().Succeeded {
-				s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
-				continue
-			}
-			if s.lookAgain(&st) {
-				keep = append(keep, st)
-			}
+	done, err := s.deleteWrites(ctx, strays, func(i int, deleted bool) {
+		st := strays[i]
+		if deleted {
+			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
+		} else if s.lookAgain(&st) {
+			keep = append(keep, st)
 		}
 	})
 	// The transaction failed (err) for the rest. With no answer — etcd or

@@ -141,7 +141,7 @@ func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
 	}
 	ops := make([]clientv3.Op, len(h.claiming))
 	for i, key := range h.claiming {
-		ops[i] = clientv3.OpTxn(l.s.sameWrite(key, l.value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
+		ops[i] = l.s.deleteIfWritten(key, l.value)
 	}
 	return ops
 }

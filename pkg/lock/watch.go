@@ -90,8 +90,7 @@ func retryableRead(err error) bool {
 // from etcd — it ran out of time, or etcd could not serve it — rather than
 // a refusal.
 func unanswered(err error) bool {
-	switch rpccode.Of(err) {
-	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.ResourceExhausted:
+	if code := rpccode.Of(err); retryableRead(err) || code == codes.DeadlineExceeded || code == codes.Canceled {
 		return true
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
