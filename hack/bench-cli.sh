@@ -64,9 +64,11 @@ for f in ours theirs release; do
 	fi
 done
 
-# stat FILE COLUMN: "median min max" of that column (an even count's
-# median is the mean of the middle two).
-stat() { cut -d' ' -f"$2" "$1" | sort -n | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2), a[1], a[NR]}'; }
+# stat FILE COLUMN: "median min max" of that column (hack/stats.awk's
+# median and sort).
+stat() {
+	cut -d' ' -f"$2" "$1" | awk -f hack/stats.awk -f <(echo '{ vals["v", ++count["v"]] = $1 } END { n = sortvals("v", a); print median("v"), a[1], a[n] }')
+}
 echo "cli runs=$runs, interleaved; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); median (min - max)"
 {
 	echo "etcdlock run bench -- true" $(stat "$dir/ours" 1) $(stat "$dir/ours" 2) $(stat "$dir/ours" 3)
