@@ -332,22 +332,23 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 				g = o
 			}
 		}
+		ops := c.racing(g, d.at)
+		byOperator := len(ops) > 0
 		// Deleted after its holder stopped believing in it: a release, a
 		// close, the expiry of a lost session's lease, or — for one name
 		// of a set lost by the deletion of another's key — the library's
-		// clean-up of the set's other keys.
-		if g.end < d.at && g.start <= d.at && (!errors.Is(g.lostBy, lock.ErrKeyDeleted) || g.set != 0) {
+		// clean-up of the set's other keys. Not an operator's delete of
+		// the set's own key that caused the loss: the observer may see it
+		// after the library did.
+		if g.end < d.at && g.start <= d.at && (!errors.Is(g.lostBy, lock.ErrKeyDeleted) || g.set != 0 && !byOperator) {
 			continue
 		}
 		if g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at {
 			continue
 		}
 		at, by, call := d.at, "foreign", d.at
-		for _, a := range c.actions {
-			if a.call <= d.at && (a.key == d.key && a.createRev == d.createRev || a.kind == "break" && a.lease == g.lease) {
-				at, by, call = min(at, a.ret), "operator", a.call
-				break
-			}
+		if byOperator {
+			at, by, call = min(at, ops[0].ret), "operator", ops[0].call
 		}
 		g.deletedAt, g.deletedBy, g.deleteCall = at, by, call
 		if by == "foreign" {
