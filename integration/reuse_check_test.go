@@ -47,7 +47,8 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //  4. No goroutine of the library or of the checker outlives the run.
 //  5. No key is left under the prefix once every session is closed, but
 //     the lock-delay markers of unclean ends (and delay keys, which
-//     expire with their lease).
+//     expire with their lease); and a Release that returned nil left no
+//     key of its grant (read back at once).
 //  6. On a lock-delay name (see reuseConfig.delayed), no grant starts
 //     less than the delay after an unclean end of the previous one —
 //     any deletion of its key but by its own Release or its session's
@@ -265,6 +266,11 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 	granted := map[fencing.Token]*grant{}
 	for _, g := range c.grants {
 		granted[g.real] = g
+	}
+	for _, g := range c.grants {
+		if g.keptByRelease {
+			c.violation(res, invLeftover, "a key kept by a Release that returned nil", g.release, "%v", g)
+		}
 	}
 	for _, key := range res.left {
 		if !lockDelayKey(key) {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,9 +32,12 @@ type grant struct {
 	release   time.Duration // first Release/Resign call, -1 if none
 	// releasedOK: a Release (or Resign) of it returned nil.
 	releasedOK bool
-	lostBy     error         // why the library ended it, if it was lost
-	deletedAt  time.Duration // the deletion of its key while active, -1 if none
-	deletedBy  string        // "operator", "foreign"
+	// keptByRelease: its key was still there, read back right after a
+	// Release that returned nil.
+	keptByRelease bool
+	lostBy        error         // why the library ended it, if it was lost
+	deletedAt     time.Duration // the deletion of its key while active, -1 if none
+	deletedBy     string        // "operator", "foreign"
 	// deleteCall is when the operator's call that deleted the key began
 	// (the deletion's time for a foreign one).
 	deleteCall time.Duration
@@ -197,13 +201,26 @@ func (r *reuseRun) releasing(g *grant, at time.Duration) {
 
 // releasedOK records that a Release (or Resign) of each of gs returned
 // nil, called while its session was not abandoned (after Abandon a
-// Release returns nil and deletes nothing).
+// Release returns nil and deletes nothing), and reads each key back: a
+// Release that returned nil must have deleted it (keptByRelease).
 func (r *reuseRun) releasedOK(gs ...*grant) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	var check []*grant
 	for _, g := range gs {
 		if !g.session.abandoned {
 			g.releasedOK = true
+			check = append(check, g)
+		}
+	}
+	r.mu.Unlock()
+	for _, g := range check {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		get, err := r.obs.Get(ctx, g.key)
+		cancel()
+		if err == nil && len(get.Kvs) > 0 && get.Kvs[0].CreateRevision == int64(g.real) {
+			r.mu.Lock()
+			g.keptByRelease = true
+			r.mu.Unlock()
 		}
 	}
 }

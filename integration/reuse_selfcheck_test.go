@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -36,5 +38,49 @@ func TestReuseCheckerExcusesAnOperatorsDeleteSeenLate(t *testing.T) {
 	}
 	if got := history(false).counters[invOverlap]; got != 1 {
 		t.Errorf("no operator: %d overlap violations, want 1 (an unexplained overlap)", got)
+	}
+}
+
+// TestReuseCheckerReadsBackAReleasedKey checks the read-back of a key
+// after a Release that returned nil: a key still there is a violation, a
+// key released is not.
+func TestReuseCheckerReadsBackAReleasedKey(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, shared.Endpoints()...)
+	s, err := lock.NewSession(t.Context(), cli, lock.WithPrefix("/selfcheck/"+t.Name()+"/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	r := &reuseRun{t: t, obs: cli, t0: time.Now()}
+	run := func(release bool) reuseResult {
+		l, err := s.Acquire(t.Context(), "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &sessionRec{worker: "w0", lease: s.Lease(), closed: -1}
+		g := &grant{kind: "acquire", worker: "w0", session: rec, name: "n", key: l.Key(), lease: s.Lease(), token: l.Token(), real: l.Token(),
+			start: 0, end: time.Millisecond, release: time.Millisecond, deletedAt: -1}
+		if release {
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.grants = []*grant{g}
+		r.releasedOK(g) // as if Release had returned nil
+		if !release {
+			if err := l.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := reuseResult{took: time.Second}
+		r.check(&res)
+		return res
+	}
+	if got := run(true).signatures[invLeftover+": a key kept by a Release that returned nil"]; got != 0 {
+		t.Errorf("released key: %d violations, want 0", got)
+	}
+	if got := run(false).signatures[invLeftover+": a key kept by a Release that returned nil"]; got != 1 {
+		t.Errorf("key not released: %d violations, want 1", got)
 	}
 }
