@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -23,10 +24,15 @@ import (
 
 // Start starts an embedded cluster for a whole test binary (from TestMain),
 // failing hard if it cannot. The caller closes it.
+//
+// The clusters of Start and Cluster serve no gRPC gateway (etcd's
+// HTTP/JSON API): each gateway builds a logrus logger, which reads
+// os.Stderr while `go test -json` replaces it, a data race under -race.
+// embedded.WithConfig among opts may turn it back on.
 func Start(opts ...embedded.Option) *embedded.Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := embedded.Start(ctx, opts...)
+	c, err := embedded.Start(ctx, testOptions(opts)...)
 	if err != nil {
 		panic("etcdtest: cannot start embedded etcd: " + err.Error())
 	}
@@ -38,12 +44,18 @@ func Cluster(t testing.TB, opts ...embedded.Option) *embedded.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := embedded.Start(ctx, opts...)
+	c, err := embedded.Start(ctx, testOptions(opts)...)
 	if err != nil {
 		t.Fatalf("start embedded etcd: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// testOptions are opts after the test clusters' own: no gRPC gateway.
+func testOptions(opts []embedded.Option) []embedded.Option {
+	noGateway := embedded.WithConfig(func(cfg *embed.Config) { cfg.EnableGRPCGateway = false })
+	return append([]embedded.Option{noGateway}, opts...)
 }
 
 // Client returns a client of endpoints closed when t ends.

@@ -2,9 +2,13 @@ package etcdtest_test
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
@@ -47,5 +51,26 @@ func TestRestartProxyWithAnIdleClient(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("put through the restarted proxy: %v", err)
+	}
+}
+
+// The test clusters serve no gRPC gateway, whose logger races with `go
+// test -json` over os.Stderr; WithConfig turns it back on.
+func TestClustersServeNoGateway(t *testing.T) {
+	t.Parallel()
+	status := func(c *embedded.Cluster) int {
+		resp, err := http.Post(c.Endpoints()[0]+"/v3/kv/range", "application/json", strings.NewReader(`{"key":"YQ=="}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(cluster); got != http.StatusNotFound {
+		t.Errorf("Start's cluster: gateway answered %d, want 404", got)
+	}
+	on := etcdtest.Cluster(t, embedded.WithConfig(func(cfg *embed.Config) { cfg.EnableGRPCGateway = true }))
+	if got := status(on); got != http.StatusOK {
+		t.Errorf("with the gateway turned back on: %d, want 200", got)
 	}
 }
