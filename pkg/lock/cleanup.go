@@ -85,6 +85,7 @@ func (s *Session) removeFailed(l *Lock) {
 		err = s.removeUnconfirmed(ctx, l)
 	}
 	if err != nil {
+		s.keepForClose(l) // its lock-delay marker, if any, was a clean end's
 		s.log.Warn("could not remove abandoned key; it goes away with the lease", zap.String("key", l.key), zap.Error(err))
 	}
 }
@@ -144,6 +145,9 @@ func (s *Session) removeLeftoverOf(ctx context.Context, name string, kv *mvccpb.
 	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
 	if err != nil {
 		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
+	}
+	if name != "" {
+		s.replaced(name, kv.CreateRevision)
 	}
 	return nil
 }

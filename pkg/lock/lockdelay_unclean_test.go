@@ -7,8 +7,11 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,5 +354,97 @@ func TestLockDelayWaiterLostDuringTheDelayLeavesNoRecord(t *testing.T) {
 	}
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 		t.Errorf("keys left after the next holder released: %v", keys)
+	}
+}
+
+// TestLockDelayFailedAcquisitionThenCloseIsClean: an acquisition that
+// gives up while it waits out a delay ends cleanly, as a Release does;
+// when its clean-up cannot reach etcd, Close deletes its marker (while
+// its key exists), as it does for a failed Release. The next holder then
+// waits only for the earlier unclean end, not for a delay of its own.
+func TestLockDelayFailedAcquisitionThenCloseIsClean(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	_, l1 := delayedHolder(t, cli)
+	if _, err := cli.Delete(ctx, l1.Key()); err != nil { // an unclean end
+		t.Fatal(err)
+	}
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	s2 := newSession(t, etcdtest.Client(t, url), lock.WithLockDelay(uncleanDelay), lock.WithCleanupTimeout(300*time.Millisecond))
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	waiting := make(chan struct{})
+	var once sync.Once
+	hook := lock.WithWaitHook(func() {
+		once.Do(func() {
+			p.PauseTx() // the clean-up cannot reach etcd
+			close(waiting)
+		})
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s2.Acquire(actx, "job", hook)
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("Acquire returned %v without waiting out the delay", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire = %v, want context.Canceled", err)
+	}
+	p.UnpauseTx()
+	own := fmt.Sprintf("%%held/%x-", int64(s2.Lease()))
+	if ms := delayMarkers(t, cli, "job"); !slices.ContainsFunc(ms, func(m string) bool { return strings.Contains(m, own) }) {
+		t.Fatalf("the failed acquisition's clean-up deleted its marker through a paused proxy: %v", ms)
+	}
+	if err := s2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ms := delayMarkers(t, cli, "job"); slices.ContainsFunc(ms, func(m string) bool { return strings.Contains(m, own) }) {
+		t.Errorf("the failed acquisition's marker outlived a successful Close: %v", ms)
+	}
+}
+
+// TestLockDelayKeptForCloseOnlyTillReplaced: a session reused for hours
+// whose Releases fail now and then, and which acquires the names again,
+// keeps for Close only the markers still in etcd: each re-acquisition
+// replaced its name's leftover key and marker, and Close sends no
+// deletes for them.
+func TestLockDelayKeptForCloseOnlyTillReplaced(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var closing atomic.Bool
+	var closeOps atomic.Int64
+	cli := interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.TxnRequest); ok && closing.Load() {
+			closeOps.Add(int64(len(r.Success)))
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	s := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	const cycles = 150
+	for range cycles {
+		l, err := s.Acquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(dead); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Release on a canceled ctx = %v", err)
+		}
+	}
+	closing.Store(true)
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := closeOps.Load(); n > 1 {
+		t.Errorf("Close sent %d marker deletes after %d failed Releases of one name, each replaced by the next acquisition; want at most 1 (the last one's)", n, cycles)
+	}
+	if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
+		t.Errorf("markers left after a clean Close: %v", ms)
 	}
 }

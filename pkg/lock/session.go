@@ -79,7 +79,10 @@ type Session struct {
 	inflight sync.WaitGroup
 }
 
-// keepForClose remembers l, whose Release failed, for Close.
+// keepForClose remembers l, whose Release or failed acquisition's
+// clean-up could not delete its keys, for Close: a lock-delay marker of
+// that clean end must not outlive the session (Close deletes it while the
+// key exists, before the revoke takes the key).
 func (s *Session) keepForClose(l *Lock) {
 	h := l.lockDelay()
 	if h == nil {
@@ -100,11 +103,21 @@ func (s *Session) keepForClose(l *Lock) {
 
 // released forgets l, whose Release succeeded, if it was kept for Close.
 func (s *Session) released(l *Lock) {
+	s.forgetKept(func(k *Lock) bool { return k == l })
+}
+
+// replaced forgets the lock kept for Close whose key of name, created at
+// rev, a later acquisition of the name removed with its marker (see
+// removeLeftoverOf): a session reused for hours keeps at most one per
+// name.
+func (s *Session) replaced(name string, rev int64) {
+	s.forgetKept(func(k *Lock) bool { return k.name == name && k.rev == rev })
+}
+
+func (s *Session) forgetKept(match func(*Lock) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.Index(s.unreleased, l); i >= 0 {
-		s.unreleased = slices.Delete(s.unreleased, i, i+1)
-	}
+	s.unreleased = slices.DeleteFunc(s.unreleased, match)
 }
 
 // stray is the key of a failed acquisition whose put may still land after
@@ -337,7 +350,11 @@ func (s *Session) Err() error {
 // Released), stops renewing, waits for the session's goroutines, and revokes
 // the lease, which deletes the session's keys at once. It returns the revoke
 // error, if any; the lease then expires on its own. Calling Close again, or
-// after a loss, is safe: it only retries the revoke.
+// after a loss, is safe: it only retries the lock-delay markers' deletes
+// and the revoke. The markers it deletes are those of clean ends — locks
+// released (or acquisitions that failed) before the loss, whose clean-up
+// could not delete them — and only while their keys still exist; a lock
+// the loss ended keeps its marker (see WithLockDelay).
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	held := append([]*Lock(nil), s.unreleased...)
