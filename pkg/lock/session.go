@@ -70,7 +70,8 @@ type Session struct {
 	// abandoned is set by Abandon: its locks' keys must stay until the
 	// lease expires, and no later Release deletes them.
 	abandoned atomic.Bool
-	// unreleased are locks with a lock-delay marker whose Release failed,
+	// unreleased are locks with a lock-delay marker whose Release, or
+	// failed acquisition's clean-up, could not delete it (keepForClose),
 	// for Close to delete their markers (guarded by mu).
 	unreleased []*Lock
 	// inflight counts the acquisitions in progress (claim to return):
