@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/internal/leakcheck"
 )
 
 // Start starts an embedded cluster for a whole test binary (from TestMain),
@@ -194,13 +195,14 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg strin
 }
 
 // RunMain runs a package's tests (from TestMain), then cleanup, then — if
-// the tests passed — checks that no goroutine leaked (goleak, with opts).
-// It returns the exit code for os.Exit.
+// the tests passed — checks that no goroutine leaked (goleak, with opts),
+// allowing those of stopped etcd members some seconds to end. It returns
+// the exit code for os.Exit.
 func RunMain(m *testing.M, cleanup func(), opts ...goleak.Option) int {
 	code := m.Run()
 	cleanup()
 	if code == 0 {
-		if err := goleak.Find(opts...); err != nil {
+		if err := leakcheck.Find(leakcheck.Patience, opts...); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
 			code = 1
 		}
