@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -46,8 +48,9 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //     create revision = token).
 //  4. No goroutine of the library or of the checker outlives the run.
 //  5. No key is left under the prefix once every session is closed, but
-//     the lock-delay markers of unclean ends (and delay keys, which
-//     expire with their lease); and a Release that returned nil left no
+//     the lock-delay markers of unclean ends and of acquisitions that
+//     failed on a session lost, abandoned or not closed cleanly (and
+//     delay keys and records); and a Release that returned nil left no
 //     key of its grant (read back at once).
 //  6. On a lock-delay name (see reuseConfig.delayed), no grant starts
 //     less than the delay after an unclean end of the previous one —
@@ -279,6 +282,10 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 		}
 		tok, isMarker := markerToken(key)
 		g := granted[tok]
+		if isMarker && g == nil && c.cleanlyFailed(key, tok) {
+			c.violation(res, invLeftover, "a lock-delay marker of a failed acquisition, after a clean Close", res.took, "%s", key)
+			continue
+		}
 		if !isMarker || unclean[tok] || g == nil {
 			res.stats["lock-delay keys left"]++
 			continue
@@ -292,6 +299,32 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 		c.violation(res, invLeftover, "a lock-delay marker of a clean end", res.took, "%s of %v (session closed %v, abandoned %t; key deleted at %v)",
 			key, g, g.session.closed, g.session.abandoned, deleted)
 	}
+}
+
+// cleanlyFailed reports whether the marker key, of token tok and of no
+// grant, is of an acquisition that failed cleanly: its session was
+// closed by a Close that returned nil, never lost or abandoned, and no
+// operator deleted its key or broke its lease. Its clean-up or, failing
+// that, Close must have deleted it.
+func (c *reuseRun) cleanlyFailed(key string, tok fencing.Token) bool {
+	i := strings.Index(key, "%held/")
+	hex, _, _ := strings.Cut(key[i+len("%held/"):], "-")
+	v, err := strconv.ParseInt(hex, 16, 64)
+	if err != nil {
+		return false
+	}
+	lease := clientv3.LeaseID(v)
+	for _, a := range c.actions {
+		if a.kind == "break" && a.lease == lease || a.kind == "delete" && a.createRev == int64(tok) && leaseOfKey(a.key) == lease {
+			return false
+		}
+	}
+	for _, rec := range c.sessions {
+		if rec.lease == lease {
+			return rec.revoked && !rec.abandoned && !rec.lost
+		}
+	}
+	return false
 }
 
 // lockDelayKey reports whether key is a lock-delay marker or delay key.

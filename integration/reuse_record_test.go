@@ -57,6 +57,9 @@ type sessionRec struct {
 	// revoked: a Close returned nil, so its keys must be gone. A failed
 	// Close leaves them to expire with the lease.
 	revoked bool
+	// lost: the library ended it with ErrSessionLost before it was
+	// closed (an unclean end of all it held or waited for).
+	lost bool
 }
 
 // opAction is one operator action on a held key.

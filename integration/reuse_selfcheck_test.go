@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,37 @@ func TestReuseCheckerReadsBackAReleasedKey(t *testing.T) {
 	}
 	if got := run(false).signatures[invLeftover+": a key kept by a Release that returned nil"]; got != 1 {
 		t.Errorf("key not released: %d violations, want 1", got)
+	}
+}
+
+// TestReuseCheckerFlagsAFailedAcquisitionsMarker checks invariant 5 on
+// the marker of an acquisition that never became a grant: left after a
+// clean Close of its session it is a violation; after an unclean end of
+// the session (lost, abandoned, a failed Close) or an operator's delete
+// of its key it is not.
+func TestReuseCheckerFlagsAFailedAcquisitionsMarker(t *testing.T) {
+	t.Parallel()
+	const lease, tok = 0x2a, 0x1f
+	marker := fmt.Sprintf("/p/d1%%held/%x-%x", lease, tok)
+	left := func(rec sessionRec, actions ...opAction) int {
+		rec.lease, rec.closed = lease, time.Second
+		c := &reuseRun{t: t, sessions: []*sessionRec{&rec}, actions: actions, stats: map[string]int{}}
+		res := reuseResult{took: 2 * time.Second, left: []string{marker}}
+		c.check(&res)
+		return res.counters[invLeftover]
+	}
+	if got := left(sessionRec{revoked: true}); got != 1 {
+		t.Errorf("after a clean Close: %d violations, want 1", got)
+	}
+	for name, n := range map[string]int{
+		"lost":            left(sessionRec{revoked: true, lost: true}),
+		"abandoned":       left(sessionRec{revoked: true, abandoned: true}),
+		"failed Close":    left(sessionRec{}),
+		"operator delete": left(sessionRec{revoked: true}, opAction{kind: "delete", key: fmt.Sprintf("/p/d1/%x", lease), createRev: tok}),
+		"operator break":  left(sessionRec{revoked: true}, opAction{kind: "break", lease: lease}),
+	} {
+		if n != 0 {
+			t.Errorf("%s: %d violations, want 0", name, n)
+		}
 	}
 }

@@ -421,6 +421,11 @@ func (w *lockWorker) endAll() {
 
 // closeSession closes (or abandons) the current session.
 func (w *lockWorker) closeSession(abandon bool) {
+	if errors.Is(w.s.Err(), lock.ErrSessionLost) {
+		w.r.mu.Lock()
+		w.rec.lost = true
+		w.r.mu.Unlock()
+	}
 	w.r.closeSession(w.rec, w.r.now(), abandon)
 	if abandon {
 		w.r.count("session abandons")
