@@ -263,6 +263,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	switch abandoned, err := g.endSession(ctx, s, false); {
 	case abandoned: // the check above got no answer
 		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(l.Names()), s.TTL())
+	case errors.Is(err, lock.ErrMarkersKept):
+		g.printer.Note("%s released, but its lock-delay marker stayed: the next holder waits the delay: %v", lockNames(l.Names()), err)
 	case err != nil:
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}

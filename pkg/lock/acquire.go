@@ -114,7 +114,7 @@ type queued struct {
 
 // enqueue writes l's contender key under pfx in the acquiring transaction,
 // first replacing a key that an earlier acquisition of the name on this
-// session left (see removeLeftoverOf). Its reply holds the keys older than
+// session left (see removeLeftover). Its reply holds the keys older than
 // l's that l needs (see olderOp) and, for a semaphore, the slot keys. A
 // semaphore's contender that finds no key at all under the name claims
 // slot 0 in the same transaction instead (see queueSemaphore).
@@ -128,7 +128,7 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 		if err != nil || leftover == nil {
 			return q, err
 		}
-		if err := s.removeLeftoverOf(ctx, l.name, leftover); err != nil {
+		if err := s.removeLeftover(ctx, leftover); err != nil {
 			return queued{}, err
 		}
 	}
@@ -237,6 +237,9 @@ func (s *Session) watchKey(l *Lock, created int64) {
 	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.unreleased) > 0 {
+		s.rewrote(l.Names())
+	}
 	if s.err != nil {
 		return // l was finished by the session's end; nothing to watch
 	}

@@ -127,27 +127,21 @@ func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 // removeLeftover deletes kv, a key of this session's lease under a name
 // the session is claiming now, which an earlier acquisition of that name
 // left behind. The compare on kv's create revision makes the delete exact:
-// it can remove only that earlier key, never one written after it.
+// it can remove only that earlier key, never one written after it. For a
+// contender key, the earlier acquisition's lock-delay marker, if it wrote
+// one, goes in the same transaction, whatever kind the new acquisition
+// is: the key still being there, nobody else held the name since, and
+// the earlier lock ended cleanly (its Release failed, or is still in
+// flight).
 func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error {
-	return s.removeLeftoverOf(ctx, "", kv)
-}
-
-// removeLeftoverOf is removeLeftover for a plain lock of name: the earlier
-// acquisition's lock-delay marker, if any, goes in the same transaction.
-// Its key still being there, nobody else held the name since: the
-// earlier lock ended cleanly (its Release failed, or is still in flight).
-func (s *Session) removeLeftoverOf(ctx context.Context, name string, kv *mvccpb.KeyValue) error {
 	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
 	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
-	if name != "" {
+	if name, kind := keyspace.Parse(s.cfg.prefix, string(kv.Key)); kind == keyspace.Contender {
 		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.lease), kv.CreateRevision)))
 	}
 	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
 	if err != nil {
 		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
-	}
-	if name != "" {
-		s.replaced(name, kv.CreateRevision)
 	}
 	return nil
 }

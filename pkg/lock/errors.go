@@ -38,6 +38,10 @@ var (
 	ErrLost = errors.New("lock: lost")
 	// ErrReleased: the lock was released by Release or Session.Close.
 	ErrReleased = errors.New("lock: released")
+	// ErrMarkersKept: Session.Close revoked the lease, but could not
+	// delete the lock-delay markers of clean ends (WithLockDelay): the
+	// next holders of those names wait the delay.
+	ErrMarkersKept = errors.New("lock: lock-delay markers of clean ends not deleted")
 
 	// Causes of loss, found with errors.Is on a *LostError.
 

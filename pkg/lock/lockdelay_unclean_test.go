@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -408,43 +410,191 @@ func TestLockDelayFailedAcquisitionThenCloseIsClean(t *testing.T) {
 	}
 }
 
-// TestLockDelayKeptForCloseOnlyTillReplaced: a session reused for hours
-// whose Releases fail now and then, and which acquires the names again,
-// keeps for Close only the markers still in etcd: each re-acquisition
-// replaced its name's leftover key and marker, and Close sends no
-// deletes for them.
-func TestLockDelayKeptForCloseOnlyTillReplaced(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	var closing atomic.Bool
-	var closeOps atomic.Int64
-	cli := interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*etcdserverpb.TxnRequest); ok && closing.Load() {
-			closeOps.Add(int64(len(r.Success)))
+// txnFaults is a client whose transactions that delete get the fault
+// set, one at a time: none, lost (applied, its reply lost), or an error of
+// etcd's (not applied). Counts the operations of the transactions sent
+// while counting is set.
+type txnFaults struct {
+	cli      *clientv3.Client
+	fault    atomic.Value // func(*etcdserverpb.TxnRequest) (applied bool, err error), or nil
+	counting atomic.Bool
+	ops      atomic.Int64
+}
+
+func newTxnFaults(t *testing.T) *txnFaults {
+	f := &txnFaults{}
+	f.cli = interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		r, ok := req.(*etcdserverpb.TxnRequest)
+		if !ok {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		if f.counting.Load() {
+			f.ops.Add(int64(len(r.Success)))
+		}
+		if fault, _ := f.fault.Load().(func(*etcdserverpb.TxnRequest) (bool, error)); fault != nil {
+			if applied, err := fault(r); err != nil {
+				if applied {
+					_ = invoker(ctx, method, req, reply, cc, opts...)
+				}
+				return err
+			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
-	s := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	dead, cancel := context.WithCancel(ctx)
-	cancel()
-	const cycles = 150
-	for range cycles {
-		l, err := s.Acquire(ctx, "job")
-		if err != nil {
-			t.Fatal(err)
+	return f
+}
+
+// set makes fault apply to the transactions sent from now on.
+func (f *txnFaults) set(fault func(*etcdserverpb.TxnRequest) (applied bool, err error)) {
+	f.fault.Store(fault)
+}
+
+// deletes is a fault for every transaction that deletes.
+func deletes(applied bool, err error) func(*etcdserverpb.TxnRequest) (bool, error) {
+	return func(r *etcdserverpb.TxnRequest) (bool, error) {
+		if txnHas(r, isDelete) || txnHas(r, func(op *etcdserverpb.RequestOp) bool { return op.GetRequestTxn() != nil }) {
+			return applied, err
 		}
-		if err := l.Release(dead); !errors.Is(err, context.Canceled) {
-			t.Fatalf("Release on a canceled ctx = %v", err)
-		}
+		return false, nil
 	}
-	closing.Store(true)
-	if err := s.Close(ctx); err != nil {
-		t.Fatal(err)
+}
+
+// TestLockDelayKeptForCloseOnlyTillRewritten: a session reused for hours
+// whose Releases fail now and then — before reaching etcd, or after, with
+// the reply lost — and which acquires the names again, keeps for Close
+// only the markers that may still be in etcd: each re-acquisition wrote a
+// new key of its name, so the earlier key and its marker were gone or
+// replaced, and Close sends no deletes for them.
+func TestLockDelayKeptForCloseOnlyTillRewritten(t *testing.T) {
+	t.Parallel()
+	for name, applied := range map[string]bool{"not sent": false, "reply lost": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			f := newTxnFaults(t)
+			s := newSession(t, f.cli, lock.WithLockDelay(uncleanDelay))
+			const cycles = 100
+			for range cycles {
+				l, err := s.Acquire(ctx, "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.set(deletes(applied, context.DeadlineExceeded))
+				if err := l.Release(ctx); err == nil {
+					t.Fatal("Release returned nil through the fault")
+				}
+				f.set(nil)
+			}
+			f.counting.Store(true)
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := f.ops.Load(); n > 1 {
+				t.Errorf("Close sent %d marker deletes after %d failed Releases of one name, each followed by a new key of the name; want at most 1 (the last one's)", n, cycles)
+			}
+			if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
+				t.Errorf("markers left after a clean Close: %v", ms)
+			}
+		})
 	}
-	if n := closeOps.Load(); n > 1 {
-		t.Errorf("Close sent %d marker deletes after %d failed Releases of one name, each replaced by the next acquisition; want at most 1 (the last one's)", n, cycles)
+}
+
+// TestLockDelayLeftoverReplacedByAnyKind: after a failed Release of a
+// lock with a lock-delay, the same session acquires the name again as
+// another kind (a reader, a semaphore, a set: with WithLockDelay(0), as
+// their options require). Replacing the leftover key deletes its marker
+// too, and nothing is left after Close.
+func TestLockDelayLeftoverReplacedByAnyKind(t *testing.T) {
+	t.Parallel()
+	again := map[string]func(ctx context.Context, s *lock.Session) (*lock.Lock, error){
+		"TryAcquire shared": func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.TryAcquire(ctx, "job", lock.WithShared(), lock.WithLockDelay(0))
+		},
+		"Acquire shared": func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.Acquire(ctx, "job", lock.WithShared(), lock.WithLockDelay(0))
+		},
+		"TryAcquire limit": func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.TryAcquire(ctx, "job", lock.WithLimit(2), lock.WithLockDelay(0))
+		},
+		"Acquire limit": func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.Acquire(ctx, "job", lock.WithLimit(2), lock.WithLockDelay(0))
+		},
+		"AcquireAll": func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.AcquireAll(ctx, []string{"job", "other"}, lock.WithLockDelay(0))
+		},
 	}
-	if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
-		t.Errorf("markers left after a clean Close: %v", ms)
+	for name, acquire := range again {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			f := newTxnFaults(t)
+			s := newSession(t, f.cli, lock.WithLockDelay(uncleanDelay))
+			l, err := s.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.set(deletes(false, context.DeadlineExceeded))
+			if err := l.Release(ctx); err == nil {
+				t.Fatal("Release returned nil through the fault")
+			}
+			f.set(nil)
+			l2, err := acquire(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l2.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ms := delayMarkers(t, client(t), "job"); len(ms) != 0 {
+				t.Errorf("markers left after a failed Release, a clean re-acquisition as %s and a clean Close: %v", name, ms)
+			}
+		})
+	}
+}
+
+// TestLockDelayCloseRetriesMarkerDeletes: Close's marker deletes are tried
+// again while etcd is unavailable (the marker is gone and Close returns
+// nil); when etcd refuses them, Close still revokes the lease and returns
+// an error wrapping ErrMarkersKept, as the marker stays.
+func TestLockDelayCloseRetriesMarkerDeletes(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err  error
+		kept bool
+	}{
+		"unavailable twice": {status.Error(codes.Unavailable, "injected"), false},
+		"refused":           {status.Error(codes.PermissionDenied, "injected"), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			f := newTxnFaults(t)
+			s := newSession(t, f.cli, lock.WithLockDelay(uncleanDelay))
+			l, err := s.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var failed atomic.Int64
+			f.set(func(r *etcdserverpb.TxnRequest) (bool, error) {
+				if failed.Add(1) > 2 && !tc.kept {
+					return false, nil
+				}
+				return false, tc.err
+			})
+			err = s.Close(ctx)
+			f.set(nil)
+			if got := errors.Is(err, lock.ErrMarkersKept); got != tc.kept {
+				t.Fatalf("Close = %v, want ErrMarkersKept: %v", err, tc.kept)
+			}
+			if ms := delayMarkers(t, client(t), "job"); (len(ms) > 0) != tc.kept {
+				t.Errorf("markers after Close: %v, want kept: %v", ms, tc.kept)
+			}
+			if keys := keysUnder(t, client(t), prefix(t)); slices.Contains(keys, l.Key()) {
+				t.Errorf("the lock's key outlived Close's revoke: %v", keys)
+			}
+		})
 	}
 }

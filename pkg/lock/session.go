@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
@@ -104,21 +105,19 @@ func (s *Session) keepForClose(l *Lock) {
 
 // released forgets l, whose Release succeeded, if it was kept for Close.
 func (s *Session) released(l *Lock) {
-	s.forgetKept(func(k *Lock) bool { return k == l })
-}
-
-// replaced forgets the lock kept for Close whose key of name, created at
-// rev, a later acquisition of the name removed with its marker (see
-// removeLeftoverOf): a session reused for hours keeps at most one per
-// name.
-func (s *Session) replaced(name string, rev int64) {
-	s.forgetKept(func(k *Lock) bool { return k.name == name && k.rev == rev })
-}
-
-func (s *Session) forgetKept(match func(*Lock) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unreleased = slices.DeleteFunc(s.unreleased, match)
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
+}
+
+// rewrote forgets the locks kept for Close under names, of which the
+// session has just written new keys (s.mu held): a session has one key per
+// name, so their keys are gone — deleted with their markers, or by
+// someone else, which leaves the markers of those unclean ends to the
+// next holder — and Close would have nothing of theirs to delete. A
+// session reused for hours keeps at most one per name.
+func (s *Session) rewrote(names []string) {
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
 }
 
 // stray is the key of a failed acquisition whose put may still land after
@@ -350,12 +349,16 @@ func (s *Session) Err() error {
 // Close releases every lock the session holds (their state becomes
 // Released), stops renewing, waits for the session's goroutines, and revokes
 // the lease, which deletes the session's keys at once. It returns the revoke
-// error, if any; the lease then expires on its own. Calling Close again, or
-// after a loss, is safe: it only retries the lock-delay markers' deletes
-// and the revoke. The markers it deletes are those of clean ends — locks
-// released (or acquisitions that failed) before the loss, whose clean-up
-// could not delete them — and only while their keys still exist; a lock
-// the loss ended keeps its marker (see WithLockDelay).
+// error, if any; the lease then expires on its own. Before the revoke it
+// deletes the lock-delay markers of the session's clean ends (see
+// WithLockDelay): of the locks it releases, and of every Release or
+// failed acquisition whose clean-up could not delete them — each only
+// while its key still exists, trying again while etcd is unavailable and
+// ctx lasts. If that fails and the revoke succeeds, it returns an error
+// wrapping ErrMarkersKept: the session is closed, and the next holders of
+// those names wait the delay. Calling Close again, or after a loss, is
+// safe: it only retries those deletes and the revoke. After a loss, a lock
+// the loss ended keeps its marker; one released before it is a clean end.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	held := append([]*Lock(nil), s.unreleased...)
@@ -374,16 +377,37 @@ func (s *Session) Close(ctx context.Context) error {
 	// After Abandon the end was unclean, whatever came before it: a
 	// Release that failed, whose marker Close would otherwise delete,
 	// does not make it clean.
+	var markersErr error
 	if !s.abandoned.Load() {
-		if err := commitInChunks(ctx, s.client, markerDeletes(held)); err != nil {
-			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(err))
+		if markersErr = s.deleteMarkers(ctx, markerDeletes(held)); markersErr != nil {
+			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(markersErr))
 		}
 	}
 	_, err := s.client.Revoke(ctx, s.lease)
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("lock: revoke lease: %w", err)
 	}
+	if markersErr != nil {
+		return fmt.Errorf("lock: %w: %w", ErrMarkersKept, markersErr)
+	}
 	return nil
+}
+
+// deleteMarkers commits ops, Close's deletes of lock-delay markers, again
+// while etcd is unavailable and ctx lasts: each compares the marker's
+// value and its key's create revision, so a delete that landed before
+// its reply was lost makes its retry a no-op.
+func (s *Session) deleteMarkers(ctx context.Context, ops []clientv3.Op) error {
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second, Jitter: true}
+	for {
+		err := commitInChunks(ctx, s.client, ops)
+		if err == nil || !retryableRead(err) {
+			return err
+		}
+		if backoff.Sleep(ctx, b.Next()) != nil {
+			return err
+		}
+	}
 }
 
 // Abandon stops renewing without revoking the lease: every lock the session

@@ -73,7 +73,7 @@ func (s *Session) tryLock(ctx context.Context, l *Lock, pfx string) (int64, erro
 			return 0, lockedError(l.name, holder)
 		}
 		// Left by an earlier acquisition: never adopted.
-		if err := s.removeLeftoverOf(ctx, l.name, mine[0]); err != nil {
+		if err := s.removeLeftover(ctx, mine[0]); err != nil {
 			return 0, err
 		}
 		if string(holder.Key) != l.key {
