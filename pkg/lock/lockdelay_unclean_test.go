@@ -459,6 +459,22 @@ func deletes(applied bool, err error) func(*etcdserverpb.TxnRequest) (bool, erro
 	}
 }
 
+// failedRelease acquires "job" on s, whose client is f's, and releases it
+// through a fault on its delete: not applied, or applied with the reply
+// lost.
+func (f *txnFaults) failedRelease(t *testing.T, ctx context.Context, s *lock.Session, applied bool) {
+	t.Helper()
+	l, err := s.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set(deletes(applied, context.DeadlineExceeded))
+	defer f.set(nil)
+	if err := l.Release(ctx); err == nil {
+		t.Fatal("Release returned nil through the fault")
+	}
+}
+
 // TestLockDelayKeptForCloseOnlyTillRewritten: a session reused for hours
 // whose Releases fail now and then — before reaching etcd, or after, with
 // the reply lost — and which acquires the names again, keeps for Close
@@ -475,15 +491,7 @@ func TestLockDelayKeptForCloseOnlyTillRewritten(t *testing.T) {
 			s := newSession(t, f.cli, lock.WithLockDelay(uncleanDelay))
 			const cycles = 100
 			for range cycles {
-				l, err := s.Acquire(ctx, "job")
-				if err != nil {
-					t.Fatal(err)
-				}
-				f.set(deletes(applied, context.DeadlineExceeded))
-				if err := l.Release(ctx); err == nil {
-					t.Fatal("Release returned nil through the fault")
-				}
-				f.set(nil)
+				f.failedRelease(t, ctx, s, applied)
 			}
 			f.counting.Store(true)
 			if err := s.Close(ctx); err != nil {
@@ -529,15 +537,7 @@ func TestLockDelayLeftoverReplacedByAnyKind(t *testing.T) {
 			ctx := testCtx(t)
 			f := newTxnFaults(t)
 			s := newSession(t, f.cli, lock.WithLockDelay(uncleanDelay))
-			l, err := s.Acquire(ctx, "job")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.set(deletes(false, context.DeadlineExceeded))
-			if err := l.Release(ctx); err == nil {
-				t.Fatal("Release returned nil through the fault")
-			}
-			f.set(nil)
+			f.failedRelease(t, ctx, s, false)
 			l2, err := acquire(ctx, s)
 			if err != nil {
 				t.Fatal(err)
