@@ -432,6 +432,13 @@ func TestCloseReleasesLocks(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
+	// Nothing is left to do once the lease was revoked: no request, so
+	// not even an ended ctx fails it.
+	dead, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Close(dead); err != nil {
+		t.Errorf("Close after a successful Close, on an ended ctx = %v", err)
+	}
 }
 
 func TestCloseEndsAWaitingAcquireWithErrSessionClosed(t *testing.T) {

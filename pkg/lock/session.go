@@ -71,6 +71,9 @@ type Session struct {
 	// abandoned is set by Abandon: its locks' keys must stay until the
 	// lease expires, and no later Release deletes them.
 	abandoned atomic.Bool
+	// revoked is set by the Close whose revoke succeeded (or found the
+	// lease gone): a later Close has nothing left to do.
+	revoked atomic.Bool
 	// unreleased are locks with a lock-delay marker whose Release, or
 	// failed acquisition's clean-up, could not delete it (keepForClose),
 	// for Close to delete their markers (guarded by mu).
@@ -357,9 +360,13 @@ func (s *Session) Err() error {
 // ctx lasts. If that fails and the revoke succeeds, it returns an error
 // wrapping ErrMarkersKept: the session is closed, and the next holders of
 // those names wait the delay. Calling Close again, or after a loss, is
-// safe: it only retries those deletes and the revoke. After a loss, a lock
+// safe: it retries those deletes and the revoke, unless an earlier Close
+// revoked the lease, after which it returns nil at once. After a loss, a lock
 // the loss ended keeps its marker; one released before it is a clean end.
 func (s *Session) Close(ctx context.Context) error {
+	if s.revoked.Load() {
+		return nil // an earlier Close did all there is to do
+	}
 	s.mu.Lock()
 	held := append([]*Lock(nil), s.unreleased...)
 	for _, l := range s.claims {
@@ -387,6 +394,9 @@ func (s *Session) Close(ctx context.Context) error {
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("lock: revoke lease: %w", err)
 	}
+	// The lease is gone: a marker delete compares its key, so none could
+	// succeed from now on.
+	s.revoked.Store(true)
 	if markersErr != nil {
 		return fmt.Errorf("lock: %w: %w", ErrMarkersKept, markersErr)
 	}
