@@ -263,7 +263,17 @@ func TestTimeoutHandlerInsideMiddlewareIsUnsafe(t *testing.T) {
 		}
 		j.ServeHTTP(w, r)
 	})
-	srv := httptest.NewServer(httpfence.Middleware(&g, nil, http.TimeoutHandler(slow, time.Millisecond, "timed out")))
+	// Token 5's request alone gets the time limit: token 7's, not blocked,
+	// must not run out of it on a loaded machine.
+	limited := http.TimeoutHandler(slow, time.Millisecond, "timed out")
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, _ := fencing.FromContext(r.Context()); tok == 5 {
+			limited.ServeHTTP(w, r)
+			return
+		}
+		slow.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(httpfence.Middleware(&g, nil, inner))
 	t.Cleanup(srv.Close)
 	c := &http.Client{Transport: &httpfence.Transport{Base: srv.Client().Transport}}
 	if code, _ := put(t, c, srv.URL+"/r", 5); code != http.StatusServiceUnavailable {
