@@ -2,12 +2,14 @@ package lock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
@@ -281,4 +283,60 @@ func markerDeletes(ls []*Lock) []clientv3.Op {
 		}
 	}
 	return ops
+}
+
+// keepForClose remembers l, whose Release or failed acquisition's
+// clean-up could not delete its keys, for Close: a lock-delay marker of
+// that clean end must not outlive the session (Close deletes it while the
+// key exists, before the revoke takes the key).
+func (s *Session) keepForClose(l *Lock) {
+	h := l.lockDelay()
+	if h == nil {
+		return
+	}
+	l.mu.Lock()
+	marker := h.marker
+	l.mu.Unlock()
+	if marker == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.unreleased, l) {
+		s.unreleased = append(s.unreleased, l)
+	}
+}
+
+// released forgets l, whose Release succeeded, if it was kept for Close.
+func (s *Session) released(l *Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
+}
+
+// rewrote forgets the locks kept for Close under names, of which the
+// session has just written new keys (s.mu held): a session has one key per
+// name, so their keys are gone — deleted with their markers, or by
+// someone else, which leaves the markers of those unclean ends to the
+// next holder — and Close would have nothing of theirs to delete. A
+// session reused for hours keeps at most one per name.
+func (s *Session) rewrote(names []string) {
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
+}
+
+// deleteMarkers commits ops, Close's deletes of lock-delay markers, again
+// while etcd is unavailable and ctx lasts: each compares the marker's
+// value and its key's create revision, so a delete that landed before
+// its reply was lost makes its retry a no-op.
+func (s *Session) deleteMarkers(ctx context.Context, ops []clientv3.Op) error {
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second, Jitter: true}
+	for {
+		err := commitInChunks(ctx, s.client, ops)
+		if err == nil || !retryableRead(err) {
+			return err
+		}
+		if backoff.Sleep(ctx, b.Next()) != nil {
+			return err
+		}
+	}
 }

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
@@ -82,160 +79,6 @@ type Session struct {
 	// Close waits for them, so that none writes a marker after Close
 	// deleted the markers.
 	inflight sync.WaitGroup
-}
-
-// keepForClose remembers l, whose Release or failed acquisition's
-// clean-up could not delete its keys, for Close: a lock-delay marker of
-// that clean end must not outlive the session (Close deletes it while the
-// key exists, before the revoke takes the key).
-func (s *Session) keepForClose(l *Lock) {
-	h := l.lockDelay()
-	if h == nil {
-		return
-	}
-	l.mu.Lock()
-	marker := h.marker
-	l.mu.Unlock()
-	if marker == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.unreleased, l) {
-		s.unreleased = append(s.unreleased, l)
-	}
-}
-
-// released forgets l, whose Release succeeded, if it was kept for Close.
-func (s *Session) released(l *Lock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
-}
-
-// rewrote forgets the locks kept for Close under names, of which the
-// session has just written new keys (s.mu held): a session has one key per
-// name, so their keys are gone — deleted with their markers, or by
-// someone else, which leaves the markers of those unclean ends to the
-// next holder — and Close would have nothing of theirs to delete. A
-// session reused for hours keeps at most one per name.
-func (s *Session) rewrote(names []string) {
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
-}
-
-// stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.failAcquire), or a key that a lock of
-// several keys still has after it was lost (see Lock.lose): the renewal
-// loop deletes it, by its exact value, after the next few renewals.
-type stray struct {
-	key, value string
-	added      time.Time // on the session's clock
-	sweeps     int       // sweeps that looked for it and did not find it
-}
-
-// sameWrite compares key with what one acquisition of this session wrote
-// into it: its value (unique within the lease, see Record.Seq) under this
-// session's lease.
-func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
-}
-
-// deleteIfWritten deletes key, in a transaction's Then, only if it holds
-// what one acquisition of this session wrote into it (sameWrite).
-func (s *Session) deleteIfWritten(key, value string) clientv3.Op {
-	return clientv3.OpTxn(s.sameWrite(key, value), []clientv3.Op{clientv3.OpDelete(key)}, nil)
-}
-
-// deleteWrites deletes each of ws whose key still holds the value its
-// acquisition wrote (deleteIfWritten), in one transaction (in chunks of
-// maxTxnOps). It calls answered(i, deleted) for each ws[i] etcd answered
-// for, in order, and returns how many that is and the error that stopped
-// the rest.
-func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i int, deleted bool)) (int, error) {
-	ops := make([]clientv3.Op, len(ws))
-	for i, w := range ws {
-		ops[i] = s.deleteIfWritten(w.key, w.value)
-	}
-	done := 0
-	err := txnInChunks(ctx, s.client, ops, func(rs []*etcdserverpb.ResponseOp) {
-		for _, r := range rs {
-			answered(done, r.GetResponseTxn().Succeeded)
-			done++
-		}
-	})
-	return done, err
-}
-
-// addStrays queues keys that l may have written for the renewal loop to
-// delete (see sweepStrays).
-func (s *Session) addStrays(l *Lock, keys ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.cfg.clock.Now()
-	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value, added: now})
-	}
-}
-
-// sweepSoon asks the renewal loop to sweep the strays now rather than
-// after its next renewal.
-func (s *Session) sweepSoon() {
-	select {
-	case s.sweepNow <- struct{}{}:
-	default:
-	}
-}
-
-// straySweeps is how many sweeps look for a stray key, and find it not
-// there, before it is forgotten, once a TTL has passed since it became a
-// stray (see lookAgain). A sweep that got no answer did not look.
-const straySweeps = 3
-
-// lookAgain counts a sweep that looked for st and did not find it, and
-// reports whether to look again: until straySweeps sweeps looked and a TTL
-// passed since it became a stray, however short the renewal interval. A
-// put still in flight by then is a network pathology; the lease takes its
-// key, and the session's next acquisition of the name replaces it.
-func (s *Session) lookAgain(st *stray) bool {
-	st.sweeps++
-	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
-}
-
-// sweepStrays deletes the stray keys that have landed, each only if it
-// still holds the value its own acquisition wrote, in one transaction (in
-// chunks of maxTxnOps). It runs on the renewal loop after a renewal,
-// bounded well within the renewal interval.
-func (s *Session) sweepStrays() {
-	s.mu.Lock()
-	strays := s.strays
-	s.strays = nil
-	s.mu.Unlock()
-	if len(strays) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
-	defer cancel()
-	var keep []stray
-	done, err := s.deleteWrites(ctx, strays, func(i int, deleted bool) {
-		st := strays[i]
-		if deleted {
-			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
-		} else if s.lookAgain(&st) {
-			keep = append(keep, st)
-		}
-	})
-	// The transaction failed (err) for the rest. With no answer — etcd or
-	// this client too slow for the sweep's time, or etcd unreachable —
-	// they were not looked for. A refusal counts as a look, so that a
-	// delete etcd never allows is not sent forever.
-	for _, st := range strays[done:] {
-		if unanswered(err) || s.lookAgain(&st) {
-			keep = append(keep, st)
-		}
-	}
-	s.mu.Lock()
-	s.strays = append(s.strays, keep...)
-	s.mu.Unlock()
 }
 
 // NewSession grants a lease and starts renewing it. ctx bounds only the
@@ -401,23 +244,6 @@ func (s *Session) Close(ctx context.Context) error {
 		return fmt.Errorf("lock: %w: %w", ErrMarkersKept, markersErr)
 	}
 	return nil
-}
-
-// deleteMarkers commits ops, Close's deletes of lock-delay markers, again
-// while etcd is unavailable and ctx lasts: each compares the marker's
-// value and its key's create revision, so a delete that landed before
-// its reply was lost makes its retry a no-op.
-func (s *Session) deleteMarkers(ctx context.Context, ops []clientv3.Op) error {
-	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second, Jitter: true}
-	for {
-		err := commitInChunks(ctx, s.client, ops)
-		if err == nil || !retryableRead(err) {
-			return err
-		}
-		if backoff.Sleep(ctx, b.Next()) != nil {
-			return err
-		}
-	}
 }
 
 // Abandon stops renewing without revoking the lease: every lock the session
