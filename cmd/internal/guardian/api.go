@@ -16,7 +16,7 @@ import (
 const (
 	Command   = "guardian"
 	EnvMarker = "ETCDLOCK_GUARDIAN"
-	Protocol  = "3"
+	Protocol  = "4"
 )
 
 // Binary is the name of the guardian's own small binary (cmd/etcdlock-

@@ -70,12 +70,12 @@ func Main(stderr io.Writer) int {
 	status := os.NewFile(statusFD, "status")
 	g := &guard{
 		notes:      newNotes(stderr),
-		status:     json.NewEncoder(status),
+		status:     status,
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
 	defer g.notes.Close(noteFlush)
-	if err := g.status.Encode(message{Op: opReady}); err != nil {
+	if err := writeMessage(g.status, message{Op: opReady}); err != nil {
 		return exitcode.Internal // the supervisor is gone
 	}
 	return g.run(ctrl)
@@ -84,8 +84,8 @@ func Main(stderr io.Writer) int {
 // guard is the guardian's state; only run's goroutine touches it.
 type guard struct {
 	notes      *notes.Queue // stderr, written without blocking the loop
-	status     *json.Encoder
-	supervisor int // pid of the supervisor; the guardian's parent
+	status     io.Writer    // the status pipe (writeMessage)
+	supervisor int          // pid of the supervisor; the guardian's parent
 	self       int
 
 	killSignal syscall.Signal
@@ -151,10 +151,10 @@ func (g *guard) run(ctrl *os.File) int {
 		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
 	if code, why := g.startCommand(fromBytes(cfg.Argv), fromBytes(cfg.Env)); why != "" {
-		_ = g.status.Encode(message{Op: opExit, Code: code, Reason: why})
+		_ = writeMessage(g.status, message{Op: opExit, Code: code, Reason: why})
 		return code
 	}
-	_ = g.status.Encode(message{Op: opStarted, Pid: g.cmdPid})
+	_ = writeMessage(g.status, message{Op: opStarted, Pid: g.cmdPid})
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -193,10 +193,10 @@ func (g *guard) run(ctrl *os.File) int {
 func readControl(r io.ReadCloser, msgs chan<- message) {
 	defer close(msgs)
 	defer r.Close()
-	dec := json.NewDecoder(r)
+	mr := newMessageReader(r)
 	for {
-		var m message
-		if err := dec.Decode(&m); err != nil {
+		m, err := mr.read()
+		if err != nil {
 			return
 		}
 		msgs <- m
@@ -215,7 +215,7 @@ func (g *guard) handle(m message) {
 		}
 	case opStop:
 		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
-		_ = g.status.Encode(message{Op: opStopping})
+		_ = writeMessage(g.status, message{Op: opStopping})
 	case opContinue:
 		if g.foreground && m.Foreground {
 			g.setForeground(g.cmdPid)
@@ -318,7 +318,7 @@ func (g *guard) commandExited(code int) {
 // renewals stop with it; the deadline still holds.
 func (g *guard) commandStopped() {
 	g.handBack()
-	_ = g.status.Encode(message{Op: opStopped})
+	_ = writeMessage(g.status, message{Op: opStopped})
 }
 
 // stopAll sends the kill signal to everything below the guardian and sets
@@ -432,7 +432,7 @@ func (g *guard) note(format string, args ...any) {
 
 // exit reports code to the supervisor and returns it.
 func (g *guard) exit(code int) int {
-	_ = g.status.Encode(message{Op: opExit, Code: code, Signal: int(g.cmdSig)})
+	_ = writeMessage(g.status, message{Op: opExit, Code: code, Signal: int(g.cmdSig)})
 	return code
 }
 

@@ -36,7 +36,6 @@
 package guardian
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -70,23 +69,23 @@ const (
 	opExit     op = "exit"     // ← every process is gone; the command's exit status (and its killing signal)
 )
 
-// message is one JSON line on a pipe.
+// message is one message on a pipe, as one frame (writeMessage).
 type message struct {
-	Op         op       `json:"op"`
-	Argv       [][]byte `json:"argv,omitempty"` // bytes, not strings: JSON would replace bytes that are not UTF-8
-	Env        [][]byte `json:"env,omitempty"`
-	KillSignal int      `json:"kill_signal,omitempty"`
-	KillGrace  int64    `json:"kill_grace_ns,omitempty"`
-	Foreground bool     `json:"foreground,omitempty"`
-	JSONNotes  bool     `json:"json_notes,omitempty"`
-	Quiet      bool     `json:"quiet,omitempty"`
-	Soft       int64    `json:"soft_ns,omitempty"` // CLOCK_MONOTONIC
-	Hard       int64    `json:"hard_ns,omitempty"` // CLOCK_MONOTONIC
-	Signal     int      `json:"signal,omitempty"`
-	Reason     string   `json:"reason,omitempty"`
-	Grace      int64    `json:"grace_ns,omitempty"`
-	Pid        int      `json:"pid,omitempty"`
-	Code       int      `json:"code,omitempty"`
+	Op         op
+	Argv       [][]byte // bytes, not strings: they need not be UTF-8
+	Env        [][]byte
+	KillSignal int
+	KillGrace  int64
+	Foreground bool
+	JSONNotes  bool
+	Quiet      bool
+	Soft       int64 // CLOCK_MONOTONIC
+	Hard       int64 // CLOCK_MONOTONIC
+	Signal     int
+	Reason     string
+	Grace      int64
+	Pid        int
+	Code       int
 }
 
 // toBytes and fromBytes carry a command line or an environment through a
@@ -126,7 +125,6 @@ type process struct {
 	exe    string
 	cmd    *exec.Cmd
 	ctrl   *os.File
-	enc    *json.Encoder
 	status *os.File      // the read end of the status pipe
 	ready  chan struct{} // closed when the guardian said it is ready
 	events chan Event
@@ -287,7 +285,7 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 		statR.Close()
 		return nil, fmt.Errorf("guardian: start: %w", err)
 	}
-	p := &process{exe: exe, cmd: c, ctrl: ctrlW, enc: json.NewEncoder(ctrlW), status: statR,
+	p := &process{exe: exe, cmd: c, ctrl: ctrlW, status: statR,
 		ready: make(chan struct{}), events: make(chan Event, 4), done: make(chan struct{})}
 	go p.readStatus(statR) // ends when the guardian exits (its write end closes)
 	return p, nil
@@ -350,10 +348,10 @@ func (p *process) kill() {
 func (p *process) readStatus(r *os.File) {
 	defer close(p.done)
 	defer close(p.events)
-	dec := json.NewDecoder(r)
+	mr := newMessageReader(r)
 	for {
-		var m message
-		if err := dec.Decode(&m); err != nil {
+		m, err := mr.read()
+		if err != nil {
 			break
 		}
 		switch m.Op {
@@ -417,7 +415,7 @@ func (g *Guardian) send(m message) error {
 		return ErrExited
 	default:
 	}
-	if err := g.p.enc.Encode(m); err != nil {
+	if err := writeMessage(g.p.ctrl, m); err != nil {
 		return fmt.Errorf("guardian: %w (%w)", ErrExited, err)
 	}
 	return nil
