@@ -136,9 +136,11 @@ func TestCLICommandMainPaths(t *testing.T) {
 		}
 	})
 	t.Run("help", func(t *testing.T) {
-		r := cli(t, ep, nil, "help", "exit-codes")
-		if r.code != 0 || !strings.Contains(r.stdout, "75") || !strings.Contains(r.stdout, "79") {
-			t.Errorf("help exit-codes: exit %d stdout %q", r.code, r.stdout)
+		for _, args := range [][]string{{"help", "exit-codes"}, {"exit-codes", "--help"}} {
+			r := cli(t, ep, nil, args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "Exit codes:") || !strings.Contains(r.stdout, "75") || !strings.Contains(r.stdout, "79") {
+				t.Errorf("%s: exit %d stdout %q", strings.Join(args, " "), r.code, r.stdout)
+			}
 		}
 	})
 }

@@ -190,12 +190,23 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
 		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
 		newDevCommand(), newVersionCommand(g),
-		&cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock", Long: exitcode.Help()},
+		newExitCodesTopic(),
 	)
 	root.AddCommand(extraCommands()...)
 	refuseUnknownCommands(root)
 	registerCompletions(g, root)
 	return root
+}
+
+// newExitCodesTopic is `etcdlock help exit-codes`. Its text is built when
+// it is shown, not on every start.
+func newExitCodesTopic() *cobra.Command {
+	c := &cobra.Command{Use: "exit-codes", Short: "Exit codes of etcdlock"}
+	c.SetHelpFunc(func(c *cobra.Command, args []string) {
+		c.Long = exitcode.Help()
+		c.Parent().HelpFunc()(c, args)
+	})
+	return c
 }
 
 func (g *globalOptions) setup() error {
