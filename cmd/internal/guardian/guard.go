@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -44,13 +43,10 @@ func Main(stderr io.Writer) int {
 		// instead when this one exits without saying it is ready.
 		return exitcode.Usage
 	}
-	// The command is started from this thread, with a parent-death signal
-	// of SIGKILL: the thread must live as long as the guardian does.
-	runtime.LockOSThread()
-	blockTerminalStops()
+	ignoreTerminalStops()
 	for _, fd := range []int{controlFD, statusFD} {
 		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err)
+			terminalCall(func() { fmt.Fprintf(stderr, "etcdlock: guardian: pipe %d from etcdlock run is missing: %v\n", fd, err) })
 			return exitcode.Usage
 		}
 		// Inherited without close-on-exec: the command must not hold
@@ -134,7 +130,8 @@ func (g *guard) run(ctrl *os.File) int {
 	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal)
 	// Left ignored when ignored (nohup), for the guardian and the command.
 	signals.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	// Never stopped: the guardian exits once run returns, and each signal
+	// stopped would cost a round trip to the runtime's signal-mask thread.
 
 	if Limits != "" {
 		g.progress("%s", Limits)
@@ -242,13 +239,8 @@ func (g *guard) startCommand(argv, env []string) (code int, why string) {
 		Ctty:       0, // stdin, in the command
 	}
 	setParentDeathSignal(c.SysProcAttr, syscall.SIGKILL) // the guardian is gone: nothing else would stop it
-	// The child gets this thread's signal mask, where the terminal stops
-	// are blocked for the guardian's notes: not the command's to have.
-	// (The child's TIOCSPGRP for Foreground runs with every signal
-	// blocked, before the mask is restored.)
-	unblockTerminalStops()
-	err := c.Start()
-	blockTerminalStops()
+	var err error
+	startCall(func() { err = c.Start() })
 	if err != nil {
 		why := fmt.Sprintf("cannot start %s: %v", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -456,7 +448,7 @@ func (g *guard) restoreTerminal() {
 		return
 	}
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
-		_ = unix.IoctlSetTermios(0, termiosSetDrain, g.termios)
+		terminalCall(func() { _ = unix.IoctlSetTermios(0, termiosSetDrain, g.termios) })
 	}
 }
 

@@ -4,7 +4,6 @@ package guardian
 
 import (
 	"io"
-	"runtime"
 	"time"
 
 	"github.com/etcdlock/etcdlock/cmd/internal/notes"
@@ -24,12 +23,5 @@ const noteFlush = 500 * time.Millisecond
 // loop, which sends SIGKILL. A write to a stderr whose reader is gone
 // fails with EPIPE: Main keeps SIGPIPE from killing the guardian.
 func newNotes(w io.Writer) *notes.Queue {
-	return notes.New(w, noteQueue, func() {
-		// The guardian is in a background group of the terminal: with
-		// `stty tostop` a write would stop the whole guardian unless
-		// SIGTTOU is blocked on the writing thread (see
-		// blockTerminalStops). The thread ends with the goroutine.
-		runtime.LockOSThread()
-		blockTerminalStops()
-	})
+	return notes.New(w, noteQueue, notesThread)
 }

@@ -45,7 +45,7 @@ func selfExe() string {
 
 // setForeground gives the terminal on stdin to pgrp. The guardian is not
 // in the foreground group; SIGTTOU is ignored while the guardian runs
-// (blockTerminalStops), so the kernel allows it.
+// (ignoreTerminalStops), so the kernel allows it.
 func (g *guard) setForeground(pgrp int) {
 	if pgrp <= 0 {
 		return
@@ -53,12 +53,25 @@ func (g *guard) setForeground(pgrp int) {
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, pgrp)
 }
 
-// blockTerminalStops ignores SIGTTOU and SIGTTIN: the guardian is in a
-// background group of the terminal, and with `stty tostop` a note would
-// stop it, and with it the deadline it enforces. These systems have no
-// per-thread signal mask in x/sys/unix, so the signals are ignored instead,
-// and restored before the command starts (unblockTerminalStops), which
-// must not inherit SIG_IGN.
-func blockTerminalStops() { signal.Ignore(syscall.SIGTTOU, syscall.SIGTTIN) }
+// ignoreTerminalStops ignores SIGTTOU and SIGTTIN: the guardian is in a
+// background group of the terminal, where a change of the terminal or,
+// with `stty tostop`, a note would stop it, and with it the deadline it
+// enforces. These systems have no per-thread signal mask in x/sys/unix, so
+// the signals are ignored for the whole process instead, and restored for
+// the command's start (startCall), which must not inherit SIG_IGN.
+func ignoreTerminalStops() { signal.Ignore(syscall.SIGTTOU, syscall.SIGTTIN) }
 
-func unblockTerminalStops() { signal.Reset(syscall.SIGTTOU, syscall.SIGTTIN) }
+// terminalCall runs f: the terminal stops are ignored (ignoreTerminalStops).
+func terminalCall(f func()) { f() }
+
+// startCall runs f, which starts the command, with SIGTTOU and SIGTTIN
+// back at their defaults.
+func startCall(f func()) {
+	signal.Reset(syscall.SIGTTOU, syscall.SIGTTIN)
+	defer ignoreTerminalStops()
+	f()
+}
+
+// notesThread does nothing: the terminal stops are ignored
+// (ignoreTerminalStops).
+func notesThread() {}
