@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -353,8 +354,10 @@ func TestCommandThatCannotStart(t *testing.T) {
 		if len(got) != 1 || !got[0].Exited || got[0].Code != tc.code {
 			t.Errorf("%v: events %+v, want one exit with %d", tc.argv, got, tc.code)
 		}
-		if len(got) == 1 && !strings.Contains(got[0].StartError, "cannot start") {
-			t.Errorf("%v: start error %q", tc.argv, got[0].StartError)
+		// The error reads as os/exec's.
+		want := "cannot start " + tc.argv[0] + ": " + exec.Command(tc.argv[0], tc.argv[1:]...).Start().Error()
+		if len(got) == 1 && got[0].StartError != want {
+			t.Errorf("%v: start error %q, want %q", tc.argv, got[0].StartError, want)
 		}
 	}
 }
