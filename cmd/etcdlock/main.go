@@ -22,6 +22,7 @@ func main() {
 	// of killing etcdlock, which may have a command to stop and a lock to
 	// release. Caught, not ignored: children get SIGPIPE's default action.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	quietGRPCInfo()
 	code, sig, group := execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	if group {
 		signals.ReraiseGroup(sig)
