@@ -429,7 +429,7 @@ func monoOf(t time.Time) int64 {
 
 func monoNow() int64 {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	if err := unix.ClockGettime(clockMonotonic, &ts); err != nil {
 		panic(fmt.Sprintf("guardian: CLOCK_MONOTONIC: %v", err)) // cannot fail on Linux
 	}
 	return ts.Nano()
