@@ -258,6 +258,9 @@ func (g *guard) startCommand(argv, env []string) (code int, why string) {
 // run): the guardian reaps with wait4(-1) and needs no process handle.
 func forkExec(argv, env []string, sys *syscall.SysProcAttr) (int, error) {
 	path := argv[0]
+	if path == "" {
+		return 0, errors.New("exec: no command")
+	}
 	if filepath.Base(path) == path {
 		lp, err := exec.LookPath(path)
 		if err != nil {

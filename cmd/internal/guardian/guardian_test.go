@@ -340,6 +340,7 @@ func TestCommandThatCannotStart(t *testing.T) {
 		{[]string{"/nonexistent/command"}, exitcode.NotFound},
 		{[]string{"no-such-command-in-path"}, exitcode.NotFound},
 		{[]string{"/etc/hostname"}, exitcode.CannotExecute}, // not executable
+		{[]string{""}, exitcode.CannotExecute},
 	} {
 		stderr := &syncBuffer{}
 		g, err := Start(Stdio{Stderr: stderr}, Config{Argv: tc.argv, Env: os.Environ(), KillSignal: syscall.SIGTERM,
