@@ -15,6 +15,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
 // The terminal tests' own harness lives here (a pseudo-terminal and an
@@ -231,6 +233,25 @@ func TestCLITerminalTostopFrozen(t *testing.T) {
 	h := <-next
 	h.check(t)
 	term.expect("no lease renewal", 5*time.Second)
+}
+
+// With `stty tostop`, etcdlock — in a background group of the terminal
+// while its command has it — writes its own notes without being stopped
+// by SIGTTOU: stopped, it would renew nothing, and the guardian would stop
+// the command at the deadline.
+func TestCLITerminalTostopNotesOfEtcdlock(t *testing.T) {
+	t.Parallel()
+	p, proxyURL := etcdtest.Proxy(t, shared.Endpoints()[0])
+	term := onTerminal(t, cliCommand(t, proxyURL, nil, "run", "job", "--ttl", "10s", "--",
+		"sh", "-c", `stty tostop; echo rea""dy; exec sleep 100`))
+	term.expect("ready", 20*time.Second)
+	p.PauseTx()
+	term.expect("renewals of the lease are failing", 15*time.Second)
+	p.UnpauseTx()
+	term.expect("the lease was renewed again", 15*time.Second)
+	if strings.Contains(term.out.String(), "SIGKILL") {
+		t.Errorf("the command was stopped:\n%s", term.out)
+	}
 }
 
 // A command killed by a signal leaves the terminal as it was before the

@@ -83,7 +83,10 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	// etcdlock's own messages never wait on stderr (a pipe nobody reads,
 	// a paused terminal): a note on the path that stops the command, or
 	// the last error, would hold up the stop or the exit.
-	errq := notes.New(stderr, noteQueue, nil)
+	// Written from a thread that blocks the terminal stops: while the
+	// command has the terminal, etcdlock is in a background group, and
+	// with `stty tostop` a note would stop it, and its renewals with it.
+	errq := notes.New(stderr, noteQueue, notes.TerminalThread)
 	defer errq.Close(noteFlush)
 	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
 	g.printer = &printer{format: "simple", out: stdout, errOut: errq}

@@ -23,5 +23,5 @@ const noteFlush = 500 * time.Millisecond
 // loop, which sends SIGKILL. A write to a stderr whose reader is gone
 // fails with EPIPE: Main keeps SIGPIPE from killing the guardian.
 func newNotes(w io.Writer) *notes.Queue {
-	return notes.New(w, noteQueue, notesThread)
+	return notes.New(w, noteQueue, notes.TerminalThread)
 }

@@ -71,7 +71,3 @@ func startCall(f func()) {
 	defer ignoreTerminalStops()
 	f()
 }
-
-// notesThread does nothing: the terminal stops are ignored
-// (ignoreTerminalStops).
-func notesThread() {}

@@ -13,7 +13,7 @@ import (
 // calling thread blocks it. Stopped, the guardian would not enforce its
 // deadline. So every such call is made on a thread that blocks SIGTTOU and
 // SIGTTIN for the call (terminalCall), and the notes are written from a
-// thread that blocks them for good (newNotes). Ignoring the signals
+// thread that blocks them for good (notes.TerminalThread). Ignoring the signals
 // instead would pass SIG_IGN on to the command. The main goroutine is not
 // locked to a thread: a locked goroutine hands its P to another thread
 // each time it waits, which cost the guardian about 1.5 ms of CPU per
@@ -63,16 +63,6 @@ func withTerminalStops(how int, f func()) {
 // ignoreTerminalStops does nothing on Linux: each terminal call blocks
 // the signals on its own thread.
 func ignoreTerminalStops() {}
-
-// notesThread locks the notes writer to its thread, for the rest of the
-// guardian's life, and blocks SIGTTOU and SIGTTIN on it.
-func notesThread() {
-	runtime.LockOSThread()
-	var set unix.Sigset_t
-	sigaddset(&set, syscall.SIGTTOU)
-	sigaddset(&set, syscall.SIGTTIN)
-	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil)
-}
 
 func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
 	n := uint(sig - 1)
