@@ -258,12 +258,13 @@ func (r *reuseRun) heal() {
 }
 
 // closeForgotten closes what a forget-close control left open, once its
-// leftovers were counted, so that the run leaks nothing into later tests.
+// leftovers were counted, so that the run leaks nothing into later tests:
+// a session lost meanwhile too, whose goroutines end only with Close.
 func (r *reuseRun) closeForgotten() {
 	r.mu.Lock()
 	var open []*lock.Session
 	for _, s := range r.sessions {
-		if s.s != nil && s.s.Err() == nil {
+		if s.s != nil && s.closed < 0 {
 			open = append(open, s.s)
 		}
 	}
