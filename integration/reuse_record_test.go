@@ -123,13 +123,13 @@ func (r *reuseRun) holders(name string) int {
 }
 
 // heldByOthers returns a plain name, and its key, that a worker other
-// than worker believes it holds and means to hold until at least until;
-// "" if none.
-func (r *reuseRun) heldByOthers(worker string, until time.Duration) (name, key string) {
+// than worker believes it holds and means to hold until at least until,
+// and that skip does not rule out; "" if none.
+func (r *reuseRun) heldByOthers(worker string, until time.Duration, skip func(name string) bool) (name, key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.grants {
-		if g.end < 0 && g.due >= until && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName {
+		if g.end < 0 && g.due >= until && g.worker != worker && g.kind != "term" && kindOf(g.name) == kindPlainName && !skip(g.name) {
 			return g.name, g.key
 		}
 	}

@@ -340,15 +340,34 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 // a name it does not hold, which another worker holds. The claim starts
 // once etcd shows that holder's key still there, so that no deletion of
 // it called earlier excuses the overlap; its holder means to keep it a
-// while yet, so that the two intervals overlap rather than touch.
+// while yet, so that the two intervals overlap rather than touch. It
+// looks for such a name for up to 2 s of the set's hold: on a loaded
+// machine the other workers may hold nothing that long at the moment the
+// set is granted.
 func (w *lockWorker) phantom(ctx context.Context, l *lock.Lock, h *held, set int, hold time.Duration) {
-	n, key := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond)
-	if n == "" || w.held[n] != nil {
-		return
+	mine := func(name string) bool { return w.held[name] != nil }
+	deadline := w.r.now() + min(hold, 2*time.Second)
+	for {
+		n, key := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond, mine)
+		if n != "" {
+			if resp, err := w.s.Client().Get(ctx, key); err == nil && len(resp.Kvs) > 0 {
+				w.claimPhantom(l, h, set, n, hold)
+				return
+			}
+		}
+		if w.r.now() >= deadline {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	if resp, err := w.s.Client().Get(ctx, key); err != nil || len(resp.Kvs) == 0 {
-		return
-	}
+}
+
+// claimPhantom records the partial-set control's claim on n.
+func (w *lockWorker) claimPhantom(l *lock.Lock, h *held, set int, n string, hold time.Duration) {
 	start := w.r.now()
 	// A key of its own, so that no deletion is attributed to it.
 	h.more = append(h.more, w.r.grantedAs("set", w.name, w.id, w.rec, n, l.Keys()[0]+"-phantom", l.Token(), start, start+hold, false, set))
