@@ -37,4 +37,16 @@ func TestCLIRunStartsTheGuardianBinaryBesideItElseItself(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != alone {
 		t.Fatalf("etcdlock alone: %v, the command's parent %q, want %s", err, out, alone)
 	}
+
+	// Beside an etcdlock-guardian that cannot run here (the kernel
+	// refuses it: exec format error, as for another machine's binary).
+	if err := os.WriteFile(filepath.Join(filepath.Dir(alone), "etcdlock-guardian"), []byte("\x7fELF not really\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd = cliCommand(t, ep, nil, parentExe...)
+	cmd.Path = alone
+	out, err = cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) != alone {
+		t.Fatalf("beside a guardian that cannot run: %v, the command's parent %q, want %s", err, out, alone)
+	}
 }

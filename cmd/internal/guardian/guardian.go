@@ -140,15 +140,23 @@ const readyWithin = 3 * time.Second
 // Spawn starts a guardian process that waits for its command, so that
 // its start-up overlaps the acquisition: Run gives it the command once the
 // lock is held, Close ends it if the lock never is. It starts the small
-// guardian binary (Binary) when one is beside the running executable, else
-// re-executes the running binary, and makes the caller a child subreaper
-// where the system has them: if the guardian dies, the processes below it
-// move up to the caller, where Kill finds them.
+// guardian binary (Binary) when one is beside the running executable and
+// the system can start it, else re-executes the running binary, and makes
+// the caller a child subreaper where the system has them: if the guardian
+// dies, the processes below it move up to the caller, where Kill finds
+// them.
 func Spawn(stdio Stdio) (*Guardian, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
 	}
-	p, err := spawn(guardianExe(), stdio)
+	exe := guardianExe()
+	p, err := spawn(exe, stdio)
+	if err != nil && exe != selfExe() {
+		// A guardian binary that cannot run here (built for another
+		// machine, damaged): the running binary serves instead, as it
+		// does for one that runs but is not ready (Ready).
+		p, err = spawn(selfExe(), stdio)
+	}
 	if err != nil {
 		return nil, err
 	}
