@@ -33,6 +33,8 @@ if ! command -v etcdctl >/dev/null; then
 	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-client >&2
 fi
 dir=$(mktemp -d /tmp/etcdlock-bench-cli.XXXXXX)
+# go build's work directories too, so that an interrupted build leaves none.
+export GOTMPDIR=$dir
 source hack/dev-server.sh
 # A measured command still running (the script was signalled) is killed
 # with the cmdstat that runs it (cmdstat sets a parent-death signal).

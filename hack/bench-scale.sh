@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir=$(mktemp -d /tmp/etcdlock-bench-scale.XXXXXX)
+# go build's work directories too, so that an interrupted build leaves none.
+export GOTMPDIR=$dir
 dev_pid=""
 cleanup() {
 	if [[ -n $dev_pid ]]; then

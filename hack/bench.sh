@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir=$(mktemp -d /tmp/etcdlock-bench.XXXXXX)
+# go build's work directories too, so that an interrupted build leaves none.
+export GOTMPDIR=$dir
 pgdir=""
 source hack/dev-server.sh
 cleanup() {
