@@ -13,11 +13,11 @@ import (
 // calling thread blocks it. Stopped, the guardian would not enforce its
 // deadline. So every such call is made on a thread that blocks SIGTTOU and
 // SIGTTIN for the call (terminalCall), and the notes are written from a
-// thread that blocks them for good (notes.TerminalThread). Ignoring the signals
-// instead would pass SIG_IGN on to the command. The main goroutine is not
-// locked to a thread: a locked goroutine hands its P to another thread
-// each time it waits, which cost the guardian about 1.5 ms of CPU per
-// run, on every `etcdlock run`.
+// thread that blocks them for good (notes.TerminalThread). Ignoring the
+// signals instead would pass SIG_IGN on to the command. The main goroutine
+// is not locked to a thread: a locked goroutine hands its P to another
+// thread each time it waits, which cost the guardian about 1 ms of CPU on
+// every `etcdlock run`.
 
 // setForeground gives the terminal on stdin to pgrp.
 func (g *guard) setForeground(pgrp int) {
