@@ -96,10 +96,11 @@ done
 stat() {
 	cut -d' ' -f"$2" "$1" | awk -f hack/stats.awk -f <(echo '{ vals["v", ++count["v"]] = $1 } END { n = sortvals("v", a); print median("v"), a[1], a[n] }')
 }
+debian=$(etcdctl version | awk '/etcdctl version/ {print $3}')
 echo "cli runs=$runs, interleaved; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); median (min - max)"
 {
 	echo "etcdlock run bench -- true" $(stat "$dir/ours" 1) $(stat "$dir/ours" 2) $(stat "$dir/ours" 3)
-	echo "etcdctl lock (Debian $(etcdctl version | awk '/etcdctl version/ {print $3}'))" $(stat "$dir/theirs" 1) $(stat "$dir/theirs" 2) $(stat "$dir/theirs" 3)
+	echo "etcdctl lock (Debian $debian)" $(stat "$dir/theirs" 1) $(stat "$dir/theirs" 2) $(stat "$dir/theirs" 3)
 	if [ -e "$dir/release" ]; then
 		echo "etcdctl lock (etcd $release)" $(stat "$dir/release" 1) $(stat "$dir/release" 2) $(stat "$dir/release" 3)
 	fi
@@ -134,7 +135,7 @@ echo "paired, round by round (median of $runs ratios):"
 for f in theirs release baseline; do
 	[ -e "$dir/$f" ] || continue
 	case $f in
-	theirs) label="etcdctl (Debian $(etcdctl version | awk '/etcdctl version/ {print $3}'))" ;;
+	theirs) label="etcdctl (Debian $debian)" ;;
 	release) label="etcdctl (etcd $release)" ;;
 	baseline) label="etcdlock run at $baseline" ;;
 	esac

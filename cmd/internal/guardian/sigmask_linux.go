@@ -2,9 +2,10 @@ package guardian
 
 import (
 	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 // The guardian is in a background process group of the terminal, where
@@ -49,10 +50,8 @@ func startCall(f func()) { withTerminalStops(unix.SIG_UNBLOCK, f) }
 func withTerminalStops(how int, f func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var set, old unix.Sigset_t
-	sigaddset(&set, syscall.SIGTTOU)
-	sigaddset(&set, syscall.SIGTTIN)
-	if err := unix.PthreadSigmask(how, &set, &old); err != nil {
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(how, signals.TerminalStops(), &old); err != nil {
 		f()
 		return
 	}
@@ -63,8 +62,3 @@ func withTerminalStops(how int, f func()) {
 // ignoreTerminalStops does nothing on Linux: each terminal call blocks
 // the signals on its own thread.
 func ignoreTerminalStops() {}
-
-func sigaddset(set *unix.Sigset_t, sig syscall.Signal) {
-	n := uint(sig - 1)
-	set.Val[n/64] |= 1 << (n % 64)
-}

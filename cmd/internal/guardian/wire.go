@@ -122,18 +122,13 @@ type decoder struct {
 	bad bool
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.bad, d.b = true, nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return number(d, binary.Uvarint) }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *decoder) varint() int64 { return number(d, binary.Varint) }
+
+// number takes one number off d with decode (binary.Uvarint or Varint).
+func number[T uint64 | int64](d *decoder, decode func([]byte) (T, int)) T {
+	v, n := decode(d.b)
 	if n <= 0 {
 		d.bad, d.b = true, nil
 		return 0

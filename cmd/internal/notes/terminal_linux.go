@@ -2,9 +2,10 @@ package notes
 
 import (
 	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/signals"
 )
 
 // TerminalThread, given to New as prepare, locks the writing goroutine to
@@ -16,10 +17,5 @@ import (
 // other threads keep their masks, and so do the processes they start.
 func TerminalThread() {
 	runtime.LockOSThread()
-	var set unix.Sigset_t
-	for _, sig := range []syscall.Signal{syscall.SIGTTOU, syscall.SIGTTIN} {
-		n := uint(sig - 1)
-		set.Val[n/64] |= 1 << (n % 64)
-	}
-	_ = unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil)
+	_ = unix.PthreadSigmask(unix.SIG_BLOCK, signals.TerminalStops(), nil)
 }
