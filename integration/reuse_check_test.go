@@ -229,7 +229,7 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 	byName := c.byName()
 	markerDeleted := map[fencing.Token]int64{}
 	for _, d := range c.deletions {
-		if tok, ok := markerToken(d.key); ok {
+		if _, tok, ok := markerOf(d.key); ok {
 			markerDeleted[tok] = d.modRev
 		}
 	}
@@ -280,9 +280,9 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 			c.violation(res, invLeftover, "", res.took, "%s", key)
 			continue
 		}
-		tok, isMarker := markerToken(key)
+		lease, tok, isMarker := markerOf(key)
 		g := granted[tok]
-		if isMarker && g == nil && c.cleanlyFailed(key, tok) {
+		if isMarker && g == nil && c.cleanlyFailed(lease, tok) {
 			c.violation(res, invLeftover, "a lock-delay marker of a failed acquisition, after a clean Close", res.took, "%s", key)
 			continue
 		}
@@ -301,19 +301,12 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 	}
 }
 
-// cleanlyFailed reports whether the marker key, of token tok and of no
+// cleanlyFailed reports whether a marker of lease and token tok, of no
 // grant, is of an acquisition that failed cleanly: its session was
 // closed by a Close that returned nil, never lost or abandoned, and no
 // operator deleted its key or broke its lease. Its clean-up or, failing
 // that, Close must have deleted it.
-func (c *reuseRun) cleanlyFailed(key string, tok fencing.Token) bool {
-	i := strings.Index(key, "%held/")
-	hex, _, _ := strings.Cut(key[i+len("%held/"):], "-")
-	v, err := strconv.ParseInt(hex, 16, 64)
-	if err != nil {
-		return false
-	}
-	lease := clientv3.LeaseID(v)
+func (c *reuseRun) cleanlyFailed(lease clientv3.LeaseID, tok fencing.Token) bool {
 	for _, a := range c.actions {
 		if a.kind == "break" && a.lease == lease || a.kind == "delete" && a.createRev == int64(tok) && leaseOfKey(a.key) == lease {
 			return false
@@ -332,19 +325,24 @@ func lockDelayKey(key string) bool {
 	return strings.Contains(key, "%held/") || strings.Contains(key, "%delay/") || strings.Contains(key, "%delayed/")
 }
 
-// markerToken is the token of the acquisition that wrote the marker key
-// <name>%held/<lease-hex>-<token-hex>.
-func markerToken(key string) (fencing.Token, bool) {
+// markerOf is the lease and the token of the acquisition that wrote the
+// marker key <name>%held/<lease-hex>-<token-hex>; ok is false for another
+// key.
+func markerOf(key string) (lease clientv3.LeaseID, tok fencing.Token, ok bool) {
 	i := strings.Index(key, "%held/")
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	_, tok, ok := strings.Cut(key[i+len("%held/"):], "-")
+	hex, tokHex, ok := strings.Cut(key[i+len("%held/"):], "-")
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	v, err := strconv.ParseInt(tok, 16, 64)
-	return fencing.Token(v), err == nil
+	v, err := strconv.ParseInt(tokHex, 16, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	l, _ := strconv.ParseInt(hex, 16, 64) // 0, no session's, if it does not parse
+	return clientv3.LeaseID(l), fencing.Token(v), true
 }
 
 type keyToken struct {
