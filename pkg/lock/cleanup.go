@@ -80,7 +80,7 @@ func (s *Session) removeFailed(l *Lock) {
 		// or Abandon the delete runs: Close's revoke may fail (its ctx
 		// done), and a waiter's key would then block the name for a TTL.
 	case l.rev != 0:
-		err = l.deleteKeys(ctx)
+		err = l.deleteKeys(ctx, false)
 	default:
 		err = s.removeUnconfirmed(ctx, l)
 	}

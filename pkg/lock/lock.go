@@ -205,7 +205,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.s.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
 	}
-	if err := l.deleteKeys(ctx); err != nil {
+	if err := l.deleteKeys(ctx, true); err != nil {
 		l.s.keepForClose(l)
 		return fmt.Errorf("lock: release %q: %w", l.name, asCtxErr(ctx, err))
 	}
@@ -308,8 +308,17 @@ func (l *Lock) lose(cause, detail error) {
 
 // deleteKeys deletes l's keys, each only if it is still the one l wrote:
 // the contender key by its create revision, with the keys of l's kind
-// (kind.deleteOps) in the same transaction.
-func (l *Lock) deleteKeys(ctx context.Context) error {
+// (kind.deleteOps) in the same transaction, nested, one conditional
+// delete per key.
+//
+// held says l was acquired, so that every key is most likely still l's.
+// The first transaction is then one flat compare-and-delete of them all,
+// which etcd applies faster than the nested one (about 30 µs of a
+// semaphore's release, hack/README.md); only when a key is not l's any
+// more (gone with a loss, deleted by an operator) does the nested one
+// follow, to delete each key that still is. Both delete exactly the keys
+// the nested one alone would, so a retry stays safe either way.
+func (l *Lock) deleteKeys(ctx context.Context, held bool) error {
 	var ops []clientv3.Op
 	l.mu.Lock()
 	if l.kind != nil {
@@ -320,8 +329,28 @@ func (l *Lock) deleteKeys(ctx context.Context) error {
 		_, err := compareAndDelete(ctx, l.s.client, l.key, l.rev)
 		return err
 	}
-	_, err := l.s.client.Txn(ctx).Then(append(ops, deleteIfCreated(l.key, l.rev))...).Commit()
+	ops = append(ops, deleteIfCreated(l.key, l.rev))
+	if held {
+		cmps, dels := joined(ops)
+		resp, err := l.s.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+		if err != nil || resp.Succeeded {
+			return err
+		}
+	}
+	_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
 	return err
+}
+
+// joined returns the comparisons and the operations of every transaction
+// in ops (each an If without an Else), in order: one transaction that
+// does what all of ops do when every comparison holds.
+func joined(ops []clientv3.Op) (cmps []clientv3.Cmp, then []clientv3.Op) {
+	for _, op := range ops {
+		c, t, _ := op.Txn()
+		cmps = append(cmps, c...)
+		then = append(then, t...)
+	}
+	return cmps, then
 }
 
 // otherKeys is l's keys beyond its contender key (kind.otherKeys). l.mu

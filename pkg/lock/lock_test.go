@@ -622,3 +622,48 @@ func TestLostAskedBeforeOrAfterTheLoss(t *testing.T) {
 		t.Errorf("Lost() asked after the loss (state %v) is not closed", late.State())
 	}
 }
+
+// TestReleaseAfterAnOperatorDeletedOneOfTheKeys deletes one key of a held
+// lock that holds several (a semaphore's slot, one name of an AcquireAll,
+// a lock-delay's contender key) and releases it at once, before the
+// holder's watch could see the delete: Release must still delete each of
+// the other keys that is still the lock's, and leave a lock-delay's
+// marker, which marks an unclean end.
+func TestReleaseAfterAnOperatorDeletedOneOfTheKeys(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		acquire func(context.Context, *lock.Session) (*lock.Lock, error)
+		left    int // keys Release must leave under the prefix
+	}{
+		{"semaphore", func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.Acquire(ctx, "pool", lock.WithLimit(3))
+		}, 0},
+		{"acquireall", func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.AcquireAll(ctx, []string{"a", "b", "c"})
+		}, 0},
+		{"lockdelay", func(ctx context.Context, s *lock.Session) (*lock.Lock, error) {
+			return s.Acquire(ctx, "delayed", lock.WithLockDelay(2*time.Second))
+		}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cli := testCtx(t), client(t)
+			s := newSession(t, cli)
+			l, err := c.acquire(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := keysUnder(t, cli, prefix(t))
+			if _, err := cli.Delete(ctx, l.Key()); err != nil {
+				t.Fatal(err)
+			}
+			// A Release that finds a key gone may report it (the lock
+			// was lost); what it must do is delete the rest.
+			_ = l.Release(ctx)
+			if left := keysUnder(t, cli, prefix(t)); len(left) != c.left {
+				t.Errorf("held %q; deleted %s and released: %q remain, want %d", before, l.Key(), left, c.left)
+			}
+		})
+	}
+}
