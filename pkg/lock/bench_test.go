@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // BenchmarkUncontended measures one acquire+release cycle on one session:
 // etcdlock, etcd's concurrency.Mutex, and the floor — one Txn put plus one
 // delete, the least any etcd lock can do — on the same embedded etcd (fsync
-// on). The three take turns cycle by cycle, in a rotating order, so that
+// on). The three take turns cycle by cycle, in a shuffled order, so that
 // the machine's and etcd's slow moments (fsync stalls, snapshots, the other
 // core's load) fall on all three alike. ns/op is one round of all three;
 // each one's median cycle is reported as <impl>-ns/cycle, with the ratios.
@@ -67,7 +68,7 @@ func BenchmarkUncontended(b *testing.B) {
 			return err
 		}},
 	}
-	med := benchRotating(b, impls)
+	med := benchInTurns(b, impls)
 	b.ReportMetric(med[0]/med[1], "x-mutex")
 	b.ReportMetric(med[0]/med[2], "x-floor")
 }
@@ -78,21 +79,28 @@ type benchImpl struct {
 	cycle func() error
 }
 
-// benchRotating runs impls in turn, cycle by cycle in a rotating order, and
-// reports and returns each one's median cycle in ns.
-func benchRotating(b *testing.B, impls []benchImpl) []float64 {
+// benchInTurns runs impls in turn, cycle by cycle, in a new order every
+// round (a seeded shuffle), and reports and returns each one's median
+// cycle in ns. A fixed rotation would give each its own predecessor in
+// every round but one, and what a predecessor leaves etcd doing (a burst
+// of writes to apply, a batch to commit) would fall on one contender
+// only.
+func benchInTurns(b *testing.B, impls []benchImpl) []float64 {
 	times := make([][]time.Duration, len(impls))
-	round := 0
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(impls))
+	for i := range order {
+		order[i] = i
+	}
 	for b.Loop() {
-		for j := range impls {
-			i := (round + j) % len(impls)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
 			start := time.Now()
 			if err := impls[i].cycle(); err != nil {
 				b.Fatalf("%s: %v", impls[i].name, err)
 			}
 			times[i] = append(times[i], time.Since(start))
 		}
-		round++
 	}
 	med := make([]float64, len(impls))
 	for i, impl := range impls {
@@ -183,7 +191,7 @@ func BenchmarkUncontendedBeyond(b *testing.B) {
 			return nil
 		}},
 	}
-	med := benchRotating(b, impls)
+	med := benchInTurns(b, impls)
 	for i, name := range []string{"semaphore", "reader", "lockdelay"} {
 		b.ReportMetric(med[2+i]/med[0], name+"-x-lock")
 	}
