@@ -6,8 +6,6 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Progress notes of run and elect that come from inside a session: the
@@ -53,14 +51,28 @@ func withDelayNotes(lg *zap.Logger, p *printer) *zap.Logger {
 // and when one succeeded again. A renewal that hangs (etcd cut off) reports
 // nothing until the deadline, so it watches the lease's remaining time:
 // renewed every third of the TTL, a lease has more than two fifths of it
-// left unless renewals fail.
+// left unless renewals fail. Past the deadline it says nothing: the lock
+// is lost, which run reports, and "lost at <a time gone by> unless one
+// succeeds first" would be wrong (etcdlock stopped by Ctrl-Z past the
+// deadline, then fg).
 type renewWarning struct {
 	failing bool
 }
 
+// lease is what renewWarning reads of a session (*lock.Session).
+type lease interface {
+	Remaining() time.Duration
+	TTL() time.Duration
+	Deadline() time.Time
+}
+
 // check notes a change, from supervise's tick.
-func (r *renewWarning) check(p *printer, s *lock.Session) {
-	failing := s.Remaining() < 2*s.TTL()/5
+func (r *renewWarning) check(p *printer, s lease) {
+	left := s.Remaining()
+	if left <= 0 {
+		return
+	}
+	failing := left < 2*s.TTL()/5
 	switch {
 	case failing && !r.failing:
 		p.Note("renewals of the lease are failing: the lock is lost at %s unless one succeeds first", s.Deadline().Local().Format(time.RFC3339Nano))
