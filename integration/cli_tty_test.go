@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -313,4 +314,61 @@ func TestCLITerminalInterruptStopsTheScript(t *testing.T) {
 	}
 	term.send("exit\n")
 	_ = term.exitCode()
+}
+
+// A job started in the background whose command reads the terminal is
+// stopped by SIGTTIN; a plain kill of etcdlock (the shell's kill %1, which
+// does not continue a job the shell sees running) must still end it: the
+// guardian continues the stopped command after forwarding the signal.
+func TestCLITerminalBackgroundJobStoppedByReadEndsOnKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	term := interactiveShell(t)
+	term.typeEtcdlock(`run job -- sh -c 'echo $$ > ` + dir + `/pid; read x; echo "g""ot:$x"' &`)
+	term.send("echo \"b\"\"g=$!.\"\n") // the echoed input does not match bg=N.
+	bgPid := regexp.MustCompile(`bg=([0-9]+)\.`)
+	var bg int
+	for deadline := time.Now().Add(10 * time.Second); bg == 0; time.Sleep(10 * time.Millisecond) {
+		if m := bgPid.FindStringSubmatch(term.out.String()); m != nil {
+			bg, _ = strconv.Atoi(m[1])
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no pid of the job's etcdlock in:\n%s", term.out)
+		}
+	}
+	// A job still stuck when the test ends keeps the terminal open: kill
+	// -9 of etcdlock ends it (its guardian then kills the command).
+	t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(dir + "/pid"); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && procState(st) == 'T' {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command was not stopped by its read; output:\n%s", term.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	term.send("kill %1; wait %1; echo code=$?\n")
+	term.expect("code=143", 15*time.Second)
+	if r := cli(t, shared.Endpoints()[0], nil, "status", "job"); !strings.Contains(r.stdout, "free") {
+		t.Errorf("lock not released: %q", r.stdout)
+	}
+	if strings.Contains(term.out.String(), "got:") {
+		t.Errorf("the command went on reading:\n%s", term.out)
+	}
+	term.send("exit\n")
+	_ = term.exitCode()
+}
+
+// procState is the state letter of a /proc/PID/stat line.
+func procState(stat []byte) byte {
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2]
+	}
+	return 0
 }

@@ -104,6 +104,11 @@ type guard struct {
 	stopping bool  // the kill signal went out
 	killAt   int64 // when SIGKILL goes out, once stopping
 	killing  bool  // SIGKILL went out
+
+	// cmdStopped: the command was stopped (Ctrl-Z; SIGTTIN or SIGTTOU of
+	// a background job) and has not been seen to continue since.
+	cmdStopped bool
+
 	// killEvery is the SIGKILL phase's period: reapEvery, doubled up to
 	// deniedEvery while processes refuse SIGKILL (they changed user id).
 	killEvery time.Duration
@@ -212,6 +217,13 @@ func (g *guard) handle(m message) {
 	case opSignal:
 		if !g.cmdDone {
 			_ = unix.Kill(-g.cmdPid, syscall.Signal(m.Signal))
+			if g.cmdStopped {
+				// A stopped group keeps the signal pending: a job run
+				// in the background whose command read the terminal
+				// (SIGTTIN) would wait for ever. Continued, it gets it,
+				// as a shell's kill %job continues a stopped job.
+				_ = unix.Kill(-g.cmdPid, syscall.SIGCONT)
+			}
 		}
 	case opStop:
 		g.stopAllWithin(m.Reason, time.Duration(m.Grace))
@@ -317,11 +329,7 @@ func dedupEnv(env []string) ([]string, error) {
 func (g *guard) reap() bool {
 	for {
 		var ws unix.WaitStatus
-		flags := unix.WNOHANG
-		if g.foreground {
-			flags |= unix.WUNTRACED
-		}
-		pid, err := unix.Wait4(-1, &ws, flags, nil)
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WUNTRACED|unix.WCONTINUED, nil)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -338,7 +346,12 @@ func (g *guard) reap() bool {
 		}
 		switch {
 		case ws.Stopped():
-			g.commandStopped()
+			g.cmdStopped = true
+			if g.foreground {
+				g.commandStopped()
+			}
+		case ws.Continued():
+			g.cmdStopped = false
 		case ws.Exited():
 			g.commandExited(ws.ExitStatus())
 		case ws.Signaled():
