@@ -328,30 +328,17 @@ func TestCLITerminalBackgroundJobStoppedByReadEndsOnKill(t *testing.T) {
 	term.send("echo \"b\"\"g=$!.\"\n") // the echoed input does not match bg=N.
 	bgPid := regexp.MustCompile(`bg=([0-9]+)\.`)
 	var bg int
-	for deadline := time.Now().Add(10 * time.Second); bg == 0; time.Sleep(10 * time.Millisecond) {
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
 		if m := bgPid.FindStringSubmatch(term.out.String()); m != nil {
 			bg, _ = strconv.Atoi(m[1])
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no pid of the job's etcdlock in:\n%s", term.out)
 		}
-	}
+		return bg > 0
+	}, "the shell did not echo the pid of the job's etcdlock")
 	// A job still stuck when the test ends keeps the terminal open: kill
 	// -9 of etcdlock ends it (its guardian then kills the command).
 	t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
-	var pid int
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(dir + "/pid"); err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-			if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil && procState(st) == 'T' {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the command was not stopped by its read; output:\n%s", term.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	pid := pidIn(t, dir+"/pid")
+	etcdtest.Eventually(t, 20*time.Second, func() bool { state, _ := procState(pid); return state == "T" }, "the command was not stopped by its read")
 	term.send("kill %1; wait %1; echo code=$?\n")
 	term.expect("code=143", 15*time.Second)
 	if r := cli(t, shared.Endpoints()[0], nil, "status", "job"); !strings.Contains(r.stdout, "free") {
@@ -362,13 +349,4 @@ func TestCLITerminalBackgroundJobStoppedByReadEndsOnKill(t *testing.T) {
 	}
 	term.send("exit\n")
 	_ = term.exitCode()
-}
-
-// procState is the state letter of a /proc/PID/stat line.
-func procState(stat []byte) byte {
-	s := string(stat)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2]
-	}
-	return 0
 }

@@ -481,12 +481,22 @@ func pidIn(t *testing.T, path string) int {
 // isZombie reports whether pid has exited but not been reaped (its parent
 // is gone too, so only init will reap it).
 func isZombie(pid int) bool {
+	state, ok := procState(pid)
+	return !ok || state == "Z"
+}
+
+// procState is pid's state in /proc/PID/stat ("R", "S", "T", "Z", ...),
+// and whether pid exists.
+func procState(pid int) (string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return true
+		return "", false
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] == "Z"
+	if len(f) == 0 {
+		return "", true
+	}
+	return f[0], true
 }
 
 // lockedBuffer is an io.Writer the exec copier and the test share.
