@@ -255,32 +255,64 @@ func TestInvalidNames(t *testing.T) {
 // attempt's reply was lost, or its release failed. A new Acquire must not
 // adopt it (a token is never handed to two acquisitions): it replaces the
 // key with a fresh one, which a compare-and-delete on the old token cannot
-// touch.
+// touch. A semaphore's contender puts its key before it knows of the
+// leftover when the name has another holder (queueSemaphore): it must
+// still replace it, and hold its slot.
 func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 	t.Parallel()
-	for _, try := range []bool{false, true} {
-		t.Run(fmt.Sprintf("try=%v", try), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		try   bool
+		opts  []lock.AcquireOption
+		other bool // another session holds the name
+	}{
+		{name: "lock"},
+		{name: "lock-try", try: true},
+		{name: "semaphore", opts: []lock.AcquireOption{lock.WithLimit(2)}},
+		{name: "semaphore-held", opts: []lock.AcquireOption{lock.WithLimit(2)}, other: true},
+		{name: "semaphore-try-held", try: true, opts: []lock.AcquireOption{lock.WithLimit(2)}, other: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cli := testCtx(t), client(t)
 			s := newSession(t, cli)
+			var others []string
+			if tc.other {
+				o := mustAcquire(t, newSession(t, cli), "job", func(s *lock.Session, name string) (*lock.Lock, error) {
+					return s.Acquire(ctx, name, tc.opts...)
+				})
+				others = keysUnder(t, cli, prefix(t))
+				defer o.Release(ctx)
+			}
 			key := fmt.Sprintf("%sjob/%x", prefix(t), int64(s.Lease()))
-			put, err := cli.Put(ctx, key, `{"owner":"`+s.Owner()+`"}`, clientv3.WithLease(s.Lease()))
+			leftover := lock.Record{Owner: s.Owner()} // an earlier acquisition of the same kind
+			if tc.opts != nil {
+				leftover.Limit = 2
+			}
+			put, err := cli.Put(ctx, key, leftover.Encode(), clientv3.WithLease(s.Lease()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			acquire := s.Acquire
-			if try {
+			if tc.try {
 				acquire = s.TryAcquire
 			}
-			l, err := acquire(ctx, "job")
+			l, err := acquire(ctx, "job", tc.opts...)
 			if err != nil {
 				t.Fatalf("acquire: %v", err)
 			}
-			if l.Key() != key || l.Token() <= fencing.Token(put.Header.Revision) {
+			if (l.Key() != key && tc.opts == nil) || l.Token() <= fencing.Token(put.Header.Revision) {
 				t.Errorf("got %s@%v, want %s with a token above the leftover's %d", l.Key(), l.Token(), key, put.Header.Revision)
 			}
-			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
-				t.Errorf("keys = %v, want exactly the new one", keys)
+			// A semaphore's Key is its slot's; its contender key is key.
+			get, err := cli.Get(ctx, key)
+			if err != nil || len(get.Kvs) != 1 || get.Kvs[0].CreateRevision <= put.Header.Revision {
+				t.Errorf("contender key %v (err %v), want one created after the leftover's %d", get.Kvs, err, put.Header.Revision)
+			}
+			// The other holder's keys, the new key, and a semaphore's slot.
+			want := len(others) + 1 + min(len(tc.opts), 1)
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != want {
+				t.Errorf("keys = %v, want %d: the other holder's %v and the new ones", keys, want, others)
 			}
 			// The earlier attempt's clean-up, arriving late, changes nothing.
 			del, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", put.Header.Revision)).
@@ -290,6 +322,12 @@ func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 			}
 			if l.State() != lock.StateActive {
 				t.Errorf("state %v: %v", l.State(), l.Err())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != len(others) {
+				t.Errorf("keys after Release = %v, want the other holder's %v", keys, others)
 			}
 		})
 	}
