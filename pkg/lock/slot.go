@@ -69,27 +69,12 @@ func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim 
 
 // queueSemaphore is queue for a semaphore's contender l: when the name
 // has no key at all, its transaction claims slot 0 (firstHolder);
-// otherwise it queues l and reads the slot keys too.
-//
-// Unlike queue, the queueing branch puts l's key without first checking
-// that this session left no key under the name: a nested transaction for
-// that check costs etcd about as much as a put on every request that
-// carries it, run or not, and this is the semaphore's uncontended path.
-// The branch reads l's key before its put instead. If it was there, the
-// put landed on that leftover, which keeps its create revision, so the
-// reply's revision is not l's: the leftover is returned, and removed by
-// its create revision and replaced (enqueue), as queue's is. Between the
-// put and the removal the leftover holds l's value, but nothing counts
-// it as l's: no slot is claimed on it, and the removal's compare, like an
-// earlier acquisition's retried Release, matches its old create revision.
+// otherwise it queues l as queue does, and reads the slot keys too.
 func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, pfx)
+	then = append(then, slotsOp(s.cfg.prefix, l.name))
 	empty, claim := s.firstHolder(l, pfx)
-	resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(
-		clientv3.OpGet(l.key),
-		l.olderOp(pfx),
-		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
-		slotsOp(s.cfg.prefix, l.name),
-	).Commit()
+	resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(clientv3.OpTxn(absent, then, mine)).Commit()
 	if err != nil {
 		return queued{}, nil, err
 	}
@@ -97,12 +82,13 @@ func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queu
 		return queued{rev: resp.Header.Revision, claimed: true}, nil, nil
 	}
 	l.setClaiming()
-	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) > 0 {
-		return queued{}, mine[0], nil
+	r := resp.Responses[0].GetResponseTxn()
+	q, leftover := queuedBy(resp.Header.Revision, r)
+	if leftover == nil {
+		q.slots = r.Responses[2].GetResponseRange()
+		q.slots.Header = resp.Header
 	}
-	q := queued{rev: resp.Header.Revision, older: resp.Responses[1].GetResponseRange(), slots: resp.Responses[3].GetResponseRange()}
-	q.slots.Header = resp.Header
-	return q, nil, nil
+	return q, leftover, nil
 }
 
 // setClaiming records keys, before a claim that may write one of them is

@@ -2,6 +2,7 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,65 @@ func TestStraysAreLookedForATTL(t *testing.T) {
 	renewed.sweeps(t, 2)
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 		t.Errorf("the late put's key is left: %v", keys)
+	}
+}
+
+// Claim: the acquiring write of a failed acquisition that lands only
+// after the session's next acquisition of the name holds writes nothing,
+// whatever the kind: the next lock's key keeps its value (which a stray
+// sweep of the failed one's value must not match), and the lock stays
+// active through the sweeps. A semaphore's contender with another holder
+// present queues in the branch of its first transaction that does not
+// claim slot 0.
+func TestStrayLandingAfterTheNextAcquisition(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		opts  []lock.AcquireOption
+		other bool // another session holds the name
+	}{
+		{name: "lock"},
+		{name: "reader", opts: []lock.AcquireOption{lock.WithShared()}},
+		{name: "semaphore", opts: []lock.AcquireOption{lock.WithLimit(2)}},
+		{name: "semaphore-held", opts: []lock.AcquireOption{lock.WithLimit(2)}, other: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cli, f := testCtx(t), client(t), newStrayFaults(t)
+			var renewed renewals
+			s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
+			if tc.other {
+				if _, err := newSession(t, cli, quiet()).Acquire(ctx, "n", tc.opts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.putDelay.Store(int64(time.Second)) // lands after the next acquisition
+			actx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			_, err := s.Acquire(actx, "n", tc.opts...)
+			cancel()
+			if err == nil {
+				t.Fatal("acquired, with its write held back")
+			}
+			f.putDelay.Store(0)
+			l, err := s.Acquire(ctx, "n", tc.opts...)
+			if err != nil {
+				t.Fatalf("the next Acquire: %v", err)
+			}
+			key := fmt.Sprintf("%sn/%x", prefix(t), int64(s.Lease()))
+			before, err := cli.Get(ctx, key)
+			if err != nil || len(before.Kvs) != 1 {
+				t.Fatalf("the next lock's key: %v, %v", before, err)
+			}
+			f.puts.Wait() // the held-back write has been sent, and answered
+			after, err := cli.Get(ctx, key)
+			if err != nil || len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+				t.Fatalf("the next lock's key after the late write: %v (err %v), want it unchanged at mod revision %d", after.Kvs, err, before.Kvs[0].ModRevision)
+			}
+			renewed.sweeps(t, 3)
+			if st := l.State(); st != lock.StateActive {
+				t.Errorf("the next lock is %v after the sweeps: %v", st, l.Err())
+			}
+		})
 	}
 }
 
