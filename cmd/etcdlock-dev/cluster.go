@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -46,26 +44,17 @@ func runCluster(ctx context.Context, o *options) error {
 		}
 		defer os.RemoveAll(base)
 	}
-	tok := make([]byte, 8)
-	_, _ = rand.Read(tok)
-	token := "etcdlock-dev-" + hex.EncodeToString(tok)
-
+	initial, token, err := clusterLayout(o.DataDir, o.Members)
+	if err != nil {
+		return err
+	}
 	procs := make([]*memberProc, o.Members)
-	var initial []string
 	clients := make([]string, o.Members)
 	for i := range procs {
-		// Ports free now, below the ephemeral range; a member that loses
-		// its port to someone else fails to start and the whole cluster
-		// is reported failed.
-		peer, err := embedded.FreeLoopbackAddr("127.0.0.1")
-		if err != nil {
-			return err
-		}
 		if clients[i], err = embedded.FreeLoopbackAddr("127.0.0.1"); err != nil {
 			return err
 		}
 		procs[i] = &memberProc{name: fmt.Sprintf("m%d", i)}
-		initial = append(initial, procs[i].name+"=http://"+peer)
 	}
 	defer stopMembers(procs)
 	ready := make(chan error, len(procs))

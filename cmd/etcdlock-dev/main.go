@@ -42,7 +42,9 @@ on free loopback ports with etcd's production settings (fsync on, 100 ms
 heartbeat, 1 s election timeout). The first line printed lists the client
 URLs, comma-separated; then one line per member: name, pid, client URL.
 Kill a member's pid to try failover: the others serve on while a majority
-runs; the member is not restarted.`,
+runs; the member is not restarted. With --data-dir, the cluster's peer
+ports are recorded there (file "cluster"): the same command restarts it on
+its data, and needs those ports free.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				code = exitcode.Usage
@@ -105,6 +107,11 @@ func run(ctx context.Context, o *options) error {
 		opts = append(opts, embedded.WithMemberOf(o.memberName, o.initialCluster, o.clusterToken))
 	}
 	if o.DataDir != "" {
+		if o.memberName == "" {
+			if err := notClusterData(o.DataDir); err != nil {
+				return err
+			}
+		}
 		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 			return fmt.Errorf("--data-dir: %w", err)
 		}

@@ -15,9 +15,17 @@ import (
 // start).
 const servingEnded = "setting up serving from embedded etcd failed."
 
+// storageVersion is the message with which etcd logs, at error level and
+// with a stack trace, a failed update of its storage version. A new
+// cluster's members each log it once when its cluster version is first
+// set, before their backend has recorded a raft term ("missing term
+// information"); etcd tries again every few seconds, and succeeds.
+const storageVersion = "failed to update storage version"
+
 // withoutStopNoise returns lg without etcd's reports of listeners closed
-// by a stop; every other entry, and that message with any other error,
-// passes.
+// by a stop, and of a new cluster's first storage-version update (see
+// storageVersion); every other entry, and those messages with any other
+// error, passes.
 func withoutStopNoise(lg *zap.Logger) *zap.Logger {
 	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return stopNoise{c} }))
 }
@@ -34,7 +42,8 @@ func (c stopNoise) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.C
 }
 
 func (c stopNoise) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	if ent.Message == servingEnded && closedListener(fields) {
+	if ent.Message == servingEnded && closedListener(fields) ||
+		ent.Message == storageVersion && errorEnds(fields, "missing term information") {
 		return nil
 	}
 	return c.Core.Write(ent, fields)
@@ -43,12 +52,22 @@ func (c stopNoise) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 // closedListener reports whether fields hold an error that says a server
 // or listener was closed.
 func closedListener(fields []zapcore.Field) bool {
+	return errorEnds(fields, "Server closed", "server closed", "use of closed network connection",
+		"the server has been stopped") // a stop right after the start
+}
+
+// errorEnds reports whether the first error of fields ends with one of
+// suffixes.
+func errorEnds(fields []zapcore.Field, suffixes ...string) bool {
 	for _, f := range fields {
 		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
 			msg := err.Error()
-			return strings.HasSuffix(msg, "Server closed") || strings.HasSuffix(msg, "server closed") ||
-				strings.HasSuffix(msg, "use of closed network connection") ||
-				strings.HasSuffix(msg, "the server has been stopped") // a stop right after the start
+			for _, s := range suffixes {
+				if strings.HasSuffix(msg, s) {
+					return true
+				}
+			}
+			return false
 		}
 	}
 	return false

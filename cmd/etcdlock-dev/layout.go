@@ -1,0 +1,113 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/etcdlock/etcdlock/pkg/embedded"
+)
+
+// layoutFile, in a --data-dir of --members, records the cluster's peer
+// URLs and token: a member restarted on its data joins the peers its data
+// names, so a restart must give every member the peer port it had.
+const layoutFile = "cluster"
+
+// clusterLayout returns the initial cluster (name=peerURL,...) and token
+// of an n-member cluster whose data is under base ("" for a temporary
+// directory): those recorded there by an earlier run, or new ones on free
+// loopback ports, recorded before any member starts. It refuses a base
+// that holds a cluster of another size, a single member's data, or
+// members' data without a record.
+func clusterLayout(base string, n int) (initial []string, token string, err error) {
+	if base != "" {
+		b, err := os.ReadFile(filepath.Join(base, layoutFile))
+		switch {
+		case err == nil:
+			return recordedLayout(base, string(b), n)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, "", fmt.Errorf("--data-dir: %w", err)
+		}
+		if err := notMembersData(base); err != nil {
+			return nil, "", err
+		}
+	}
+	for i := range n {
+		// A port free now, below the ephemeral range; a member that loses
+		// its port to someone else fails to start and the whole cluster
+		// is reported failed.
+		peer, err := embedded.FreeLoopbackAddr("127.0.0.1")
+		if err != nil {
+			return nil, "", err
+		}
+		initial = append(initial, fmt.Sprintf("m%d=http://%s", i, peer))
+	}
+	tok := make([]byte, 8)
+	_, _ = rand.Read(tok)
+	token = "etcdlock-dev-" + hex.EncodeToString(tok)
+	if base != "" {
+		if err := writeLayout(base, token, initial); err != nil {
+			return nil, "", err
+		}
+	}
+	return initial, token, nil
+}
+
+// recordedLayout parses the record b of base's cluster: its token, then
+// its initial cluster, a line each.
+func recordedLayout(base, b string, n int) ([]string, string, error) {
+	lines := strings.Split(strings.TrimSpace(b), "\n")
+	if len(lines) != 2 || lines[0] == "" || lines[1] == "" {
+		return nil, "", fmt.Errorf("--data-dir %s: %s is not a cluster record of etcdlock dev", base, filepath.Join(base, layoutFile))
+	}
+	initial := strings.Split(lines[1], ",")
+	if len(initial) != n {
+		return nil, "", fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", base, len(initial), len(initial))
+	}
+	return initial, lines[0], nil
+}
+
+// notMembersData fails if base holds a single member's data (in m0, as
+// the members' first), or members' data without the record of their
+// ports.
+func notMembersData(base string) error {
+	if _, err := os.Stat(filepath.Join(base, "m1")); err == nil {
+		return fmt.Errorf("--data-dir %s holds members' data but no record of their ports (%s): use another directory", base, layoutFile)
+	}
+	if _, err := os.Stat(filepath.Join(base, "m0")); err == nil {
+		return fmt.Errorf("--data-dir %s holds a single member's data: start it without --members, or use another directory", base)
+	}
+	return nil
+}
+
+// writeLayout records token and initial in base, whole or not at all.
+func writeLayout(base, token string, initial []string) error {
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	tmp := filepath.Join(base, layoutFile+".new")
+	if err := os.WriteFile(tmp, []byte(token+"\n"+strings.Join(initial, ",")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(base, layoutFile)); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	return nil
+}
+
+// notClusterData fails if dir, a single member's --data-dir, holds a
+// cluster that --members started.
+func notClusterData(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, layoutFile))
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	n := len(strings.Split(lines[len(lines)-1], ","))
+	return fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", dir, n, n)
+}
