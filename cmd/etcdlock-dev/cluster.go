@@ -44,6 +44,19 @@ func runCluster(ctx context.Context, o *options) error {
 		}
 		defer os.RemoveAll(base)
 	}
+	if o.DataDir != "" {
+		// The directory's lock, held while the cluster runs: another
+		// etcdlock dev on it, a cluster or a single member, fails at once
+		// rather than record a layout of its own over this one's.
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		lock, err := lockDataDir(o.DataDir, "")
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+	}
 	initial, token, err := clusterLayout(o.DataDir, o.Members)
 	if err != nil {
 		return err
