@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"os/exec"
@@ -140,9 +141,22 @@ func TestCLIDevClusterRestartsOnItsData(t *testing.T) {
 	if err := dev.Wait(); err != nil {
 		t.Fatalf("dev exit: %v", err)
 	}
-	_, eps, _ = startDevCluster(t, "--members", "3", "--data-dir", dir)
+	dev, eps, _ = startDevCluster(t, "--members", "3", "--data-dir", dir)
 	if tok := token(eps); tok <= last {
 		t.Errorf("token after the restart %d, want above %d: the cluster's data is not the first run's", tok, last)
+	}
+	// While it runs, another cluster on the directory fails at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	msg, err := exec.CommandContext(ctx, cliPath, "dev", "--members", "3", "--data-dir", dir).CombinedOutput()
+	cancel()
+	if err == nil || !strings.Contains(string(msg), "in use by another etcdlock dev") {
+		t.Errorf("a second cluster on the directory in use: %v %q; want a failure saying so", err, msg)
+	}
+	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Wait(); err != nil {
+		t.Fatalf("dev exit: %v", err)
 	}
 	for _, args := range [][]string{{"--members", "5"}, {"--listen", "127.0.0.1:0"}} {
 		cmd := exec.Command(cliPath, append([]string{"dev", "--data-dir", dir}, args...)...)
@@ -170,7 +184,7 @@ func TestCLIDevClusterRestartsOnItsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = one.Wait()
-	msg, err := exec.Command(cliPath, "dev", "--data-dir", single, "--members", "3").CombinedOutput()
+	msg, err = exec.Command(cliPath, "dev", "--data-dir", single, "--members", "3").CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 78 || !strings.Contains(string(msg), "holds a single member's data") {
 		t.Errorf("dev --members 3 on a single member's data: %v %q; want exit 78 saying so", err, msg)
