@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,10 @@ renew: the script must call 'etcdlock renew' before the deadline, and
 ETCDLOCK_DEADLINE=...) or JSON with -w json; renew and release take the
 printed owner and token.
 
-If NAME is held by someone else, exits 75 naming the holder.
+If NAME is held by someone else, exits 75 naming the holder. If the grant
+cannot be written to stdout (a full device, a pipe whose reader is gone),
+acquire releases it and exits 1: its caller never got the token. A closed
+stdout is not one of those: Go's runtime opens /dev/null in its place.
 
 The owner is new for every acquire (host:pid:random) unless --owner is given
 on the command line (ETCDLOCK_OWNER in the environment is not used here).
@@ -76,7 +80,17 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 		if err != nil {
 			return err
 		}
-		printGrant(g, gr)
+		if err := printGrant(g, gr); err != nil {
+			// Its token did not reach the caller, who cannot release or
+			// renew the grant: give it back rather than leave the name
+			// held for the TTL.
+			rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+			defer cancel()
+			if rerr := d.Release(rctx, gr.Name, gr.Owner, gr.Token); rerr != nil {
+				return fmt.Errorf("%w; the grant (token %s) could not be released either, and ends with its TTL: %w", err, gr.Token, rerr)
+			}
+			return fmt.Errorf("%w; the grant is released", err)
+		}
 		return nil
 	})
 }

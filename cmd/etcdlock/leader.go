@@ -57,25 +57,26 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		if err != nil {
 			return err
 		}
-		printLeader(g, name, l)
-		return nil
+		return printLeader(g, name, l)
 	}
 	leaders, err := election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix))
 	if err != nil {
 		return err
 	}
 	for l := range leaders { // closed when ctx ends (interrupted)
-		printLeader(g, name, l)
+		if err := printLeader(g, name, l); err != nil {
+			return err // nobody reads the changes any more
+		}
 	}
 	return nil
 }
 
-func printLeader(g *globalOptions, name string, l election.Leader) {
+func printLeader(g *globalOptions, name string, l election.Leader) error {
 	v := leaderView{Name: name}
 	if l.Token != 0 {
 		v.Holder = &contenderView{Owner: l.Identity, Token: l.Token, Since: since(l.Since), Key: l.Key}
 	}
-	g.printer.Print(v, func(w io.Writer) {
+	return g.printer.Print(v, func(w io.Writer) {
 		if v.Holder == nil {
 			fmt.Fprintln(w, "none")
 			return

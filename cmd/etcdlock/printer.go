@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
 // printer writes command results and errors in the chosen format: simple
@@ -12,15 +14,44 @@ type printer struct {
 	format      string
 	quiet       bool // --quiet: no notes
 	out, errOut io.Writer
+	outErr      error // the first failed write to out
 }
 
-// Print writes v: as JSON, or with simple, its own text.
-func (p *printer) Print(v any, simple func(w io.Writer)) {
-	if p.format == "json" {
-		_ = json.NewEncoder(p.out).Encode(v)
-		return
+// Print writes v: as JSON, or with simple, its own text. It returns the
+// first write to out that failed, in this call or an earlier one (stdout
+// closed, full, or its reader gone): what was written may be incomplete,
+// and nothing more is written.
+func (p *printer) Print(v any, simple func(w io.Writer)) error {
+	if p.outErr != nil {
+		return p.outErr
 	}
-	simple(p.out)
+	w := &failedWrite{w: p.out}
+	if p.format == "json" {
+		_ = json.NewEncoder(w).Encode(v)
+	} else {
+		simple(w)
+	}
+	if w.err != nil {
+		// Exit 1, not the configuration error a *fs.PathError means
+		// elsewhere (an unreadable TLS file).
+		p.outErr = withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", w.err))
+	}
+	return p.outErr
+}
+
+// failedWrite is w that keeps its first error and writes nothing after it.
+type failedWrite struct {
+	w   io.Writer
+	err error
+}
+
+func (f *failedWrite) Write(b []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := f.w.Write(b)
+	f.err = err
+	return n, err
 }
 
 // Note writes a progress message to stderr (JSON with -w json).

@@ -97,6 +97,9 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	defer g.probes.wait() // a probe started by a request that then succeeded ends with it
+	if err == nil && g.printer.outErr != nil {
+		err = g.printer.outErr // a result that did not reach its reader is a failure
+	}
 	if err == nil {
 		return exitcode.OK, 0, false
 	}

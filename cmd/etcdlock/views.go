@@ -105,10 +105,10 @@ type grantView struct {
 	Deadline time.Time     `json:"deadline"`
 }
 
-func printGrant(g *globalOptions, gr lock.Grant) {
+func printGrant(g *globalOptions, gr lock.Grant) error {
 	v := grantView{Name: gr.Name, Key: gr.Key, Owner: gr.Owner, Token: gr.Token,
 		Lease: fmt.Sprintf("%x", int64(gr.LeaseID)), TTL: gr.TTL.String(), Deadline: gr.Deadline.UTC()}
-	g.printer.Print(v, func(w io.Writer) {
+	return g.printer.Print(v, func(w io.Writer) {
 		// Shell assignments, so that a script can eval them.
 		for _, kv := range [][2]string{
 			{"ETCDLOCK_NAME", v.Name}, {"ETCDLOCK_KEY", v.Key}, {"ETCDLOCK_OWNER", v.Owner},
