@@ -62,15 +62,24 @@ func runCluster(ctx context.Context, o *options) error {
 		return err
 	}
 	procs := make([]*memberProc, o.Members)
-	clients := make([]string, o.Members)
+	var peers []string
+	for _, m := range initial {
+		_, peer, _ := strings.Cut(m, "=")
+		peers = append(peers, peer)
+	}
+	clients, err := embedded.FreeLoopbackAddrs("127.0.0.1", o.Members, peers...)
+	if err != nil {
+		return err
+	}
 	for i := range procs {
-		if clients[i], err = embedded.FreeLoopbackAddr("127.0.0.1"); err != nil {
-			return err
-		}
 		procs[i] = &memberProc{name: fmt.Sprintf("m%d", i)}
 	}
 	defer stopMembers(procs)
-	ready := make(chan error, len(procs))
+	type started struct {
+		p   *memberProc
+		err error // nil once it serves
+	}
+	ready := make(chan started, len(procs))
 	for i, p := range procs {
 		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(initial, ","),
 			"--cluster-token", token, "--listen", clients[i], "--data-dir", base, "--log-level", o.LogLevel)
@@ -89,22 +98,31 @@ func runCluster(ctx context.Context, o *options) error {
 			line, err := bufio.NewReader(out).ReadString('\n')
 			p.endpoint = strings.TrimSpace(line)
 			if err != nil || p.endpoint == "" {
-				ready <- fmt.Errorf("member %s did not start (%v)", p.name, err)
+				ready <- started{p, fmt.Errorf("member %s did not start (%v)", p.name, err)}
 			} else {
-				ready <- nil
+				ready <- started{p, nil}
 			}
 			_, _ = io.Copy(io.Discard, out)
 			p.err = p.cmd.Wait()
 			close(p.exited)
 		}()
 	}
+	serving := map[*memberProc]bool{}
 	for range procs {
 		select {
-		case err := <-ready:
-			if err != nil {
-				return err
+		case st := <-ready:
+			if st.err != nil {
+				return st.err
 			}
+			serving[st.p] = true
 		case <-ctx.Done():
+			var waiting []string
+			for _, p := range procs {
+				if !serving[p] {
+					waiting = append(waiting, p.name)
+				}
+			}
+			fmt.Fprintf(os.Stderr, "etcdlock dev: stopped before the cluster served (not serving yet: %s)\n", strings.Join(waiting, ", "))
 			return nil
 		}
 	}
@@ -135,17 +153,24 @@ func runCluster(ctx context.Context, o *options) error {
 	return nil
 }
 
-// stopMembers sends every running member SIGTERM and waits for it, with
-// SIGKILL after 10 s.
+// stopMembers sends every running member SIGTERM and waits for them, with
+// SIGKILL for those still running after 10 s (a member still starting,
+// waiting for its peers, does not stop on SIGTERM).
 func stopMembers(procs []*memberProc) {
+	for _, p := range procs {
+		if p != nil && p.exited != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for _, p := range procs {
 		if p == nil || p.exited == nil {
 			continue
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exited:
-		case <-time.After(10 * time.Second):
+		case <-deadline.Done(): // stays done: every member after it is killed at once
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,14 +38,14 @@ func clusterLayout(base string, n int) (initial []string, token string, err erro
 			return nil, "", err
 		}
 	}
-	for i := range n {
-		// A port free now, below the ephemeral range; a member that loses
-		// its port to someone else fails to start and the whole cluster
-		// is reported failed.
-		peer, err := embedded.FreeLoopbackAddr("127.0.0.1")
-		if err != nil {
-			return nil, "", err
-		}
+	// Ports free now, below the ephemeral range; a member that loses its
+	// port to someone else fails to start and the whole cluster is
+	// reported failed.
+	peers, err := embedded.FreeLoopbackAddrs("127.0.0.1", n)
+	if err != nil {
+		return nil, "", err
+	}
+	for i, peer := range peers {
 		initial = append(initial, fmt.Sprintf("m%d=http://%s", i, peer))
 	}
 	tok := make([]byte, 8)
@@ -58,18 +59,40 @@ func clusterLayout(base string, n int) (initial []string, token string, err erro
 	return initial, token, nil
 }
 
-// recordedLayout parses the record b of base's cluster: its token, then
-// its initial cluster, a line each.
+// recordedLayout is the layout recorded in base (b, its record's
+// content), for a cluster of n members.
 func recordedLayout(base, b string, n int) ([]string, string, error) {
-	lines := strings.Split(strings.TrimSpace(b), "\n")
-	if len(lines) != 2 || lines[0] == "" || lines[1] == "" {
-		return nil, "", fmt.Errorf("--data-dir %s: %s is not a cluster record of etcdlock dev", base, filepath.Join(base, layoutFile))
+	initial, token, err := parseLayout(base, b)
+	if err != nil {
+		return nil, "", err
 	}
-	initial := strings.Split(lines[1], ",")
 	if len(initial) != n {
 		return nil, "", fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", base, len(initial), len(initial))
 	}
-	return initial, lines[0], nil
+	return initial, token, nil
+}
+
+// parseLayout parses the record b of base's cluster: its token, then its
+// initial cluster (m0=http://127.0.0.1:PORT,m1=...), a line each, as
+// writeLayout wrote them.
+func parseLayout(base, b string) ([]string, string, error) {
+	bad := fmt.Errorf("--data-dir %s: %s is not a cluster record of etcdlock dev (a token line, then m0=http://127.0.0.1:PORT,m1=...): restore it, or use another directory", base, filepath.Join(base, layoutFile))
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(b, "\r\n", "\n")), "\n")
+	if len(lines) != 2 || strings.TrimSpace(lines[0]) == "" {
+		return nil, "", bad
+	}
+	initial := strings.Split(strings.TrimSpace(lines[1]), ",")
+	if len(initial) < 2 {
+		return nil, "", bad
+	}
+	for i, m := range initial {
+		name, peer, _ := strings.Cut(m, "=")
+		u, err := url.Parse(peer)
+		if name != fmt.Sprintf("m%d", i) || err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Path != "" {
+			return nil, "", bad
+		}
+	}
+	return initial, strings.TrimSpace(lines[0]), nil
 }
 
 // notMembersData fails if base holds a single member's data (in m0, as
@@ -91,23 +114,36 @@ func writeLayout(base, token string, initial []string) error {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	tmp := filepath.Join(base, layoutFile+".new")
-	if err := os.WriteFile(tmp, []byte(token+"\n"+strings.Join(initial, ",")+"\n"), 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(base, layoutFile)); err != nil {
+	_, err = f.WriteString(token + "\n" + strings.Join(initial, ",") + "\n")
+	if err == nil {
+		err = f.Sync() // on disk before the rename makes it the record
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(base, layoutFile))
+	}
+	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	return nil
 }
 
 // notClusterData fails if dir, a single member's --data-dir, holds a
-// cluster that --members started.
+// cluster that --members started, or a record that is not one.
 func notClusterData(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, layoutFile))
 	if err != nil {
 		return nil
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	n := len(strings.Split(lines[len(lines)-1], ","))
-	return fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", dir, n, n)
+	initial, _, err := parseLayout(dir, string(b))
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", dir, len(initial), len(initial))
 }

@@ -77,6 +77,15 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 		return err
 	}
 	c.members = make([]*Member, c.cfg.members)
+	// Distinct ports for every member's client and peer listeners.
+	clients, err := FreeLoopbackAddrs(cmp.Or(c.cfg.clientHost, "127.0.0.1"), len(c.members))
+	if err != nil {
+		return err
+	}
+	peers, err := FreeLoopbackAddrs("127.0.0.1", len(c.members), append(clients, c.cfg.clientAddr)...)
+	if err != nil {
+		return err
+	}
 	var initial []string
 	for i := range c.members {
 		m := &Member{cluster: c, name: fmt.Sprintf("m%d", i), dir: filepath.Join(base, fmt.Sprintf("m%d", i))}
@@ -85,15 +94,10 @@ func (c *Cluster) start(ctx context.Context, base string) error {
 		}
 		m.clientURL, m.peerURL = c.cfg.clientAddr, ""
 		if m.clientURL == "" {
-			if m.clientURL, err = FreeLoopbackAddr(cmp.Or(c.cfg.clientHost, "127.0.0.1")); err != nil {
-				return err
-			}
+			m.clientURL = clients[i]
 		}
 		if c.cfg.memberOf == nil {
-			if m.peerURL, err = FreeLoopbackAddr("127.0.0.1"); err != nil {
-				return err
-			}
-			m.peerURL = "http://" + m.peerURL
+			m.peerURL = "http://" + peers[i]
 		}
 		scheme := "http://"
 		if c.cfg.clientTLS != nil {
@@ -218,6 +222,38 @@ func FreeLoopbackAddr(host string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("embedded: no free port below %d: %w", first, err)
+}
+
+// FreeLoopbackAddrs returns n addresses as FreeLoopbackAddr does, whose
+// ports differ from one another and from those of taken (host:port
+// addresses or URLs chosen earlier and not yet bound): FreeLoopbackAddr
+// alone may choose a port twice.
+func FreeLoopbackAddrs(host string, n int, taken ...string) ([]string, error) {
+	used := make(map[string]bool, n+len(taken))
+	for _, t := range taken {
+		if u, err := url.Parse(t); err == nil && u.Host != "" {
+			t = u.Host
+		}
+		if _, port, err := net.SplitHostPort(t); err == nil {
+			used[port] = true
+		}
+	}
+	addrs := make([]string, 0, n)
+	for tries := 0; len(addrs) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("embedded: no %d distinct free ports below %d", n, ephemeralStart())
+		}
+		addr, err := FreeLoopbackAddr(host)
+		if err != nil {
+			return nil, err
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		if !used[port] {
+			used[port] = true
+			addrs = append(addrs, addr)
+		}
+	}
+	return addrs, nil
 }
 
 // minFreePort is the lowest port FreeLoopbackAddr chooses: above the

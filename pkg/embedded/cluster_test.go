@@ -179,3 +179,32 @@ func TestFreeLoopbackAddrIsBelowTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// FreeLoopbackAddrs never repeats a port, nor takes one of taken's (URLs
+// or host:port). 300 draws of FreeLoopbackAddr among about 22,000 ports
+// repeat one more often than not.
+func TestFreeLoopbackAddrsAreDistinct(t *testing.T) {
+	first, err := FreeLoopbackAddrs("127.0.0.1", 150)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := append([]string{"http://" + first[0]}, first[1:]...)
+	second, err := FreeLoopbackAddrs("127.0.0.1", 150, taken...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, addr := range append(first, second...) {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := seen[port]; ok {
+			t.Fatalf("port %s chosen twice: %s and %s", port, prev, addr)
+		}
+		seen[port] = addr
+	}
+	if len(first) != 150 || len(second) != 150 {
+		t.Fatalf("got %d and %d addresses, want 150 each", len(first), len(second))
+	}
+}
