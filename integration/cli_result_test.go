@@ -27,7 +27,7 @@ func TestCLIOutputThatCannotBeWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	for _, args := range [][]string{{"acquire", "lost-output"}, {"-w", "json", "acquire", "lost-output"}, {"list"}, {"status", "lost-output"}} {
+	for _, args := range [][]string{{"acquire", "lost-output"}, {"-w", "json", "acquire", "lost-output"}, {"list"}, {"status", "lost-output"}, {"completion", "bash"}, {"help", "exit-codes"}} {
 		cmd := cliCommand(t, ep, nil, args...)
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = full, &stderr

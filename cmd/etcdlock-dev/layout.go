@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
@@ -85,12 +86,17 @@ func parseLayout(base, b string) ([]string, string, error) {
 	if len(initial) < 2 {
 		return nil, "", bad
 	}
+	ports := map[string]bool{}
 	for i, m := range initial {
 		name, peer, _ := strings.Cut(m, "=")
 		u, err := url.Parse(peer)
-		if name != fmt.Sprintf("m%d", i) || err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.Path != "" {
+		if name != fmt.Sprintf("m%d", i) || err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Path != "" {
 			return nil, "", bad
 		}
+		if port, err := strconv.Atoi(u.Port()); err != nil || port < 1 || port > 65535 || ports[u.Port()] {
+			return nil, "", bad // no port, out of range, or a port twice
+		}
+		ports[u.Port()] = true
 	}
 	return initial, strings.TrimSpace(lines[0]), nil
 }

@@ -36,6 +36,8 @@ func TestClusterLayoutRecord(t *testing.T) {
 		"tok\nm0=http://0.0.0.0:20001,m1=http://127.0.0.1:20002\n",         // not loopback
 		"tok\nm0=http://127.0.0.1,m1=http://127.0.0.1:20002\n",             // no port
 		"tok\nm0=http://127.0.0.1:20001,m1=http://127.0.0.1:20002\nmore\n", // three lines
+		"tok\nm0=http://127.0.0.1:20001,m1=http://127.0.0.1:20001\n",       // a port twice
+		"tok\nm0=http://127.0.0.1:99999,m1=http://127.0.0.1:20002\n",       // out of range
 	} {
 		bad := t.TempDir()
 		if err := os.WriteFile(filepath.Join(bad, layoutFile), []byte(rec), 0o600); err != nil {

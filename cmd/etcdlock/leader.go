@@ -29,7 +29,8 @@ func newLeaderCommand(g *globalOptions) *cobra.Command {
 		Short: "Print the current leader (holder) of NAME",
 		Long: `Print the identity and token of NAME's current leader, or "none". With
 --watch, print again on every change until interrupted (changes are learned by
-watch, not by polling).`,
+watch, not by polling), or until a change cannot be written (its reader gone:
+exit 1 at the next change).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLeader(cmd.Context(), g, o, args[0])

@@ -59,7 +59,8 @@ type globalOptions struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
+	cobraOut       *failedWrite // stdout for cobra's own output (help, completion scripts)
+	errq           io.Writer    // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
 	probes         probes // of the endpoints, started by a slow request (see diagnose)
@@ -88,17 +89,21 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	// with `stty tostop` a note would stop it, and its renewals with it.
 	errq := notes.New(stderr, noteQueue, notes.TerminalThread)
 	defer errq.Close(noteFlush)
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
+	// cobra's own output (help, completion scripts) is a result too.
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop(), cobraOut: &failedWrite{w: stdout}}
 	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
 	root := newRootCommand(g)
 	root.SetArgs(commandLine(root, args))
 	root.SetIn(stdin)
-	root.SetOut(stdout)
+
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	defer g.probes.wait() // a probe started by a request that then succeeded ends with it
 	if err == nil && g.printer.outErr != nil {
 		err = g.printer.outErr // a result that did not reach its reader is a failure
+	}
+	if werr := g.cobraOut.err; werr != nil && (err == nil || errors.Is(err, werr)) {
+		err = withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", werr))
 	}
 	if err == nil {
 		return exitcode.OK, 0, false
@@ -168,6 +173,9 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			}
 			return nil
 		},
+	}
+	if g.cobraOut != nil {
+		root.SetOut(g.cobraOut) // before the completion command, which keeps the writer it finds
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()

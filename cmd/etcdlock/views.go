@@ -109,14 +109,17 @@ func printGrant(g *globalOptions, gr lock.Grant) error {
 	v := grantView{Name: gr.Name, Key: gr.Key, Owner: gr.Owner, Token: gr.Token,
 		Lease: fmt.Sprintf("%x", int64(gr.LeaseID)), TTL: gr.TTL.String(), Deadline: gr.Deadline.UTC()}
 	return g.printer.Print(v, func(w io.Writer) {
-		// Shell assignments, so that a script can eval them.
+		// Shell assignments, so that a script can eval them; in one
+		// write, so that a reader never gets some of them only.
+		var b strings.Builder
 		for _, kv := range [][2]string{
 			{"ETCDLOCK_NAME", v.Name}, {"ETCDLOCK_KEY", v.Key}, {"ETCDLOCK_OWNER", v.Owner},
 			{fencing.EnvVar, v.Token.String()}, {"ETCDLOCK_LEASE", v.Lease},
 			{"ETCDLOCK_DEADLINE", v.Deadline.Format(time.RFC3339Nano)},
 		} {
-			fmt.Fprintf(w, "%s=%s\n", kv[0], shellQuote(kv[1]))
+			fmt.Fprintf(&b, "%s=%s\n", kv[0], shellQuote(kv[1]))
 		}
+		_, _ = io.WriteString(w, b.String())
 	})
 }
 

@@ -42,7 +42,7 @@ type Row struct {
 func Table() []Row {
 	return []Row{
 		{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
-		{fmt.Sprint(Error), "other failure, among them a result that could not be written to stdout (a full device, a pipe whose reader is gone): `acquire` then releases the grant it could not print"},
+		{fmt.Sprint(Error), "other failure, among them a result that could not be written to stdout (a full device, a pipe whose reader is gone): what the command did stands (`renew` renewed, `break` broke), but `acquire` releases the grant it could not print. A reader that quits after the whole result reached the pipe, and a closed stdout (Go opens /dev/null in its place), cannot be told apart from success"},
 		{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
 		{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`, with the reason found by dialing it while the request waits (connection refused, unknown host, accepts connections but does not answer), or no answer in time"},
 		{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
