@@ -19,8 +19,8 @@ type printer struct {
 
 // Print writes v: as JSON, or with simple, its own text. It returns the
 // first write to out that failed, in this call or an earlier one (stdout
-// closed, full, or its reader gone): what was written may be incomplete,
-// and nothing more is written.
+// full, or its reader gone): what was written may be incomplete, and
+// nothing more is written.
 func (p *printer) Print(v any, simple func(w io.Writer)) error {
 	if p.outErr != nil {
 		return p.outErr
