@@ -186,13 +186,21 @@ func (c *reuseRun) check(res *reuseResult) {
 // its marker in one transaction, so a marker deleted at the key's
 // deletion's revision says the Release won (an operator's delete or a
 // Break's revoke never touch markers). Otherwise the calls tell: a
-// Release that returned nil, or a Close that did — or a Close whose
-// marker delete landed before the key went, though the revoke's reply was
-// lost. A Release that failed, with the session abandoned before a retry,
-// leaves the key to expire with the lease: an unclean end.
+// Release that returned nil, or a Close that did. A Release that failed,
+// with the session abandoned before a retry, leaves the key to expire
+// with the lease: an unclean end.
 func (c *reuseRun) cleanEnd(g *grant, d deletion, markerDeleted map[fencing.Token]int64) bool {
 	rev, markerGone := markerDeleted[g.real]
 	if markerGone && rev == d.modRev {
+		return true
+	}
+	// A marker deleted before the key went was deleted by a clean end
+	// while the key still existed: Close, which ends its locks before it
+	// deletes their markers (an operator's delete that lands between that
+	// and the revoke comes after the end), or the session's next
+	// acquisition of the name replacing the key. A next holder deletes
+	// markers only once the key is gone; operators never do.
+	if markerGone && rev < d.modRev && !g.session.abandoned {
 		return true
 	}
 	if g.deletedBy != "" || len(c.racing(g, d.at)) > 0 {
@@ -202,7 +210,7 @@ func (c *reuseRun) cleanEnd(g *grant, d deletion, markerDeleted map[fencing.Toke
 		return true
 	}
 	closed := g.session.closed >= 0 && g.session.closed <= d.at && !g.session.abandoned
-	return closed && (g.session.revoked || markerGone && rev < d.modRev)
+	return closed && g.session.revoked
 }
 
 // racing are the operator's actions, called before at, that may have
