@@ -11,32 +11,34 @@ import (
 // printer writes command results and errors in the chosen format: simple
 // (lines for people and shells) or json (one object per line).
 type printer struct {
-	format      string
-	quiet       bool // --quiet: no notes
-	out, errOut io.Writer
-	outErr      error // the first failed write to out
+	format string
+	quiet  bool         // --quiet: no notes
+	out    *failedWrite // stdout, for cobra's own output (help, completion scripts) too
+	errOut io.Writer
 }
 
-// Print writes v: as JSON, or with simple, its own text. It returns the
-// first write to out that failed, in this call or an earlier one (stdout
-// full, or its reader gone): what was written may be incomplete, and
-// nothing more is written.
+// Print writes v: as JSON, or with simple, its own text. It returns
+// notWritten: once a write to stdout failed (stdout full, or its reader
+// gone), what was written may be incomplete, and nothing more is written.
 func (p *printer) Print(v any, simple func(w io.Writer)) error {
-	if p.outErr != nil {
-		return p.outErr
+	if p.out.err == nil {
+		if p.format == "json" {
+			_ = json.NewEncoder(p.out).Encode(v)
+		} else {
+			simple(p.out)
+		}
 	}
-	w := &failedWrite{w: p.out}
-	if p.format == "json" {
-		_ = json.NewEncoder(w).Encode(v)
-	} else {
-		simple(w)
+	return p.notWritten()
+}
+
+// notWritten is the error of the first write to stdout that failed, by
+// Print or by cobra, or nil. Exit 1, not the configuration error a
+// *fs.PathError means elsewhere (an unreadable TLS file).
+func (p *printer) notWritten() error {
+	if p.out.err == nil {
+		return nil
 	}
-	if w.err != nil {
-		// Exit 1, not the configuration error a *fs.PathError means
-		// elsewhere (an unreadable TLS file).
-		p.outErr = withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", w.err))
-	}
-	return p.outErr
+	return withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", p.out.err))
 }
 
 // failedWrite is w that keeps its first error and writes nothing after it.

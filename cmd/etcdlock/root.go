@@ -59,8 +59,7 @@ type globalOptions struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	cobraOut       *failedWrite // stdout for cobra's own output (help, completion scripts)
-	errq           io.Writer    // stderr for etcdlock's own messages: a notes.Queue
+	errq           io.Writer // stderr for etcdlock's own messages: a notes.Queue
 	logger         *zap.Logger
 	printer        *printer
 	probes         probes // of the endpoints, started by a slow request (see diagnose)
@@ -89,9 +88,8 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	// with `stty tostop` a note would stop it, and its renewals with it.
 	errq := notes.New(stderr, noteQueue, notes.TerminalThread)
 	defer errq.Close(noteFlush)
-	// cobra's own output (help, completion scripts) is a result too.
-	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop(), cobraOut: &failedWrite{w: stdout}}
-	g.printer = &printer{format: "simple", out: stdout, errOut: errq}
+	g := &globalOptions{stdin: stdin, stdout: stdout, stderr: stderr, errq: errq, logger: zap.NewNop()}
+	g.printer = &printer{format: "simple", out: &failedWrite{w: stdout}, errOut: errq}
 	root := newRootCommand(g)
 	root.SetArgs(commandLine(root, args))
 	root.SetIn(stdin)
@@ -99,11 +97,12 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	root.SetErr(stderr)
 	err := root.ExecuteContext(context.Background())
 	defer g.probes.wait() // a probe started by a request that then succeeded ends with it
-	if err == nil && g.printer.outErr != nil {
-		err = g.printer.outErr // a result that did not reach its reader is a failure
-	}
-	if werr := g.cobraOut.err; werr != nil && (err == nil || errors.Is(err, werr)) {
-		err = withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", werr))
+	// A result that did not reach its reader is a failure: the printer's
+	// (which its callers may ignore) or cobra's (help, completion
+	// scripts, whose error would otherwise read as a configuration
+	// error); one that a command already explained keeps its words.
+	if werr := g.printer.out.err; werr != nil && (err == nil || errors.Is(err, werr) && !errors.As(err, new(*exitErr))) {
+		err = g.printer.notWritten()
 	}
 	if err == nil {
 		return exitcode.OK, 0, false
@@ -174,8 +173,11 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 			return nil
 		},
 	}
-	if g.cobraOut != nil {
-		root.SetOut(g.cobraOut) // before the completion command, which keeps the writer it finds
+	if g.printer != nil {
+		// cobra's own output (help, completion scripts) is a result too.
+		// Set before the completion command, which keeps the writer it
+		// finds.
+		root.SetOut(g.printer.out)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()
