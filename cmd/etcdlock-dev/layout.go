@@ -68,9 +68,15 @@ func recordedLayout(base, b string, n int) ([]string, string, error) {
 		return nil, "", err
 	}
 	if len(initial) != n {
-		return nil, "", fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", base, len(initial), len(initial))
+		return nil, "", holdsCluster(base, len(initial))
 	}
 	return initial, token, nil
+}
+
+// holdsCluster is the refusal of another use of dir, which holds an
+// n-member cluster.
+func holdsCluster(dir string, n int) error {
+	return fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", dir, n, n)
 }
 
 // parseLayout parses the record b of base's cluster: its token, then its
@@ -114,11 +120,9 @@ func notMembersData(base string) error {
 	return nil
 }
 
-// writeLayout records token and initial in base, whole or not at all.
+// writeLayout records token and initial in base, an existing directory,
+// whole or not at all.
 func writeLayout(base, token string, initial []string) error {
-	if err := os.MkdirAll(base, 0o700); err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
 	tmp := filepath.Join(base, layoutFile+".new")
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -151,5 +155,5 @@ func notClusterData(dir string) error {
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("--data-dir %s holds a %d-member cluster: start it with --members %d, or use another directory", dir, len(initial), len(initial))
+	return holdsCluster(dir, len(initial))
 }
