@@ -231,11 +231,14 @@ func (m *Mux) Remove(w *Watch) {
 		m.mu.Unlock()
 		return
 	}
-	sent := w.state == stateSent
+	// A sent watch leaves a cancel request to send; a delayed one leaves
+	// Run's timer set for its due time, and may have been the last watch,
+	// which starts the idle countdown now, not at that time.
+	wake := w.state == stateSent || w.state == stateDelayed
 	m.drop(w)
 	m.mu.Unlock()
-	if sent {
-		m.poke() // a cancel request to send
+	if wake {
+		m.poke()
 	}
 }
 

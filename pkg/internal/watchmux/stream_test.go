@@ -182,6 +182,28 @@ func TestIdleStreamClosesAndReopensForTheNextWatch(t *testing.T) {
 	})
 }
 
+// The idle countdown starts when the last watch goes, even when that watch
+// was still delayed: removing it wakes the Mux, which would otherwise sleep
+// until the removed watch's due time and only then start counting.
+func TestIdleCountdownStartsWhenTheLastDelayedWatchGoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		w := h.mux.WatchFromNow("p", func(error) {}, nil)
+		s := h.stream()
+		c := s.create()
+		s.created(c)
+		d := h.mux.WatchKey("d", 3, 2, 150*time.Millisecond, func(error) {})
+		h.mux.Remove(w)
+		if id := s.cancel(); id != c.WatchId {
+			t.Fatalf("canceled %d, want %d", id, c.WatchId)
+		}
+		synctest.Wait() // the Mux sleeps until d is due
+		h.mux.Remove(d)
+		h.step(IdleTimeout)
+		s.closed()
+	})
+}
+
 // A re-read etcd refuses for permission is retried one key at a time, at
 // once; a key whose own read is refused fires with a *RefusedError, the
 // others are watched again.
