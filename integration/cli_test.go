@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,6 +174,18 @@ func TestCLIExitCodes(t *testing.T) {
 		r := cli(t, ep, nil, "run", "--timeout", "500ms", "held", "--", "true")
 		if r.code != 124 || !strings.Contains(r.stderr, "timed out") || !strings.Contains(r.stderr, "held by") {
 			t.Errorf("exit %d stderr %q, want 124 after a 'held by' note", r.code, r.stderr)
+		}
+	})
+	t.Run("endpoint forms etcd's client dials", func(t *testing.T) {
+		hostPort := strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")
+		if _, _, err := net.SplitHostPort(hostPort); err != nil {
+			t.Fatal(err)
+		}
+		for _, form := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", hostPort + "," + hostPort} {
+			r := cli(t, form, nil, "status", "a")
+			if r.code != 0 || !strings.Contains(r.stdout, "free") {
+				t.Errorf("--endpoints %s: exit %d, stdout %q, stderr %q; want the name's status", form, r.code, r.stdout, r.stderr)
+			}
 		}
 	})
 	t.Run("endpoints from ETCDCTL_ENDPOINTS", func(t *testing.T) {

@@ -27,6 +27,17 @@ func TestCLIUsageErrorsExit64(t *testing.T) {
 		{"empty endpoints", nil, []string{"--endpoints", "", "status", "a"}, "--endpoints"},
 		{"empty endpoints env", []string{"ETCDLOCK_ENDPOINTS="}, []string{"status", "a"}, "ETCDLOCK_ENDPOINTS"},
 		{"empty endpoint in list", nil, []string{"--endpoints", ",", "--dial-timeout", "30s", "status", "a"}, "empty endpoint"},
+		{"endpoint without a port", nil, []string{"--endpoints", "127.0.0.1", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "has no port"},
+		{"URL without a port", nil, []string{"--endpoints", "http://127.0.0.1", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "has no port"},
+		{"URL without a host", nil, []string{"--endpoints", "http:///x", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "has no port"},
+		{"malformed endpoint", nil, []string{"--endpoints", "::::", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "is not host:port"},
+		{"malformed URL", nil, []string{"--endpoints", "http://[::1", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "is not a URL"},
+		{"unknown scheme", nil, []string{"--endpoints", "foo://127.0.0.1:2379", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "scheme \"foo\""},
+		{"port out of range", nil, []string{"--endpoints", "127.0.0.1:99999", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "out of range"},
+		{"port zero", nil, []string{"--endpoints", "127.0.0.1:0", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "out of range"},
+		{"socket without a path", nil, []string{"--endpoints", "unix://", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "no socket path"},
+		{"one bad endpoint among good ones", nil, []string{"--endpoints", "127.0.0.1:2379,127.0.0.1", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "has no port"},
+		{"bad endpoint from the environment", []string{"ETCDCTL_ENDPOINTS=::::"}, []string{"--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "is not host:port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -181,7 +184,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
 	f := root.PersistentFlags()
-	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated")
+	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated: host:port, http:// or https:// with host:port, or unix:path; others are refused (exit 64)")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
 	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request, a clean-up after a failed one included; an etcd that does not answer fails the call once it has passed, with the reason found meanwhile (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
 	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
@@ -296,9 +299,14 @@ func isTLSEndpoint(ep string) bool {
 	return strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") || strings.HasPrefix(ep, "unixs:")
 }
 
-// checkEndpoints refuses an empty endpoint list, or an empty endpoint in
-// it, at once: etcd's client fails the one with "no available endpoints"
-// (exit 1) and dials the other until --dial-timeout.
+// checkEndpoints refuses, at once, endpoints that etcd's client cannot
+// dial: an empty list (the client fails with "no available endpoints",
+// exit 1), and an empty endpoint, one without a port, a malformed one or
+// one of another scheme than http, https, unix or unixs, each of which it
+// would dial until the request's deadline and then exit 69 as if etcd
+// were down. It accepts what the client dials: host:port, http:// or
+// https:// with host:port (a path is ignored), unix: or unixs: with a
+// path.
 func checkEndpoints(endpoints []string) error {
 	if len(endpoints) == 0 {
 		return usageErr("--endpoints (or ETCDLOCK_ENDPOINTS) is empty: give at least one etcd endpoint, host:port or a URL")
@@ -307,8 +315,47 @@ func checkEndpoints(endpoints []string) error {
 		if strings.TrimSpace(ep) == "" {
 			return usageErr("--endpoints %q has an empty endpoint: give host:port or URLs, comma separated", strings.Join(endpoints, ","))
 		}
+		if why := endpointFault(ep); why != "" {
+			return usageErr("--endpoints: %q %s: give host:port, http://host:port, https://host:port or unix:path", ep, why)
+		}
 	}
 	return nil
+}
+
+// endpointFault says what keeps etcd's client from dialing ep, or "".
+// The client's rules are those of go.etcd.io/etcd/client/v3/internal/endpoint.
+func endpointFault(ep string) string {
+	hostPort := ep
+	switch {
+	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
+		_, path, _ := strings.Cut(ep, ":")
+		if strings.TrimPrefix(path, "//") == "" {
+			return "has no socket path"
+		}
+		return ""
+	case strings.Contains(ep, "://"):
+		u, err := url.Parse(ep)
+		if err != nil {
+			return "is not a URL"
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Sprintf("has the scheme %q, which etcd's client does not dial", u.Scheme)
+		}
+		hostPort = u.Host
+	}
+	_, port, err := net.SplitHostPort(hostPort)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "missing port"):
+		return "has no port"
+	case err != nil:
+		return "is not host:port"
+	case port == "":
+		return "has no port"
+	}
+	if n, err := strconv.Atoi(port); err == nil && (n < 1 || n > 65535) {
+		return "has a port out of range (1-65535)"
+	}
+	return ""
 }
 
 // checkTLSFiles reads the TLS files given, so that one that cannot serve
