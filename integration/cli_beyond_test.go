@@ -50,6 +50,15 @@ func TestCLISemaphore(t *testing.T) {
 	if text := cli(t, ep, nil, "list").stdout; !strings.Contains(text, "(+1 more)") {
 		t.Errorf("list does not count the second holder:\n%s", text)
 	}
+	// list -w json gives each name status's holders, of the same shape.
+	r = cli(t, ep, nil, "-w", "json", "list", "pool")
+	var names []statusJSON
+	if err := json.Unmarshal([]byte(r.stdout), &names); err != nil || r.code != 0 || len(names) == 0 {
+		t.Fatalf("list -w json: exit %d %v: %s", r.code, err, r.stdout)
+	}
+	if got, want := mustJSON(t, names[0].Holders), mustJSON(t, st.Holders); len(names) != 1 || got != want {
+		t.Errorf("list -w json = %+v, want one name with status's holders %+v", names, st.Holders)
+	}
 
 	// A waiting run takes the slot the first run frees, with a higher token.
 	c := waitingRun(t, ep, dir, "c", "pool", "--limit", "2")
@@ -174,4 +183,13 @@ func TestCLILockDelay(t *testing.T) {
 	if r := cli(t, ep, nil, "run", "job", "--lock-delay", "1s", "--limit", "2", "--", "true"); r.code != 64 {
 		t.Errorf("--lock-delay with --limit: exit %d, want 64", r.code)
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
+// listView is one name of `list`: status's fields but the lease's time
+// left, which would cost a request per holder.
 type listView struct {
-	Name    string         `json:"name"`
-	Holder  *contenderView `json:"holder"`  // the oldest holder
-	Holders int            `json:"holders"` // readers and semaphore holders count each
-	Waiters int            `json:"waiters"`
+	Name    string          `json:"name"`
+	Holder  *contenderView  `json:"holder"`  // the oldest holder
+	Holders []contenderView `json:"holders"` // readers and semaphore holders each
+	Waiters []contenderView `json:"waiters"`
 }
 
 func newListCommand(g *globalOptions) *cobra.Command {
@@ -45,7 +47,13 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 	}
 	views := make([]listView, 0, len(all))
 	for _, st := range all {
-		v := listView{Name: st.Name, Holders: len(st.Holders), Waiters: len(st.Waiters)}
+		v := listView{Name: st.Name, Holders: make([]contenderView, 0, len(st.Holders)), Waiters: make([]contenderView, 0, len(st.Waiters))}
+		for _, h := range st.Holders {
+			v.Holders = append(v.Holders, viewOf(h))
+		}
+		for _, w := range st.Waiters {
+			v.Waiters = append(v.Waiters, viewOf(w))
+		}
 		if st.Holder != nil {
 			h := viewOf(*st.Holder)
 			v.Holder = &h
@@ -57,10 +65,10 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tSINCE\tWAITERS")
 		for _, v := range views {
 			if v.Holder == nil {
-				if v.Waiters > 0 {
+				if len(v.Waiters) > 0 {
 					// A set of names waiting for another of its names
 					// heads this one's queue, as status shows.
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), "(none: queued)", "-", "-", v.Waiters)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), "(none: queued)", "-", "-", len(v.Waiters))
 				}
 				continue
 			}
@@ -68,10 +76,10 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 			if v.Holder.Foreign {
 				owner, since = "(no etcdlock record: etcdctl lock?)", "-"
 			}
-			if v.Holders > 1 {
-				owner += fmt.Sprintf(" (+%d more)", v.Holders-1)
+			if len(v.Holders) > 1 {
+				owner += fmt.Sprintf(" (+%d more)", len(v.Holders)-1)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), owner, v.Holder.Token, since, v.Waiters)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", printable(v.Name), owner, v.Holder.Token, since, len(v.Waiters))
 		}
 		tw.Flush()
 	})
