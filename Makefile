@@ -15,10 +15,11 @@ all: lint build test
 
 ## build: every package, and the three commands as static binaries in bin/
 ## (CGO_ENABLED=0, as etcd's own releases are built: no libc to map, which
-## keeps etcdlock's memory below etcdctl's; see hack/README.md).
+## keeps etcdlock's memory below etcdctl's; see hack/README.md), stamped
+## with git describe and the commit as a release is (etcdlock version).
 build:
 	$(GO) build $(PKGS)
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)" -o bin/ ./cmd/etcdlock ./cmd/etcdlock-dev ./cmd/etcdlock-guardian
 
 ## test: all tests with the race detector, against real embedded etcd and a
 ## throwaway PostgreSQL (started and stopped by hack/test.sh).
