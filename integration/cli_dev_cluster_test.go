@@ -141,7 +141,11 @@ func TestCLIDevClusterRestartsOnItsData(t *testing.T) {
 	if err := dev.Wait(); err != nil {
 		t.Fatalf("dev exit: %v", err)
 	}
+	first := eps
 	dev, eps, _ = startDevCluster(t, "--members", "3", "--data-dir", dir)
+	if eps != first {
+		t.Errorf("endpoints after the restart %s, want the first run's %s", eps, first)
+	}
 	if tok := token(eps); tok <= last {
 		t.Errorf("token after the restart %d, want above %d: the cluster's data is not the first run's", tok, last)
 	}

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/etcdlock/etcdlock/pkg/embedded"
 )
 
 // memberProc is one member process that runCluster started.
@@ -57,20 +55,11 @@ func runCluster(ctx context.Context, o *options) error {
 		}
 		defer lock.Close()
 	}
-	initial, token, err := clusterLayout(o.DataDir, o.Members)
+	lay, err := clusterLayout(o.DataDir, o.Members)
 	if err != nil {
 		return err
 	}
 	procs := make([]*memberProc, o.Members)
-	var peers []string
-	for _, m := range initial {
-		_, peer, _ := strings.Cut(m, "=")
-		peers = append(peers, peer)
-	}
-	clients, err := embedded.FreeLoopbackAddrs("127.0.0.1", o.Members, peers...)
-	if err != nil {
-		return err
-	}
 	for i := range procs {
 		procs[i] = &memberProc{name: fmt.Sprintf("m%d", i)}
 	}
@@ -81,8 +70,8 @@ func runCluster(ctx context.Context, o *options) error {
 	}
 	ready := make(chan started, len(procs))
 	for i, p := range procs {
-		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(initial, ","),
-			"--cluster-token", token, "--listen", clients[i], "--data-dir", base, "--log-level", o.LogLevel)
+		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(lay.initial, ","),
+			"--cluster-token", lay.token, "--listen", lay.clients[i], "--data-dir", base, "--log-level", o.LogLevel)
 		dieWithParent(p.cmd)
 		p.cmd.Stderr = os.Stderr
 		out, err := p.cmd.StdoutPipe()

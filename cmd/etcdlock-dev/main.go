@@ -43,8 +43,9 @@ heartbeat, 1 s election timeout). The first line printed lists the client
 URLs, comma-separated; then one line per member: name, pid, client URL.
 Kill a member's pid to try failover: the others serve on while a majority
 runs; the member is not restarted. With --data-dir, the cluster's peer
-ports are recorded there (file "cluster"): the same command restarts it on
-its data, and needs those ports free.`,
+and client ports are recorded there (file "cluster"): the same command
+restarts it on its data, on the same endpoints, and needs those ports
+free.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				code = exitcode.Usage

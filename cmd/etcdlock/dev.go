@@ -29,7 +29,8 @@ lives in a temporary directory removed on exit. Only loopback addresses are
 accepted. With --members N, start N member processes forming one cluster
 (production raft and fsync settings) and print their endpoints, then one
 line per member with its pid: kill one to try failover. With --data-dir
-too, the same command restarts that cluster on its data.
+too, the same command restarts that cluster on its data, on the same
+endpoints.
 
 This runs the etcdlock-dev program, found next to etcdlock or on PATH
 (go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest), with the
