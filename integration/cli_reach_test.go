@@ -120,3 +120,38 @@ func TestCLIProgressNotes(t *testing.T) {
 		}
 	})
 }
+
+// A read right after the leader is killed waits for the next leader
+// within --request-timeout rather than failing with etcd's "leader
+// changed" (exit 1); with most members down, it exits 69 and names the
+// member that answers without a leader.
+func TestCLIReadsAcrossALeaderLoss(t *testing.T) {
+	t.Parallel()
+	c := chaosCluster(t)
+	eps := strings.Join(c.Endpoints(), ",")
+	if r := cli(t, eps, nil, "acquire", "job", "--owner", "a"); r.code != 0 {
+		t.Fatalf("acquire: exit %d %s", r.code, r.stderr)
+	}
+	for round := range 3 {
+		leader, err := c.Leader(testCtx(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader.HardStop()
+		for _, args := range [][]string{{"status", "job"}, {"list"}, {"leader", "job"}} {
+			if r := cli(t, eps, nil, append([]string{"--request-timeout", "20s"}, args...)...); r.code != 0 || !strings.Contains(r.stdout, "job") && args[0] != "leader" {
+				t.Errorf("round %d, %v right after the leader was killed: exit %d, stdout %q, stderr %q; want the answer", round, args, r.code, r.stdout, r.stderr)
+			}
+		}
+		if err := leader.Restart(testCtx(t, 30*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms := c.Members()
+	ms[0].HardStop()
+	ms[1].HardStop()
+	r := cli(t, eps, nil, "--request-timeout", "2s", "status", "job")
+	if want := ms[2].Endpoint() + " answers but has no leader"; r.code != 69 || !strings.Contains(r.stderr, want) {
+		t.Errorf("status with two of three members down: exit %d, stderr %q; want 69 saying %q", r.code, r.stderr, want)
+	}
+}

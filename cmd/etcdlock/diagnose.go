@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 )
 
@@ -34,10 +36,19 @@ const diagnoseTimeout = 2 * time.Second
 
 // probes is the probe of the endpoints that a slow request started.
 type probes struct {
-	mu      sync.Mutex      // held while a probe starts or is dropped
-	by      context.Context // the request that started it; nil for none
+	mu      sync.Mutex       // held while a probe starts or is dropped
+	cli     *clientv3.Client // the newest client, whose requests start probes (guarded by mu)
+	by      context.Context  // the request that started it; nil for none
 	wg      sync.WaitGroup
 	results []probeResult // set before wg is done
+}
+
+// use records cli as the client whose requests start probes: a probe
+// asks an endpoint that answers, through it, whether it has a leader.
+func (p *probes) use(cli *clientv3.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cli = cli
 }
 
 // probeResult is one endpoint's: the reason it fails ("" if it answers as
@@ -56,7 +67,8 @@ func (p *probes) start(ctx context.Context, g *globalOptions) {
 		return
 	}
 	p.by = ctx
-	p.wg.Go(func() { p.results = g.probeAll(ctx) })
+	cli := p.cli
+	p.wg.Go(func() { p.results = g.probeAll(ctx, cli) })
 }
 
 // ended is called when the request of ctx returns: its probe is kept if
@@ -85,13 +97,17 @@ func (p *probes) wait() []probeResult {
 }
 
 // probeAll probes every endpoint at once: an endpoint that drops packets
-// takes as long as ctx allows.
-func (g *globalOptions) probeAll(ctx context.Context) []probeResult {
+// takes as long as ctx allows. With cli (nil: none), an endpoint that
+// answers is asked whether it has a leader.
+func (g *globalOptions) probeAll(ctx context.Context, cli *clientv3.Client) []probeResult {
 	results := make([]probeResult, len(g.endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range g.endpoints {
 		wg.Go(func() {
 			results[i].reason, results[i].isConfig = g.probe(ctx, ep)
+			if results[i].reason == "" && cli != nil {
+				results[i].reason = leaderless(ctx, cli, ep)
+			}
 		})
 	}
 	wg.Wait()
@@ -106,7 +122,7 @@ func (g *globalOptions) diagnose(err error) error {
 	if results == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), min(diagnoseTimeout, g.requestTimeout))
 		defer cancel()
-		results = g.probeAll(ctx)
+		results = g.probeAll(ctx, nil) // the request's client is closed
 	}
 	var reasons []string
 	config := false
@@ -133,6 +149,19 @@ type unreachableError struct {
 
 func (e *unreachableError) Error() string { return e.reason + " (" + e.err.Error() + ")" }
 func (e *unreachableError) Unwrap() error { return e.err }
+
+// leaderless is why ep fails although it answers: it has no leader (a
+// majority of the members is down or cut off), and waits for one until
+// each request's deadline. "" if it has one, or does not say.
+func leaderless(ctx context.Context, cli *clientv3.Client, ep string) string {
+	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	st, err := cli.Status(ctx, ep)
+	if err != nil || st.Leader != 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s answers but has no leader (most members are down or cut off from it)", ep)
+}
 
 // probe dials ep as the client would, within ctx and diagnoseTimeout: the
 // reason it fails ("" if it answers as configured), and whether the reason

@@ -174,8 +174,16 @@ func isConfig(err error) bool {
 		errors.As(err, &certInvalid) || errors.As(err, &hostname) || errors.As(err, &recordErr)
 }
 
+// isUnavailable says whether err is etcd unavailable: not reached in
+// time, or a server's own "unavailable" (no leader, leader changed, a
+// request timed out, server stopped), which etcd's client returns as an
+// rpctypes.EtcdError.
 func isUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) && ee.Code() == codes.Unavailable {
 		return true
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {

@@ -83,6 +83,11 @@ func TestExitCode(t *testing.T) {
 		{"gRPC DeadlineExceeded", fmt.Errorf("a: %w", fmt.Errorf("b: %w", status.Error(codes.DeadlineExceeded, "slow"))), exitcode.Unavailable},
 		{"no leader", rpctypes.Error(rpctypes.ErrGRPCNoLeader), exitcode.Unavailable},
 		{"request timed out", fmt.Errorf("lock: %w", rpctypes.Error(rpctypes.ErrGRPCTimeout)), exitcode.Unavailable},
+		{"leader changed", fmt.Errorf("lock: inspect %q: %w", "a", rpctypes.Error(rpctypes.ErrGRPCLeaderChanged)), exitcode.Unavailable},
+		{"server stopped", rpctypes.Error(rpctypes.ErrGRPCStopped), exitcode.Unavailable},
+		{"timed out, leader failed", rpctypes.Error(rpctypes.ErrGRPCTimeoutDueToLeaderFail), exitcode.Unavailable},
+		{"unhealthy cluster", rpctypes.Error(rpctypes.ErrGRPCUnhealthy), exitcode.Unavailable},
+		{"etcd refused otherwise", rpctypes.Error(rpctypes.ErrGRPCRequestTooLarge), exitcode.Error},
 
 		{"anything else", errors.New("boom"), exitcode.Error},
 	}
@@ -136,5 +141,34 @@ func TestArgumentCountIsAUsageError(t *testing.T) {
 		if code := Main(args, strings.NewReader(""), &stdout, &stderr); code != exitcode.Usage {
 			t.Errorf("etcdlock %s: exit %d (%s), want %d", strings.Join(args, " "), code, strings.TrimSpace(stderr.String()), exitcode.Usage)
 		}
+	}
+}
+
+// A read is tried again while etcd is briefly unavailable, and not when
+// it fails otherwise; once ctx ends it returns the last failure.
+func TestRetryRead(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	calls := 0
+	err := retryRead(ctx, func(context.Context) error {
+		if calls++; calls < 3 {
+			return fmt.Errorf("lock: inspect: %w", rpctypes.Error(rpctypes.ErrGRPCLeaderChanged))
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("after two leader changes: %v, %d calls; want success at the third", err, calls)
+	}
+	calls = 0
+	boom := errors.New("boom")
+	if err := retryRead(ctx, func(context.Context) error { calls++; return boom }); err != boom || calls != 1 {
+		t.Errorf("another failure: %v after %d calls; want it at once", err, calls)
+	}
+	short, cancel := context.WithTimeout(ctx, 3*readRetry)
+	defer cancel()
+	calls = 0
+	err = retryRead(short, func(context.Context) error { calls++; return rpctypes.Error(rpctypes.ErrGRPCNoLeader) })
+	if !errors.Is(err, rpctypes.ErrNoLeader) || calls < 2 {
+		t.Errorf("no leader until ctx ends: %v after %d calls; want etcd's error after retries", err, calls)
 	}
 }

@@ -54,7 +54,11 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	if !o.watch {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
-		l, err := election.GetLeader(rctx, cli, name, lock.WithPrefix(g.prefix))
+		var l election.Leader
+		err := retryRead(rctx, func(ctx context.Context) (err error) {
+			l, err = election.GetLeader(ctx, cli, name, lock.WithPrefix(g.prefix))
+			return err
+		})
 		if err != nil {
 			return err
 		}

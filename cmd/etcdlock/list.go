@@ -38,7 +38,7 @@ func newListCommand(g *globalOptions) *cobra.Command {
 
 func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 	var all []lock.Status
-	err := g.request(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		all, err = lock.List(ctx, cli, namePrefix, lock.WithPrefix(g.prefix))
 		return err
 	})

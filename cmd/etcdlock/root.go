@@ -290,7 +290,11 @@ func (g *globalOptions) client() (*clientv3.Client, error) {
 		cfg.TLS = tlsCfg
 		g.tlsConfig = tlsCfg
 	}
-	return clientv3.New(cfg)
+	cli, err := clientv3.New(cfg)
+	if err == nil {
+		g.probes.use(cli)
+	}
+	return cli, err
 }
 
 // isTLSEndpoint says whether etcd's client speaks TLS to ep whatever the
@@ -405,6 +409,40 @@ func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context
 	rctx, cancel := g.requestCtx(ctx)
 	defer cancel()
 	return fn(rctx, cli)
+}
+
+// read is request for a command that only reads (status, list, leader):
+// fn is called again, every readRetry, while it fails because etcd is
+// briefly unavailable (a leader change, no leader yet, a member that has
+// stopped) and --request-timeout has not passed. Right after the leader
+// is killed a read otherwise fails at once with "leader changed", or
+// waits for a member that will never answer.
+func (g *globalOptions) read(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
+	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		return retryRead(ctx, func(ctx context.Context) error { return fn(ctx, cli) })
+	})
+}
+
+// readRetry is how long read waits before it calls its function again.
+const readRetry = 100 * time.Millisecond
+
+// retryRead calls fn until it succeeds, fails otherwise than with etcd
+// unavailable (isUnavailable), or ctx ends; it returns fn's last error.
+func retryRead(ctx context.Context, fn func(ctx context.Context) error) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		err := fn(ctx)
+		if err == nil || !isUnavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		t.Reset(readRetry)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // detached is request with a lock.Detached for the script commands.

@@ -35,7 +35,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	}
 	v := statusView{Name: name, Holders: []contenderView{}, Waiters: []contenderView{}}
 	var st lock.Status
-	err := g.request(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
+	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
 			return err
 		}
