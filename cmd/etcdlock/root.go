@@ -415,8 +415,7 @@ func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context
 // fn is called again, every readRetry, while it fails because etcd is
 // briefly unavailable (a leader change, no leader yet, a member that has
 // stopped) and --request-timeout has not passed. Right after the leader
-// is killed a read otherwise fails at once with "leader changed", or
-// waits for a member that will never answer.
+// is killed a read otherwise fails at once with etcd's "leader changed".
 func (g *globalOptions) read(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		return retryRead(ctx, func(ctx context.Context) error { return fn(ctx, cli) })
@@ -429,18 +428,15 @@ const readRetry = 100 * time.Millisecond
 // retryRead calls fn until it succeeds, fails otherwise than with etcd
 // unavailable (isUnavailable), or ctx ends; it returns fn's last error.
 func retryRead(ctx context.Context, fn func(ctx context.Context) error) error {
-	t := time.NewTimer(0)
-	defer t.Stop()
 	for {
 		err := fn(ctx)
 		if err == nil || !isUnavailable(err) || ctx.Err() != nil {
 			return err
 		}
-		t.Reset(readRetry)
 		select {
 		case <-ctx.Done():
 			return err
-		case <-t.C:
+		case <-time.After(readRetry):
 		}
 	}
 }
