@@ -37,6 +37,9 @@ func TestCLIUnreachableReasons(t *testing.T) {
 		{"TLS to a plain server", plainEP, []string{"--cacert", ca.file}, 78, "does not speak TLS"},
 		{"plain to a TLS server", strings.TrimPrefix(tlsEP, "https://"), nil, 78, "speaks TLS"},
 		{"an unknown CA", tlsEP, []string{"--cacert", other.file}, 78, "certificate"},
+		{"https without the CA", tlsEP, nil, 78, "certificate"},
+		{"HTTPS without the CA", strings.Replace(tlsEP, "https://", "HTTPS://", 1), nil, 78, "certificate"},
+		{"a socket that is not there", "unix:" + filepath.Join(dir, "none.sock"), nil, 69, "dial unix"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := cli(t, tt.ep, nil, append(append(append([]string{}, fast...), tt.flags...), "status", "job")...)
@@ -45,8 +48,14 @@ func TestCLIUnreachableReasons(t *testing.T) {
 			}
 		})
 	}
-	if r := cli(t, tlsEP, nil, "--cacert", ca.file, "status", "job"); r.code != 0 {
-		t.Errorf("the right CA: exit %d %s", r.code, r.stderr)
+	// leader --watch has its first line within --request-timeout too.
+	if r := cli(t, "127.0.0.1:1", nil, append(fast, "leader", "--watch", "job")...); r.code != 69 || !strings.Contains(r.stderr, "connection refused") {
+		t.Errorf("leader --watch of an etcd that refuses connections: exit %d, stderr %q; want 69 naming the refusal", r.code, r.stderr)
+	}
+	for _, ep := range []string{tlsEP, strings.Replace(tlsEP, "https://", "HTTPS://", 1)} {
+		if r := cli(t, ep, nil, "--cacert", ca.file, "status", "job"); r.code != 0 {
+			t.Errorf("%s with the right CA: exit %d %s", ep, r.code, r.stderr)
+		}
 	}
 }
 

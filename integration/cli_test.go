@@ -181,7 +181,7 @@ func TestCLIExitCodes(t *testing.T) {
 		if _, _, err := net.SplitHostPort(hostPort); err != nil {
 			t.Fatal(err)
 		}
-		for _, form := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", hostPort + "," + hostPort} {
+		for _, form := range []string{hostPort, "http://" + hostPort, "http://" + hostPort + "/", "HTTP://" + hostPort, " " + hostPort + " ", hostPort + ", " + hostPort} {
 			r := cli(t, form, nil, "status", "a")
 			if r.code != 0 || !strings.Contains(r.stdout, "free") {
 				t.Errorf("--endpoints %s: exit %d, stdout %q, stderr %q; want the name's status", form, r.code, r.stdout, r.stderr)

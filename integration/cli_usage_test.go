@@ -37,6 +37,9 @@ func TestCLIUsageErrorsExit64(t *testing.T) {
 		{"port zero", nil, []string{"--endpoints", "127.0.0.1:0", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "out of range"},
 		{"socket without a path", nil, []string{"--endpoints", "unix://", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "no socket path"},
 		{"one bad endpoint among good ones", nil, []string{"--endpoints", "127.0.0.1:2379,127.0.0.1", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "has no port"},
+		{"a tab inside an endpoint", nil, []string{"--endpoints", "127.0.0.1:23\t79", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "space or a control character"},
+		{"an IPv6 zone", nil, []string{"--endpoints", "[::1%lo]:2379", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "IPv6 zone"},
+		{"a port that is no number", nil, []string{"--endpoints", "127.0.0.1:2379/", "--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "neither a number nor a service name"},
 		{"bad endpoint from the environment", []string{"ETCDCTL_ENDPOINTS=::::"}, []string{"--dial-timeout", "30s", "--request-timeout", "30s", "status", "a"}, "is not host:port"},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,13 +168,13 @@ func leaderless(ctx context.Context, cli *clientv3.Client, ep string) string {
 // reason it fails ("" if it answers as configured), and whether the reason
 // is the configuration's.
 func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, isConfig bool) {
-	scheme, addr, ok := strings.Cut(ep, "://")
-	if !ok {
-		scheme, addr = "", ep
-	}
-	network := "tcp"
-	if strings.HasPrefix(scheme, "unix") {
-		network = "unix"
+	network, addr := "tcp", ep
+	switch {
+	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
+		network, addr = "unix", socketPath(ep)
+	case strings.Contains(ep, "://"):
+		_, addr, _ = strings.Cut(ep, "://")
+		addr, _, _ = strings.Cut(addr, "/") // a path is ignored
 	}
 	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
@@ -187,12 +188,23 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 	defer conn.Close()
 	wantTLS := g.tlsConfig != nil || isTLSEndpoint(ep)
 	cfg := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
-	if wantTLS && g.tlsConfig != nil {
-		cfg = g.tlsConfig.Clone()
+	if wantTLS {
+		// As the client's: the TLS flags', or else the system's roots.
+		cfg = &tls.Config{}
+		if g.tlsConfig != nil {
+			cfg = g.tlsConfig.Clone()
+		}
 	}
 	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
-		host, _, _ := net.SplitHostPort(addr)
-		cfg.ServerName = host
+		// The name etcd's client gives the address (endpoint.Interpret):
+		// a socket's file name.
+		host, _, err := net.SplitHostPort(addr)
+		if network == "unix" {
+			host, err = path.Base(addr), nil
+		}
+		if err == nil {
+			cfg.ServerName = host
+		}
 	}
 	herr := tls.Client(conn, cfg).HandshakeContext(ctx)
 	var rec tls.RecordHeaderError

@@ -30,7 +30,9 @@ func newLeaderCommand(g *globalOptions) *cobra.Command {
 		Long: `Print the identity and token of NAME's current leader, or "none". With
 --watch, print again on every change until interrupted (changes are learned by
 watch, not by polling), or until a change cannot be written (its reader gone:
-exit 1 at the next change).`,
+exit 1 at the next change). The first line comes within --request-timeout, or
+the command fails as etcd unreachable (exit 69); after it, the watch waits out
+etcd's absences.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLeader(cmd.Context(), g, o, args[0])
@@ -67,6 +69,26 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	leaders, err := election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix))
 	if err != nil {
 		return err
+	}
+	// The first state, as without --watch, comes within --request-timeout
+	// or the watch fails as an unreachable etcd; then the watch waits for
+	// changes however long etcd is away.
+	rctx, cancel := g.requestCtx(ctx)
+	select {
+	case l, ok := <-leaders:
+		cancel()
+		if !ok {
+			return nil // interrupted
+		}
+		if err := printLeader(g, name, l); err != nil {
+			return err
+		}
+	case <-rctx.Done():
+		cancel()
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		return fmt.Errorf("lock: observe %q: %w", name, context.DeadlineExceeded)
 	}
 	for l := range leaders { // closed when ctx ends (interrupted)
 		if err := printLeader(g, name, l); err != nil {

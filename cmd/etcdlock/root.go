@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -256,9 +257,11 @@ func (g *globalOptions) setup() error {
 
 // client connects to etcd with the global flags.
 func (g *globalOptions) client() (*clientv3.Client, error) {
-	if err := checkEndpoints(g.endpoints); err != nil {
+	eps, err := checkEndpoints(g.endpoints)
+	if err != nil {
 		return nil, err
 	}
+	g.endpoints = eps
 	cfg := clientv3.Config{
 		Endpoints:   g.endpoints,
 		DialTimeout: g.dialTimeout,
@@ -303,37 +306,54 @@ func isTLSEndpoint(ep string) bool {
 	return strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") || strings.HasPrefix(ep, "unixs:")
 }
 
-// checkEndpoints refuses, at once, endpoints that etcd's client cannot
-// dial: an empty list (the client fails with "no available endpoints",
-// exit 1), and an empty endpoint, one without a port, a malformed one or
-// one of another scheme than http, https, unix or unixs, each of which it
-// would dial until the request's deadline and then exit 69 as if etcd
-// were down. It accepts what the client dials: host:port, http:// or
-// https:// with host:port (a path is ignored), unix: or unixs: with a
-// path.
-func checkEndpoints(endpoints []string) error {
+// checkEndpoints returns endpoints as etcd's client is to be given them,
+// each trimmed of spaces and its scheme in lower case (etcd's client
+// lower-cases an http or https scheme but this package's TLS checks would
+// not); it refuses, at once, endpoints that the client cannot dial: an
+// empty list (the client fails with "no available endpoints", exit 1),
+// and an empty endpoint, one without a port or with a port that is no
+// number or service name, a malformed one, one with a control character
+// or an IPv6 zone, or one of another scheme than http, https, unix or
+// unixs, each of which it would dial until the request's deadline and
+// then exit 69 as if etcd were down. It accepts what the client dials:
+// host:port, http:// or https:// with host:port (a path is ignored),
+// unix: or unixs: with a path.
+func checkEndpoints(endpoints []string) ([]string, error) {
 	if len(endpoints) == 0 {
-		return usageErr("--endpoints (or ETCDLOCK_ENDPOINTS) is empty: give at least one etcd endpoint, host:port or a URL")
+		return nil, usageErr("--endpoints (or ETCDLOCK_ENDPOINTS) is empty: give at least one etcd endpoint, host:port or a URL")
 	}
-	for _, ep := range endpoints {
-		if strings.TrimSpace(ep) == "" {
-			return usageErr("--endpoints %q has an empty endpoint: give host:port or URLs, comma separated", strings.Join(endpoints, ","))
+	eps := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			return nil, usageErr("--endpoints %q has an empty endpoint: give host:port or URLs, comma separated", strings.Join(endpoints, ","))
+		}
+		if scheme, rest, ok := strings.Cut(ep, ":"); ok {
+			switch lower := strings.ToLower(scheme); lower {
+			case "http", "https", "unix", "unixs":
+				ep = lower + ":" + rest
+			}
 		}
 		if why := endpointFault(ep); why != "" {
-			return usageErr("--endpoints: %q %s: give host:port, http://host:port, https://host:port or unix:path", ep, why)
+			return nil, usageErr("--endpoints: %q %s: give host:port, http://host:port, https://host:port or unix:path", ep, why)
 		}
+		eps[i] = ep
 	}
-	return nil
+	return eps, nil
 }
 
-// endpointFault says what keeps etcd's client from dialing ep, or "".
-// The client's rules are those of go.etcd.io/etcd/client/v3/internal/endpoint.
+// endpointFault says what keeps etcd's client from dialing ep, trimmed
+// and its scheme in lower case, or "". The client's rules are those of
+// go.etcd.io/etcd/client/v3/internal/endpoint; gRPC then parses the
+// address as a URL.
 func endpointFault(ep string) string {
+	if strings.ContainsFunc(ep, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "has a space or a control character"
+	}
 	hostPort := ep
 	switch {
 	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
-		_, path, _ := strings.Cut(ep, ":")
-		if strings.TrimPrefix(path, "//") == "" {
+		if socketPath(ep) == "" {
 			return "has no socket path"
 		}
 		return ""
@@ -347,7 +367,7 @@ func endpointFault(ep string) string {
 		}
 		hostPort = u.Host
 	}
-	_, port, err := net.SplitHostPort(hostPort)
+	host, port, err := net.SplitHostPort(hostPort)
 	switch {
 	case err != nil && strings.Contains(err.Error(), "missing port"):
 		return "has no port"
@@ -355,11 +375,26 @@ func endpointFault(ep string) string {
 		return "is not host:port"
 	case port == "":
 		return "has no port"
+	case strings.Contains(host, "%"):
+		return "has an IPv6 zone, which etcd's client cannot dial"
 	}
-	if n, err := strconv.Atoi(port); err == nil && (n < 1 || n > 65535) {
-		return "has a port out of range (1-65535)"
+	if n, err := strconv.Atoi(port); err == nil {
+		if n < 1 || n > 65535 {
+			return "has a port out of range (1-65535)"
+		}
+		return ""
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil { // a name in /etc/services
+		return fmt.Sprintf("has the port %q, neither a number nor a service name", port)
 	}
 	return ""
+}
+
+// socketPath is the socket path of a unix: or unixs: endpoint, as etcd's
+// client reads it: unix:///abs, unix://rel (legacy), unix:path.
+func socketPath(ep string) string {
+	_, path, _ := strings.Cut(ep, ":")
+	return strings.TrimPrefix(path, "//")
 }
 
 // checkTLSFiles reads the TLS files given, so that one that cannot serve
