@@ -2,9 +2,12 @@ package integration
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +41,7 @@ func TestCLIUnreachableReasons(t *testing.T) {
 		{"plain to a TLS server", strings.TrimPrefix(tlsEP, "https://"), nil, 78, "speaks TLS"},
 		{"an unknown CA", tlsEP, []string{"--cacert", other.file}, 78, "certificate"},
 		{"https without the CA", tlsEP, nil, 78, "certificate"},
+		{"http:// to a TLS server, with the CA", strings.Replace(tlsEP, "https://", "http://", 1), []string{"--cacert", ca.file}, 78, "speaks TLS: give https://"},
 		{"HTTPS without the CA", strings.Replace(tlsEP, "https://", "HTTPS://", 1), nil, 78, "certificate"},
 		{"a socket that is not there", "unix:" + filepath.Join(dir, "none.sock"), nil, 69, "dial unix"},
 	} {
@@ -162,5 +166,40 @@ func TestCLIReadsAcrossALeaderLoss(t *testing.T) {
 	r := cli(t, eps, nil, "--request-timeout", "2s", "status", "job")
 	if want := ms[2].Endpoint() + " answers but has no leader"; r.code != 69 || !strings.Contains(r.stderr, want) {
 		t.Errorf("status with two of three members down: exit %d, stderr %q; want 69 saying %q", r.code, r.stderr, want)
+	}
+}
+
+// A read interrupted while etcd does not answer dies of the signal, as a
+// shell expects; it prints no error. leader --watch ends quietly, exit 0.
+func TestCLIReadsInterruptedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	for _, args := range [][]string{{"status", "job"}, {"list"}, {"leader", "job"}, {"leader", "--watch", "job"}} {
+		cmd := cliCommand(t, silent.Addr().String(), nil, append([]string{"--request-timeout", "30s"}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		died := ws.Signaled() && ws.Signal() == syscall.SIGINT
+		if slices.Contains(args, "--watch") {
+			if err != nil || stderr.Len() != 0 {
+				t.Errorf("%v interrupted: %v, stderr %q; want exit 0, quietly", args, err, stderr.String())
+			}
+			continue
+		}
+		if !died || stderr.Len() != 0 {
+			t.Errorf("%v interrupted: %v, stderr %q; want death by SIGINT, quietly", args, err, stderr.String())
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -168,13 +169,19 @@ func leaderless(ctx context.Context, cli *clientv3.Client, ep string) string {
 // reason it fails ("" if it answers as configured), and whether the reason
 // is the configuration's.
 func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, isConfig bool) {
+	// The address as the client reads ep (endpoint.Interpret), then gRPC:
+	// a URL's host without its user, a socket's path unescaped.
 	network, addr := "tcp", ep
 	switch {
 	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
 		network, addr = "unix", socketPath(ep)
+		if p, err := url.PathUnescape(addr); err == nil {
+			addr = p
+		}
 	case strings.Contains(ep, "://"):
-		_, addr, _ = strings.Cut(ep, "://")
-		addr, _, _ = strings.Cut(addr, "/") // a path is ignored
+		if u, err := url.Parse(ep); err == nil {
+			addr = u.Host
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
@@ -186,7 +193,9 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 		return fmt.Sprintf("%s: %v", ep, err), false
 	}
 	defer conn.Close()
-	wantTLS := g.tlsConfig != nil || isTLSEndpoint(ep)
+	// The TLS flags apply to every endpoint but http://, for which the
+	// client drops them.
+	wantTLS := isTLSEndpoint(ep) || g.tlsConfig != nil && !strings.HasPrefix(ep, "http://")
 	cfg := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
 	if wantTLS {
 		// As the client's: the TLS flags', or else the system's roots.
@@ -218,6 +227,12 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 	case wantTLS && herr != nil:
 		return fmt.Sprintf("TLS handshake with %s: %v", ep, herr), true
 	case !wantTLS && herr == nil:
+		if network == "unix" {
+			return fmt.Sprintf("%s speaks TLS: give --cacert (or unixs:)", ep), true
+		}
+		if strings.HasPrefix(ep, "http://") {
+			return fmt.Sprintf("%s speaks TLS: give https:// (TLS flags do not apply to http://)", ep), true
+		}
 		return fmt.Sprintf("%s speaks TLS: give --cacert (or https://)", ep), true
 	}
 	return "", false

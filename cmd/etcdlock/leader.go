@@ -51,8 +51,6 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		return err
 	}
 	defer cli.Close()
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if !o.watch {
 		rctx, cancel := g.requestCtx(ctx)
 		defer cancel()
@@ -66,6 +64,10 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		}
 		return printLeader(g, name, l)
 	}
+	// An interrupted watch ends quietly, exit 0; a single read dies of the
+	// signal, as status does.
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	leaders, err := election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix))
 	if err != nil {
 		return err

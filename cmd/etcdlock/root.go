@@ -347,16 +347,17 @@ func checkEndpoints(endpoints []string) ([]string, error) {
 // go.etcd.io/etcd/client/v3/internal/endpoint; gRPC then parses the
 // address as a URL.
 func endpointFault(ep string) string {
+	if strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:") {
+		if socketPath(ep) == "" {
+			return "has no socket path"
+		}
+		return "" // any other path is the file system's to refuse
+	}
 	if strings.ContainsFunc(ep, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "has a space or a control character"
 	}
 	hostPort := ep
 	switch {
-	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
-		if socketPath(ep) == "" {
-			return "has no socket path"
-		}
-		return ""
 	case strings.Contains(ep, "://"):
 		u, err := url.Parse(ep)
 		if err != nil {
