@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"strconv"
@@ -379,16 +380,23 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 		}
 		ops := c.racing(g, d.at)
 		byOperator := len(ops) > 0
+		// An operator's delete whose reply said it deleted this key,
+		// called while its holder still believed in it, is what deleted
+		// it, however late the observer saw the DELETE: the holder's own
+		// release or close, called meanwhile, found the key gone.
+		opDeleted := slices.ContainsFunc(ops, func(a opAction) bool {
+			return a.deleted && a.key == g.key && a.createRev == int64(g.real) && (g.end < 0 || a.call < g.end)
+		})
 		// Deleted after its holder stopped believing in it: a release, a
 		// close, the expiry of a lost session's lease, or — for one name
 		// of a set lost by the deletion of another's key — the library's
 		// clean-up of the set's other keys. Not an operator's delete of
 		// the set's own key that caused the loss: the observer may see it
 		// after the library did.
-		if g.end < d.at && g.start <= d.at && (!errors.Is(g.lostBy, lock.ErrKeyDeleted) || g.set != 0 && !byOperator) {
+		if !opDeleted && g.end < d.at && g.start <= d.at && (!errors.Is(g.lostBy, lock.ErrKeyDeleted) || g.set != 0 && !byOperator) {
 			continue
 		}
-		if g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at {
+		if !opDeleted && (g.release >= 0 && g.release <= d.at || g.session.closed >= 0 && g.session.closed <= d.at) {
 			continue
 		}
 		at, by, call := d.at, "foreign", d.at
@@ -440,12 +448,21 @@ func (c *reuseRun) checkOverlaps(res *reuseResult) {
 					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
 					// Exact times: an overlap under a millisecond must be
 					// told apart from a rounding artefact.
-					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v (first ends %v, second starts %v; first's key deleted by %q at %v)",
-						a, b, overlap, a.end, b.start, a.deletedBy, a.deletedAt)
+					c.violation(res, invOverlap, sig, b.start, "%v and %v active together for %v (first ends %v, second starts %v; first's key deleted by %q at %v; operator's calls on it: %v)",
+						a, b, overlap, a.end, b.start, a.deletedBy, a.deletedAt, c.actionsOn(a))
 				}
 			}
 		}
 	}
+}
+
+// actionsOn lists the operator's calls on g's key, for a report.
+func (c *reuseRun) actionsOn(g *grant) []string {
+	var as []string
+	for _, a := range c.racing(g, math.MaxInt64) {
+		as = append(as, fmt.Sprintf("%s [%v, %v] deleted=%v", a.kind, a.call, a.ret, a.deleted))
+	}
+	return as
 }
 
 // excused reports whether a, active until after b started, may have

@@ -137,7 +137,7 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 		switch {
 		case h.Key != "":
 			// Deleted (a failed revoke only leaves the lease to expire).
-			act.createRev, act.lease = int64(h.Token), h.LeaseID
+			act.createRev, act.lease, act.deleted = int64(h.Token), h.LeaseID, true
 		case err == nil || errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner):
 			return // not the holder any more: nothing was deleted
 		default:
@@ -155,7 +155,7 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 		case len(resp.PrevKvs) == 0:
 			return
 		default:
-			act.createRev = resp.PrevKvs[0].CreateRevision
+			act.createRev, act.deleted = resp.PrevKvs[0].CreateRevision, true
 		}
 	}
 	act.ret = r.now()

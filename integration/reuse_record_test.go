@@ -69,6 +69,7 @@ type opAction struct {
 	createRev int64            // the key deleted (raw delete)
 	lease     clientv3.LeaseID // the lease revoked (break)
 	call, ret time.Duration
+	deleted   bool // key (createRev) certainly deleted by this call: its reply said so
 }
 
 // deletion is one DELETE seen by the observer's watch on the prefix.
