@@ -3,8 +3,8 @@ package integration
 import (
 	"errors"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
