@@ -357,8 +357,7 @@ func endpointFault(ep string) string {
 		return "has a space or a control character"
 	}
 	hostPort := ep
-	switch {
-	case strings.Contains(ep, "://"):
+	if strings.Contains(ep, "://") {
 		u, err := url.Parse(ep)
 		if err != nil {
 			return "is not a URL"
