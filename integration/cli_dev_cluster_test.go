@@ -156,6 +156,16 @@ func TestCLIDevClusterRestartsOnItsData(t *testing.T) {
 	if err == nil || !strings.Contains(string(msg), "in use by another etcdlock dev") {
 		t.Errorf("a second cluster on the directory in use: %v %q; want a failure saying so", err, msg)
 	}
+	// Killed, its members take seconds to stop: a restart at once waits
+	// for them, rather than have its own members refused.
+	if err := dev.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = dev.Wait()
+	dev, eps, _ = startDevCluster(t, "--members", "3", "--data-dir", dir)
+	if eps != first {
+		t.Errorf("endpoints after a restart that followed SIGKILL %s, want %s", eps, first)
+	}
 	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

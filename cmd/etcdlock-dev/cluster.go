@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -58,6 +59,14 @@ func runCluster(ctx context.Context, o *options) error {
 	lay, err := clusterLayout(o.DataDir, o.Members)
 	if err != nil {
 		return err
+	}
+	if o.DataDir != "" {
+		if err := waitForEarlierMembers(ctx, o.DataDir, o.Members); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
 	}
 	procs := make([]*memberProc, o.Members)
 	for i := range procs {
@@ -164,4 +173,46 @@ func stopMembers(procs []*memberProc) {
 			<-p.exited
 		}
 	}
+}
+
+// errInUse is lockDataDir's error for a data directory whose lock another
+// etcdlock dev holds.
+var errInUse = errors.New("is in use by another etcdlock dev")
+
+// earlierMembersWait bounds waitForEarlierMembers: a member stops within
+// about 10 s (stopMembers), and seconds later when its parent was killed.
+const earlierMembersWait = 20 * time.Second
+
+// waitForEarlierMembers waits until no member of an earlier run on dir
+// still holds its data's lock, saying so once per member it waits for:
+// the members of a parent killed with SIGKILL take seconds to stop, and a
+// restart meanwhile would have its own members refused. It fails with
+// the lock's error after earlierMembersWait, or with ctx's.
+func waitForEarlierMembers(ctx context.Context, dir string, n int) error {
+	deadline := time.Now().Add(earlierMembersWait)
+	for i := range n {
+		name := fmt.Sprintf("m%d", i)
+		for said := false; ; {
+			f, err := lockDataDir(dir, name)
+			if err == nil {
+				if f != nil {
+					f.Close()
+				}
+				break
+			}
+			if !errors.Is(err, errInUse) || time.Now().After(deadline) {
+				return err
+			}
+			if !said {
+				fmt.Fprintf(os.Stderr, "etcdlock dev: waiting for member %s of an earlier run on %s to stop\n", name, dir)
+				said = true
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func lockDataDir(dir, member string) (*os.File, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("--data-dir %s is in use by another etcdlock dev", dir)
+			return nil, fmt.Errorf("--data-dir %s %w", dir, errInUse)
 		}
 		return nil, fmt.Errorf("--data-dir: lock %s: %w", path, err)
 	}

@@ -45,7 +45,8 @@ Kill a member's pid to try failover: the others serve on while a majority
 runs; the member is not restarted. With --data-dir, the cluster's peer
 and client ports are recorded there (file "cluster"): the same command
 restarts it on its data, on the same endpoints, and needs those ports
-free.`,
+free; it waits, up to 20 s and saying so, for members of an earlier run
+that are still stopping (their parent was killed).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				code = exitcode.Usage
