@@ -200,8 +200,12 @@ func waitForEarlierMembers(ctx context.Context, dir string, n int) error {
 				}
 				break
 			}
-			if !errors.Is(err, errInUse) || time.Now().After(deadline) {
+			if !errors.Is(err, errInUse) {
 				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("member %s of an earlier run on %s did not stop within %v (frozen? find it with: pgrep -f 'member-name %s .*data-dir %s'): %w",
+					name, dir, earlierMembersWait, name, dir, err)
 			}
 			if !said {
 				fmt.Fprintf(os.Stderr, "etcdlock dev: waiting for member %s of an earlier run on %s to stop\n", name, dir)
