@@ -111,11 +111,10 @@ func (e *heldError) explain() string {
 		return fmt.Sprintf("lock %q is not held, but %s queued before this run: the first, %s (token %s), waits for %s",
 			e.st.Name, plural(len(e.st.Waiters), "waiter"), w.who(), w.Token, what)
 	}
-	views := make([]contenderView, len(e.st.Holders))
-	parts := make([]string, len(e.st.Holders))
-	for i, c := range e.st.Holders {
-		views[i] = viewOf(c)
-		parts[i] = fmt.Sprintf("%s (token %s%s)", views[i].who(), views[i].Token, views[i].when())
+	views := viewsOf(e.st.Holders)
+	parts := make([]string, len(views))
+	for i, h := range views {
+		parts[i] = fmt.Sprintf("%s (token %s%s)", h.who(), h.Token, h.when())
 	}
 	msg := fmt.Sprintf("lock %q is held by %s: %s", e.st.Name, heldBy(views), strings.Join(parts, ", "))
 	if views[0].Shared && len(e.st.Waiters) > 0 && !e.st.Waiters[0].Shared {

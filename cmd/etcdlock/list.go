@@ -47,13 +47,7 @@ func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
 	}
 	views := make([]listView, 0, len(all))
 	for _, st := range all {
-		v := listView{Name: st.Name, Holders: make([]contenderView, 0, len(st.Holders)), Waiters: make([]contenderView, 0, len(st.Waiters))}
-		for _, h := range st.Holders {
-			v.Holders = append(v.Holders, viewOf(h))
-		}
-		for _, w := range st.Waiters {
-			v.Waiters = append(v.Waiters, viewOf(w))
-		}
+		v := listView{Name: st.Name, Holders: viewsOf(st.Holders), Waiters: viewsOf(st.Waiters)}
 		if st.Holder != nil {
 			h := viewOf(*st.Holder)
 			v.Holder = &h

@@ -33,19 +33,17 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	if err := lock.ValidateName(name); err != nil {
 		return usageErr("%v", err)
 	}
-	v := statusView{Name: name, Holders: []contenderView{}, Waiters: []contenderView{}}
+	v := statusView{Name: name}
 	var st lock.Status
 	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
 			return err
 		}
-		v.Holders = v.Holders[:0]
-		for _, c := range st.Holders {
-			h := viewOf(c)
+		v.Holders = viewsOf(st.Holders)
+		for i, c := range st.Holders {
 			if ttl, err := cli.TimeToLive(ctx, c.LeaseID); err == nil {
-				h.LeaseTTL = ttl.TTL
+				v.Holders[i].LeaseTTL = ttl.TTL
 			}
-			v.Holders = append(v.Holders, h)
 		}
 		if len(v.Holders) > 0 {
 			v.Holder = &v.Holders[0]
@@ -55,9 +53,7 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range st.Waiters {
-		v.Waiters = append(v.Waiters, viewOf(w))
-	}
+	v.Waiters = viewsOf(st.Waiters)
 	g.printer.Print(v, func(w io.Writer) {
 		name := printable(name)
 		h := v.Holder

@@ -43,6 +43,15 @@ func viewOf(c lock.Contender) contenderView {
 	return v
 }
 
+// viewsOf is viewOf of each of cs; [] (not null in JSON) for none.
+func viewsOf(cs []lock.Contender) []contenderView {
+	vs := make([]contenderView, 0, len(cs))
+	for _, c := range cs {
+		vs = append(vs, viewOf(c))
+	}
+	return vs
+}
+
 // role is how a holder of a read-write lock or semaphore is introduced.
 func (v contenderView) role() string {
 	switch {
