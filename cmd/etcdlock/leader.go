@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -46,16 +47,9 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	if err := lock.ValidateName(name); err != nil {
 		return usageErr("%v", err)
 	}
-	cli, err := g.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
 	if !o.watch {
-		rctx, cancel := g.requestCtx(ctx)
-		defer cancel()
 		var l election.Leader
-		err := retryRead(rctx, func(ctx context.Context) (err error) {
+		err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 			l, err = election.GetLeader(ctx, cli, name, lock.WithPrefix(g.prefix))
 			return err
 		})
@@ -64,6 +58,11 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		}
 		return printLeader(g, name, l)
 	}
+	cli, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
 	// An interrupted watch ends quietly, exit 0; a single read dies of the
 	// signal, as status does.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
