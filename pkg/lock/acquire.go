@@ -107,7 +107,8 @@ func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) 
 // queued is what the acquiring transaction (enqueue) did and read.
 type queued struct {
 	rev     int64                       // its revision: l's key's create revision
-	claimed bool                        // a semaphore's contender claimed slot 0 too (firstHolder)
+	claimed bool                        // a semaphore's contender claimed a slot with its key (queueSemaphore)
+	slot    int                         // if claimed, that slot
 	older   *etcdserverpb.RangeResponse // unless claimed, the keys older than l's that l needs (olderOp)
 	slots   *etcdserverpb.RangeResponse // unless claimed, a semaphore's slot keys, Header set
 }

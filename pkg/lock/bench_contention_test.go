@@ -62,8 +62,11 @@ func (e *etcdlockLocker) lock(ctx context.Context) (err error) {
 // rpcCounter counts the KV requests a client sends: reads (Range, and
 // Txn without a write) and writes; and, among the writes, the failed slot
 // claims: transactions that could write a semaphore's slot key but wrote
-// nothing (a claim that lost every slot it tried to other contenders).
-type rpcCounter struct{ reads, writes, failedClaims atomic.Int64 }
+// nothing (a claim that lost every slot it tried to other contenders),
+// and apart from them the probes that found keys: such transactions whose
+// Else only reads (a semaphore's first transaction on a name it expected
+// free, which then reads the name).
+type rpcCounter struct{ reads, writes, failedClaims, probes atomic.Int64 }
 
 func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	switch r := req.(type) {
@@ -77,7 +80,11 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 		c.writes.Add(1)
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && putsSlot(r) && !wrote(r, resp) {
-			c.failedClaims.Add(1)
+			if len(r.Failure) > 0 && !txnWrites(&etcdserverpb.TxnRequest{Failure: r.Failure}) {
+				c.probes.Add(1)
+			} else {
+				c.failedClaims.Add(1)
+			}
 		}
 		return err
 	case *etcdserverpb.PutRequest, *etcdserverpb.DeleteRangeRequest:
@@ -219,7 +226,7 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		wg        sync.WaitGroup
 	)
 	events0 := watchEvents(b)
-	reads0, writes0, failed0 := rpcs.reads.Load(), rpcs.writes.Load(), rpcs.failedClaims.Load()
+	reads0, writes0, failed0, probes0 := rpcs.reads.Load(), rpcs.writes.Load(), rpcs.failedClaims.Load(), rpcs.probes.Load()
 	b.ResetTimer()
 	for _, l := range lockers {
 		wg.Add(1)
@@ -264,6 +271,7 @@ func benchHandoff(b *testing.B, impl string, n int) {
 		b.ReportMetric(float64(rpcs.writes.Load()-writes0)/float64(b.N), "writes/op")
 		if impl == "semaphore" {
 			b.ReportMetric(float64(rpcs.failedClaims.Load()-failed0)/float64(b.N), "failedclaims/op")
+			b.ReportMetric(float64(rpcs.probes.Load()-probes0)/float64(b.N), "probes/op")
 		}
 	}
 }

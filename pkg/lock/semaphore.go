@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
@@ -28,30 +27,46 @@ const MaxLimit = 1 << 16
 // the name and slot as the guard's key.
 //
 // Acquire's first transaction is If(no contender key and no slot key
-// under the name) Then(put the contender key and slot 0's key) Else(the
-// queueing transaction: put the contender key, read the name's older
-// contender keys and its slot keys). On a name without keys that is the
-// whole acquisition, and with Release an uncontended cycle costs two
-// requests, as for a plain lock; the token is then also the contender
-// key's create revision. Otherwise an eligible contender claims a slot in
-// one more transaction: If(its contender key is unchanged) Then(for up to
-// 8 free slots, one after another, nested: If(the slot key is absent)
-// Then(put it)). It starts at the free slot at its rank among the older
-// contenders without a slot, so that contenders eligible together claim
-// different slots, and tries again only when every slot it tried was
-// taken meanwhile. TryAcquire sends the same first transaction, with the
-// reads of the queue and the slots as its Else, and otherwise writes its
-// contender key and a free slot's key in one transaction if nothing under
-// the name changed since that read. Every key is written under the
-// session's lease. When a reply is lost, the failed acquisition's clean-up
-// deletes its contender key and each slot key the transaction may have
-// written, each only if it still holds the value this acquisition wrote.
+// under the name) Then(put the contender key and slot 0's key). On a name
+// without keys that is the whole acquisition, and with Release an
+// uncontended cycle costs two requests, as for a plain lock; the token is
+// then also the contender key's create revision. What the transaction
+// does otherwise depends on what the session's last acquisition of the
+// name found (a guess, kept for up to 1024 names; either way is correct):
 //
-// A waiter reads the queue once, in the acquiring transaction, then
-// counts the deletions of older keys from one range watch on the session's
-// watch stream: a release costs every waiter one watch event and no read.
-// The waiter reads again only when the watch breaks (a broken stream, a
-// member that lost its leader) and once the events say it is eligible.
+//   - After a free name, or on a new session: its Else reads the name's
+//     contender keys and slot keys, and writes nothing, so the request
+//     carries its writes once. A second transaction then claims a free
+//     slot with the contender key if the read found fewer contenders than
+//     the limit and a free slot, no contender key was written since the
+//     read and the slot is still free; otherwise it queues (below).
+//   - After a name with keys: its Else queues: put the contender key if
+//     it is absent, read the older contender keys and the slot keys. So a
+//     name contended at every acquisition costs no extra request; the
+//     first acquisition that finds keys after the name was free costs one.
+//
+// A queued contender that is eligible claims a slot in one more
+// transaction: If(its contender key is unchanged) Then(for up to 8 free
+// slots, one after another, nested: If(the slot key is absent) Then(put
+// it)). It starts at the free slot at its rank among the older contenders
+// without a slot, so that contenders eligible together claim different
+// slots, and tries again only when every slot it tried was taken
+// meanwhile. TryAcquire sends the first transaction with the reads as its
+// Else, and otherwise writes its contender key and a free slot's key in
+// one transaction if nothing under the name changed since that read.
+// Every key is written under the session's lease, and no transaction puts
+// a contender key that exists: each put is conditional on the key's
+// absence or on no contender key written since a read that did not find
+// it. When a reply is lost, the failed acquisition's clean-up deletes its
+// contender key and each slot key the transaction may have written, each
+// only if it still holds the value this acquisition wrote.
+//
+// A waiter reads the queue in the acquiring transaction and once more when
+// its watch is created, then counts the deletions of older keys from one
+// range watch on the session's watch stream: a release costs every waiter
+// one watch event and no read. The waiter reads again only when the watch
+// breaks (a broken stream, a member that lost its leader) and once the
+// events say it is eligible.
 //
 // Every contender of a name must use the same limit. A semaphore
 // acquisition that finds an older key of the name with another limit — or
@@ -151,19 +166,10 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 // written since the read. It returns the slot and the write's revision.
 func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot int, rev int64, err error) {
 	for {
-		empty, claim := s.firstHolder(l, pfx)
-		resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(
-			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-			slotsOp(s.cfg.prefix, l.name),
-		).Commit()
-		if err != nil {
-			return 0, 0, err
+		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, pfx)
+		if err != nil || claimed {
+			return 0, rev, err
 		}
-		if resp.Succeeded {
-			return 0, resp.Header.Revision, nil
-		}
-		l.setClaiming()
-		queue, slots := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
 		if err != nil {
 			return 0, 0, err
@@ -179,7 +185,7 @@ func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot i
 		if len(queue) >= limit || len(order) == 0 {
 			return 0, 0, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, pfx, resp.Header.Revision, order[0]); err != nil || ok {
+		if rev, ok, err := s.takeSlot(ctx, l, pfx, rev, order[0]); err != nil || ok {
 			return order[0], rev, err
 		}
 	}
@@ -217,17 +223,10 @@ func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mv
 }
 
 // takeSlot writes l's contender key and the key of slot in one
-// transaction, if no key under pfx was written after revision read and
-// the slot is still free, and returns the write's revision; ok is false if
+// transaction, if stillFree holds, and returns the write's revision; ok is false if
 // the transaction did not apply.
 func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
-	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	l.setClaiming(key)
-	txn, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
-			clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)), clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease))).
-		Commit()
+	txn, err := s.client.Txn(ctx).If(s.stillFree(l, pfx, read, slot)...).Then(s.claimOps(l, slot)...).Commit()
 	if err != nil {
 		return 0, false, err
 	}
@@ -253,7 +252,7 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 // fewer than its limit are older, and claims a free slot.
 func (s *Session) acquireSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, q queued) error {
 	if q.claimed {
-		s.holdSlot(l, 0, fencing.Token(q.rev))
+		s.holdSlot(l, q.slot, fencing.Token(q.rev))
 		return nil
 	}
 	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {

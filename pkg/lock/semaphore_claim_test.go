@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,9 +17,10 @@ import (
 )
 
 // A semaphore's holder that finds its name without any key claims slot 0
-// in the transaction that queues it: acquiring costs one request and
-// releasing one more, as for a plain lock. A second holder, which finds
-// the first, queues and then claims a slot: one request more. The
+// in its first transaction: acquiring costs one request and releasing one
+// more, as for a plain lock. A second holder, which finds the first, reads
+// the name in that transaction and claims a free slot in a second: one
+// request more. The
 // requests are counted on the client, so no extra read or failed claim
 // hides behind a fast machine.
 func TestSemaphoreUncontendedRequests(t *testing.T) {
@@ -66,6 +68,88 @@ func TestSemaphoreUncontendedRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A semaphore's first transaction follows what the session's last
+// acquisition of the name found. After a free name (or on a new session)
+// it is a probe, whose Else only reads: the request carries its writes
+// once. After a name with keys it queues in its Else, so a name contended
+// at every acquisition costs no probe. Either still claims slot 0 when
+// the name is free, and the claim costs no more requests than before.
+func TestSemaphoreFirstTransactionFollowsTheName(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	var (
+		rpcs  rpcCounter
+		mu    sync.Mutex
+		first *pb.TxnRequest // the first transaction since the step began
+	)
+	cli := interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.TxnRequest); ok {
+			mu.Lock()
+			if first == nil {
+				first = r
+			}
+			mu.Unlock()
+		}
+		return rpcs.intercept(ctx, method, req, reply, cc, invoker, opts...)
+	})
+	s := newSession(t, cli)
+	others := []*lock.Session{newSession(t, client(t)), newSession(t, client(t))}
+	acquire := func(s *lock.Session) *lock.Lock {
+		t.Helper()
+		l, err := s.Acquire(ctx, "pool", lock.WithLimit(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	release := func(l *lock.Lock) {
+		t.Helper()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// step runs s's acquisition (acq) and its release, and checks the
+	// requests acquiring sent, the probes among them that found keys,
+	// and whether the first one was a probe.
+	step := func(what string, acq func() *lock.Lock, requests, probes int64, probe bool) {
+		t.Helper()
+		mu.Lock()
+		first = nil
+		mu.Unlock()
+		r0, p0 := rpcs.reads.Load()+rpcs.writes.Load(), rpcs.probes.Load()
+		l := acq()
+		r, p := rpcs.reads.Load()+rpcs.writes.Load()-r0, rpcs.probes.Load()-p0
+		mu.Lock()
+		readOnlyElse := first != nil && !txnWrites(&pb.TxnRequest{Failure: first.Failure})
+		mu.Unlock()
+		if r != requests || p != probes || readOnlyElse != probe {
+			t.Errorf("%s: %d requests, %d of them probes that found keys, first a probe: %v; want %d, %d, %v", what, r, p, readOnlyElse, requests, probes, probe)
+		}
+		release(l)
+	}
+	step("a free name", func() *lock.Lock { return acquire(s) }, 1, 0, true)
+	held := acquire(others[0])
+	step("a slot free beside a holder", func() *lock.Lock { return acquire(s) }, 2, 1, true)
+	step("the same again", func() *lock.Lock { return acquire(s) }, 2, 0, false)
+	release(held)
+	step("free again", func() *lock.Lock { return acquire(s) }, 1, 0, false)
+	step("free once more", func() *lock.Lock { return acquire(s) }, 1, 0, true)
+	full := func() *lock.Lock {
+		holders := []*lock.Lock{acquire(others[0]), acquire(others[1])}
+		w := make(chan *lock.Lock, 1)
+		go func() { w <- acquire(s) }()
+		waitQueued(t, client(t), "pool", 3) // not on cli: its reads would count
+		release(holders[0])
+		l := <-w
+		release(holders[1])
+		return l
+	}
+	// The probe, the queueing, the waiter's two reads (once its watch is
+	// created, and once the events say it is eligible), the claim.
+	step("a full semaphore", full, 5, 1, true)
+	step("full again", full, 4, 0, false)
 }
 
 func mustAcquire(t *testing.T, s *lock.Session, name string, acquire func(*lock.Session, string) (*lock.Lock, error)) *lock.Lock {
@@ -180,38 +264,72 @@ func TestSemaphoreFirstHolderReplyLost(t *testing.T) {
 	}
 }
 
-// A semaphore's contender that queued behind a holder claims a slot in a
-// transaction of its own. When that claim's reply is lost, the failed
-// acquisition's clean-up deletes the slot key it wrote and its contender
-// key, and leaves the holder's keys alone.
+// A semaphore's contender claims its slot in one of two transactions, and
+// the failed acquisition's clean-up must delete the slot key and the
+// contender key of either when its reply is lost, and leave the holders'
+// keys alone: the transaction that follows the first one's read, which
+// claims a free slot with the contender key when nothing changed since
+// (If(...) Then(two puts) Else(the queueing transaction)); and the claim
+// of a contender that queued and waited, If(its contender key is
+// unchanged) Then(a single nested transaction: the slots it tries, one
+// after another).
 func TestSemaphoreClaimReplyLost(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	// The claim is the one write whose Then is a single nested
-	// transaction (the slots it tries, one after another).
-	cli, lr := lossyClient(t, func(r *pb.TxnRequest) bool {
-		return len(r.Success) == 1 && r.Success[0].GetRequestTxn() != nil
-	})
-	holder, err := newSession(t, client(t)).Acquire(ctx, "pool", lock.WithLimit(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newSession(t, cli)
-	if _, err := s.Acquire(context.WithValue(ctx, replyLost{}, true), "pool", lock.WithLimit(2)); !errors.Is(err, rpctypes.ErrTimeout) {
-		t.Fatalf("Acquire without its claim's reply = %v, want etcd's timeout", err)
-	}
-	if !<-lr.applied {
-		t.Fatal("the claim did not apply")
-	}
-	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 2 {
-		t.Fatalf("keys after the clean-up: %v, want the holder's two", keys)
-	}
-	l, err := s.Acquire(ctx, "pool", lock.WithLimit(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Slot() == holder.Slot() || holder.State() != lock.StateActive {
-		t.Errorf("second holder in slot %d, first in %d and %v", l.Slot(), holder.Slot(), holder.State())
+	for _, tc := range []struct {
+		name string
+		wait bool // the semaphore is full: the contender queues and waits
+		lose func(*pb.TxnRequest) bool
+	}{
+		{name: "after the read", lose: func(r *pb.TxnRequest) bool {
+			return len(r.Success) == 2 && len(r.Failure) == 1 && r.Failure[0].GetRequestTxn() != nil
+		}},
+		{name: "after the wait", wait: true, lose: func(r *pb.TxnRequest) bool {
+			return len(r.Compare) == 1 && len(r.Success) == 1 && r.Success[0].GetRequestTxn() != nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			cli, lr := lossyClient(t, tc.lose)
+			holder, err := newSession(t, client(t)).Acquire(ctx, "pool", lock.WithLimit(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSession(t, cli)
+			lost := func() error {
+				_, err := s.Acquire(context.WithValue(ctx, replyLost{}, true), "pool", lock.WithLimit(2))
+				return err
+			}
+			if tc.wait {
+				second, err := newSession(t, client(t)).Acquire(ctx, "pool", lock.WithLimit(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				errc := make(chan error, 1)
+				go func() { errc <- lost() }()
+				waitQueued(t, cli, "pool", 3)
+				if err := second.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				lost = func() error { return <-errc }
+			}
+			if err := lost(); !errors.Is(err, rpctypes.ErrTimeout) {
+				t.Fatalf("Acquire without its claim's reply = %v, want etcd's timeout", err)
+			}
+			if !<-lr.applied {
+				t.Fatal("the claim did not apply")
+			}
+			if keys := keysUnder(t, cli, prefix(t)); len(keys) != 2 {
+				t.Fatalf("keys after the clean-up: %v, want the holder's two", keys)
+			}
+			l, err := s.Acquire(ctx, "pool", lock.WithLimit(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Slot() == holder.Slot() || holder.State() != lock.StateActive {
+				t.Errorf("second holder in slot %d, first in %d and %v", l.Slot(), holder.Slot(), holder.State())
+			}
+		})
 	}
 }
 

@@ -62,9 +62,12 @@ type Session struct {
 	err      error // nil while valid
 	done     chan struct{}
 	claims   map[string]*Lock
-	seq      uint64 // acquisitions so far (Record.Seq)
-	strays   []stray
-	sweepNow chan struct{} // wakes the renewal loop to sweep strays at once
+	// busyNames are semaphores' names whose last acquisition on this
+	// session found keys under them (see queueSemaphore).
+	busyNames map[string]struct{}
+	seq       uint64 // acquisitions so far (Record.Seq)
+	strays    []stray
+	sweepNow  chan struct{} // wakes the renewal loop to sweep strays at once
 	// abandoned is set by Abandon: its locks' keys must stay until the
 	// lease expires, and no later Release deletes them.
 	abandoned atomic.Bool

@@ -39,47 +39,139 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 	return kept, nil
 }
 
-// firstHolder returns the comparisons and writes with which l, a
-// semaphore's contender, claims slot 0 in the transaction that queues it
-// when its name has no key at all: no contender key under pfx (no holder
-// or waiter of any kind, no key this session left) and no slot key (a
-// holder whose contender key is gone still has its slot). etcd compares
-// every key of a range, and the range's absent key when it is empty, so
-// a create revision of 0 over a range holds exactly when the range is
-// empty. The writes put l's contender key and slot 0's key, under the
-// session's lease, at one revision: l's token. No contender is older, so
-// l is first in FIFO order; no slot is held, and slot 0's new key is
-// created after every earlier holder's of that slot.
-//
-// It records slot 0's key as l's claim first (setClaiming); the caller
-// clears it when the transaction did not claim.
-func (s *Session) firstHolder(l *Lock, pfx string) (empty []clientv3.Cmp, claim []clientv3.Op) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
-	l.setClaiming(keys.Slot(0))
-	empty = []clientv3.Cmp{
+// emptyName returns the comparisons that hold when l's name has no key at
+// all: no contender key under pfx (no holder or waiter of any kind, no
+// key this session left) and no slot key (a holder whose contender key is
+// gone still has its slot). etcd compares every key of a range, and the
+// range's absent key when it is empty, so a create revision of 0 over a
+// range holds exactly when the range is empty. A contender that writes
+// its key and slot 0's when they hold is first in FIFO order, and slot
+// 0's new key is created after every earlier holder's of that slot.
+func (s *Session) emptyName(l *Lock, pfx string) []clientv3.Cmp {
+	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(keys.Slots()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slots()), "=", 0).WithPrefix(),
 	}
-	claim = []clientv3.Op{
-		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
-		clientv3.OpPut(keys.Slot(0), l.value, clientv3.WithLease(s.lease)),
-	}
-	return empty, claim
 }
 
-// queueSemaphore is queue for a semaphore's contender l: when the name
-// has no key at all, its transaction claims slot 0 (firstHolder);
-// otherwise it queues l as queue does, and reads the slot keys too.
+// claimOps returns the writes with which l, a semaphore's contender,
+// claims slot together with its contender key: both keys, under the
+// session's lease, with l's value, at one revision, l's token. It records
+// the slot's key as l's claim first (setClaiming); the caller clears it
+// when the transaction did not claim.
+func (s *Session) claimOps(l *Lock, slot int) []clientv3.Op {
+	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
+	l.setClaiming(key)
+	return []clientv3.Op{
+		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
+		clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)),
+	}
+}
+
+// probeSemaphore sends a semaphore's first transaction when the session
+// does not expect its name to have keys (see queueSemaphore), and
+// TryAcquire's: when the name has no key at all (emptyName), it claims
+// slot 0 and returns claimed and the write's revision; otherwise it
+// writes nothing and returns the name's contender keys, oldest first, and
+// its slot keys, read at revision rev. Its Else only reads, so the
+// request of an uncontended acquisition carries its writes once.
+func (s *Session) probeSemaphore(ctx context.Context, l *Lock, pfx string) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
+	resp, err := s.client.Txn(ctx).If(s.emptyName(l, pfx)...).Then(s.claimOps(l, 0)...).Else(
+		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		slotsOp(s.cfg.prefix, l.name),
+	).Commit()
+	if err != nil {
+		return 0, false, nil, nil, err
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, true, nil, nil, nil
+	}
+	l.setClaiming()
+	return resp.Header.Revision, false, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
+}
+
+// queueSemaphore is queue for a semaphore's contender l. Every
+// transaction it sends writes; each claims a slot with l's contender key
+// when it can, and queues l otherwise.
+//
+// When the session's last acquisition of the name found it with keys
+// (busyNames), it sends one transaction: if the name has no key at all
+// (emptyName), claim slot 0; otherwise queue l as queue does, and read the
+// slot keys too.
+//
+// Otherwise it expects the name to be free and sends probeSemaphore,
+// whose Else only reads. If the name has keys after all, it returns l's
+// own contender key if an earlier acquisition left it (the leftover,
+// which enqueue replaces), deletes the slot keys such an acquisition
+// left, checks the older keys' limits, and sends one more transaction: if
+// fewer than the limit contend and a slot is free, claim it if stillFree
+// holds (the contenders are then still fewer than the limit, so l is
+// eligible); otherwise queue l as above.
+//
+// So an uncontended semaphore costs what a lock does, one round trip, and
+// a request that carries its writes once; a name that is contended at
+// every acquisition costs one round trip before the wait, as before; and
+// the first acquisition that finds keys after the name was free costs one
+// more.
 func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
+	if s.busy(l.name) {
+		q, leftover, err := s.claimOrQueue(ctx, l, pfx, 0, s.emptyName(l, pfx))
+		if q.claimed {
+			s.setBusy(l.name, false)
+		}
+		return q, leftover, err
+	}
+	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, pfx)
+	if err != nil || claimed {
+		return queued{rev: rev, claimed: claimed}, nil, err
+	}
+	s.setBusy(l.name, true)
+	if i := indexOfKey(queue, l.key); i >= 0 {
+		return queued{}, queue[i], nil
+	}
+	if slots, err = s.removeOwnSlots(ctx, slots); err != nil {
+		return queued{}, nil, err
+	}
+	limit := l.semaphore().limit
+	if err := checkLimits(l, limit, queue); err != nil {
+		return queued{}, nil, err
+	}
+	order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), limit, queue, slots, 1)
+	if len(queue) >= limit || len(order) == 0 {
+		return s.claimOrQueue(ctx, l, pfx, -1, nil)
+	}
+	return s.claimOrQueue(ctx, l, pfx, order[0], s.stillFree(l, pfx, rev, order[0]))
+}
+
+// stillFree returns the comparisons that hold when no contender key under
+// pfx was written after revision read, so that the contenders are those
+// read then or fewer, and slot is free.
+func (s *Session) stillFree(l *Lock, pfx string, read int64, slot int) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slot(slot)), "=", 0),
+	}
+}
+
+// claimOrQueue sends one transaction: If(cmps) Then(claim slot with l's
+// contender key, claimOps) Else(queue l as queue does, and read the slot
+// keys); with slot -1, only the Else. It returns what the transaction
+// did, or the leftover key of this session that stopped it from queueing.
+func (s *Session) claimOrQueue(ctx context.Context, l *Lock, pfx string, slot int, cmps []clientv3.Cmp) (queued, *mvccpb.KeyValue, error) {
 	absent, then, mine := s.queueOps(l, pfx)
-	then = append(then, slotsOp(s.cfg.prefix, l.name))
-	empty, claim := s.firstHolder(l, pfx)
-	resp, err := s.client.Txn(ctx).If(empty...).Then(claim...).Else(clientv3.OpTxn(absent, then, mine)).Commit()
+	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
+	txn := s.client.Txn(ctx)
+	if slot < 0 {
+		txn = txn.Then(enqueue)
+	} else {
+		txn = txn.If(cmps...).Then(s.claimOps(l, slot)...).Else(enqueue)
+	}
+	resp, err := txn.Commit()
 	if err != nil {
 		return queued{}, nil, err
 	}
-	if resp.Succeeded {
-		return queued{rev: resp.Header.Revision, claimed: true}, nil, nil
+	if slot >= 0 && resp.Succeeded {
+		return queued{rev: resp.Header.Revision, claimed: true, slot: slot}, nil, nil
 	}
 	l.setClaiming()
 	r := resp.Responses[0].GetResponseTxn()
@@ -89,6 +181,36 @@ func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queu
 		q.slots.Header = resp.Header
 	}
 	return q, leftover, nil
+}
+
+// maxBusyNames bounds busyNames: beyond it, a name's acquisitions are
+// sent as if it were free, which costs a round trip when it is not.
+const maxBusyNames = 1024
+
+// busy reports whether the session's last acquisition of the semaphore
+// name found keys under it (setBusy).
+func (s *Session) busy(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.busyNames[name]
+	return ok
+}
+
+// setBusy records whether an acquisition of the semaphore name found keys
+// under it: the next acquisition chooses its first transaction by it
+// (queueSemaphore). It is a guess, never a guarantee: either transaction
+// is correct whatever the name holds.
+func (s *Session) setBusy(name string, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !busy:
+		delete(s.busyNames, name)
+	case s.busyNames == nil:
+		s.busyNames = map[string]struct{}{name: {}}
+	case len(s.busyNames) < maxBusyNames:
+		s.busyNames[name] = struct{}{}
+	}
 }
 
 // setClaiming records keys, before a claim that may write one of them is
