@@ -201,7 +201,8 @@ func mustURL(s string) url.URL {
 }
 
 // FreeLoopbackAddr returns host:port, host a loopback IP such as
-// 127.0.0.1, with a port free at the moment on every interface. The port
+// 127.0.0.1, with a port free at the moment on host (it listens there, on
+// host only, and closes at once). The port
 // lies below the kernel's range of ephemeral ports, where a port found by
 // listening on port 0 lies: there, any outgoing connection of any process
 // can take it before the caller binds it. Another process choosing the
@@ -216,7 +217,7 @@ func FreeLoopbackAddr(host string) (string, error) {
 	for range 100 {
 		port := strconv.Itoa(minFreePort + mathrand.IntN(first-minFreePort))
 		var l net.Listener
-		if l, err = net.Listen("tcp", ":"+port); err == nil {
+		if l, err = net.Listen("tcp", net.JoinHostPort(host, port)); err == nil {
 			l.Close()
 			return net.JoinHostPort(host, port), nil
 		}
