@@ -77,3 +77,66 @@ func TestCLITryRefusedByAWaitingSet(t *testing.T) {
 		t.Errorf("--try behind a waiting set: exit %d, stderr %q; want 75, not held, the set waiting", r.code, r.stderr)
 	}
 }
+
+// A run waiting for a semaphore's holders, or a writer waiting for
+// readers, names every holder, as status does, and names them again when
+// one of them changes.
+func TestCLIWaitingNoteNamesEveryHolder(t *testing.T) {
+	t.Parallel()
+	ep, dir := shared.Endpoints()[0], t.TempDir()
+	token := func(id string) string { return "(token " + strings.Fields(running(dir, id))[1] }
+	waiter := func(id, name string, flags ...string) *lockedBuffer {
+		stderr := &lockedBuffer{}
+		startHoldingRun(t, ep, dir, id, name, stderr, flags...)
+		stderr.waitFor(t, "waiting for lock", 20*time.Second)
+		return stderr
+	}
+	notes := func(stderr *lockedBuffer) []string {
+		var ns []string
+		for line := range strings.Lines(stderr.String()) {
+			if strings.Contains(line, "waiting for lock") {
+				ns = append(ns, line)
+			}
+		}
+		return ns
+	}
+
+	startedRun(t, ep, dir, "r1", "w-rw", "--shared")
+	startedRun(t, ep, dir, "r2", "w-rw", "--shared")
+	if n := notes(waiter("writer", "w-rw")); len(n) != 1 || !strings.Contains(n[0], "held by 2 readers: ") ||
+		!strings.Contains(n[0], token("r1")) || !strings.Contains(n[0], token("r2")) {
+		t.Errorf("a writer waiting for two readers noted %q; want one note naming both, with their tokens", n)
+	}
+
+	startedRun(t, ep, dir, "s1", "w-pool", "--limit=2")
+	startedRun(t, ep, dir, "s2", "w-pool", "--limit=2")
+	waiter("first", "w-pool", "--limit=2")
+	second := waiter("second", "w-pool", "--limit=2")
+	t.Cleanup(func() { // before each run's own clean-up, which waits for it: the waiters wait for the holders
+		for _, id := range []string{"r1", "r2", "writer", "s1", "s2", "first", "second"} {
+			_ = os.WriteFile(filepath.Join(dir, id+".stop"), nil, 0o644)
+		}
+	})
+	if n := notes(second); len(n) != 1 || !strings.Contains(n[0], "held by 2 of 2 slots: ") ||
+		!strings.Contains(n[0], token("s1")) || !strings.Contains(n[0], token("s2")) {
+		t.Errorf("a semaphore's waiter noted %q; want one note naming both holders, with their tokens", n)
+	}
+	// s1 goes and the first waiter takes its slot: the second waits on,
+	// for s2 and the first (after a note of s2 alone, if it reads between
+	// the release and the claim).
+	if err := os.WriteFile(filepath.Join(dir, "s1.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "first") != "" }, "the first waiter did not run")
+	renamed := func() bool {
+		n := notes(second)
+		last := n[len(n)-1]
+		return len(n) > 1 && strings.Contains(last, "held by 2 of 2 slots: ") && strings.Contains(last, token("s2")) && strings.Contains(last, token("first"))
+	}
+	for deadline := time.Now().Add(20 * time.Second); !renamed() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !renamed() {
+		t.Errorf("the second waiter noted %q; want a last note naming s2 and the first waiter (%s, %s)", notes(second), token("s2"), token("first"))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,16 +34,46 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 	case <-ctx.Done():
 		return false
 	}
-	var last fencing.Token
+	var last []fencing.Token
 	_ = lock.Follow(ctx, s.Client(), name, func(st lock.Status) bool {
-		if h := st.Holder; h != nil && h.LeaseID != s.Lease() && h.Token != last {
-			last = h.Token
-			g.printer.Note("waiting for lock %q: held by %s", name, holderNote(ctx, s, *h))
+		var others []lock.Contender
+		for _, h := range st.Holders {
+			if h.LeaseID != s.Lease() {
+				others = append(others, h)
+			}
+		}
+		tokens := make([]fencing.Token, len(others))
+		for i, h := range others {
+			tokens[i] = h.Token
+		}
+		if len(others) > 0 && !slices.Equal(tokens, last) {
+			last = tokens
+			g.printer.Note("waiting for lock %q: held by %s", name, holdersNote(ctx, s, others))
 			reported = true
 		}
 		return true
 	}, lock.WithPrefix(g.prefix))
 	return reported
+}
+
+// holdersNote describes the holders of a name as status does: one holder
+// of a mutex by holderNote, readers and a semaphore's holders counted and
+// listed.
+func holdersNote(ctx context.Context, s *lock.Session, holders []lock.Contender) string {
+	if h := holders[0]; len(holders) == 1 && !h.Shared && h.Slot < 0 {
+		return holderNote(ctx, s, h)
+	}
+	views := viewsOf(holders)
+	return fmt.Sprintf("%s: %s", heldBy(views), holderList(views))
+}
+
+// holderList lists holders, each with its token and since when.
+func holderList(views []contenderView) string {
+	parts := make([]string, len(views))
+	for i, h := range views {
+		parts[i] = fmt.Sprintf("%s (token %s%s)", h.who(), h.Token, h.when())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // noteAfter is how long a run waits before it says whom it waits for.
@@ -112,11 +143,7 @@ func (e *heldError) explain() string {
 			e.st.Name, plural(len(e.st.Waiters), "waiter"), w.who(), w.Token, what)
 	}
 	views := viewsOf(e.st.Holders)
-	parts := make([]string, len(views))
-	for i, h := range views {
-		parts[i] = fmt.Sprintf("%s (token %s%s)", h.who(), h.Token, h.when())
-	}
-	msg := fmt.Sprintf("lock %q is held by %s: %s", e.st.Name, heldBy(views), strings.Join(parts, ", "))
+	msg := fmt.Sprintf("lock %q is held by %s: %s", e.st.Name, heldBy(views), holderList(views))
 	if views[0].Shared && len(e.st.Waiters) > 0 && !e.st.Waiters[0].Shared {
 		w := viewOf(e.st.Waiters[0])
 		msg += fmt.Sprintf("; a writer waits for them first (%s, token %s), and readers queue behind it", w.who(), w.Token)
