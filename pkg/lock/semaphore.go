@@ -247,8 +247,8 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 }
 
 // acquireSlot is the rest of Acquire for a semaphore's contender l, of
-// kind h, whose key is queued (q): unless its queueing transaction
-// claimed slot 0 already, it checks the older keys' limits, waits until
+// kind h, whose key is queued (q): unless a slot was claimed with the key
+// already (queueSemaphore), it checks the older keys' limits, waits until
 // fewer than its limit are older, and claims a free slot.
 func (s *Session) acquireSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, q queued) error {
 	if q.claimed {

@@ -90,9 +90,9 @@ func (s *Session) probeSemaphore(ctx context.Context, l *Lock, pfx string) (rev 
 	return resp.Header.Revision, false, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
 }
 
-// queueSemaphore is queue for a semaphore's contender l. Every
-// transaction it sends writes; each claims a slot with l's contender key
-// when it can, and queues l otherwise.
+// queueSemaphore is queue for a semaphore's contender l. Each
+// transaction it sends claims a slot with l's contender key when it can;
+// each but the probe below queues l otherwise, so none is a failed claim.
 //
 // When the session's last acquisition of the name found it with keys
 // (busyNames), it sends one transaction: if the name has no key at all
