@@ -78,17 +78,20 @@ func TestCLITryRefusedByAWaitingSet(t *testing.T) {
 	}
 }
 
-// A run waiting for a semaphore's holders, or a writer waiting for
-// readers, names every holder, as status does, and names them again when
-// one of them changes.
+// A run waiting for a semaphore's holders, or for readers, names every
+// holder, as status does, and the writer a reader queues behind; it names
+// them again when the holders change, but not while a semaphore has a
+// slot free (a waiter ahead is about to claim it).
 func TestCLIWaitingNoteNamesEveryHolder(t *testing.T) {
 	t.Parallel()
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	token := func(id string) string { return "(token " + strings.Fields(running(dir, id))[1] }
+	var waiters []string
 	waiter := func(id, name string, flags ...string) *lockedBuffer {
 		stderr := &lockedBuffer{}
 		startHoldingRun(t, ep, dir, id, name, stderr, flags...)
 		stderr.waitFor(t, "waiting for lock", 20*time.Second)
+		waiters = append(waiters, id)
 		return stderr
 	}
 	notes := func(stderr *lockedBuffer) []string {
@@ -104,16 +107,22 @@ func TestCLIWaitingNoteNamesEveryHolder(t *testing.T) {
 	startedRun(t, ep, dir, "r1", "w-rw", "--shared")
 	startedRun(t, ep, dir, "r2", "w-rw", "--shared")
 	if n := notes(waiter("writer", "w-rw")); len(n) != 1 || !strings.Contains(n[0], "held by 2 readers: ") ||
-		!strings.Contains(n[0], token("r1")) || !strings.Contains(n[0], token("r2")) {
+		!strings.Contains(n[0], token("r1")) || !strings.Contains(n[0], token("r2")) || strings.Contains(n[0], "a writer waits") {
 		t.Errorf("a writer waiting for two readers noted %q; want one note naming both, with their tokens", n)
+	}
+	if n := notes(waiter("reader", "w-rw", "--shared")); len(n) != 1 || !strings.Contains(n[0], "held by 2 readers: ") ||
+		!strings.Contains(n[0], "; a writer waits for them first (") {
+		t.Errorf("a reader queued behind a writer noted %q; want the readers and the writer it waits for", n)
 	}
 
 	startedRun(t, ep, dir, "s1", "w-pool", "--limit=2")
 	startedRun(t, ep, dir, "s2", "w-pool", "--limit=2")
 	waiter("first", "w-pool", "--limit=2")
 	second := waiter("second", "w-pool", "--limit=2")
-	t.Cleanup(func() { // before each run's own clean-up, which waits for it: the waiters wait for the holders
-		for _, id := range []string{"r1", "r2", "writer", "s1", "s2", "first", "second"} {
+	// Registered after every run, so run before their own clean-ups,
+	// which wait for them: the waiters wait for the holders.
+	t.Cleanup(func() {
+		for _, id := range append([]string{"r1", "r2", "s1", "s2"}, waiters...) {
 			_ = os.WriteFile(filepath.Join(dir, id+".stop"), nil, 0o644)
 		}
 	})
@@ -122,21 +131,19 @@ func TestCLIWaitingNoteNamesEveryHolder(t *testing.T) {
 		t.Errorf("a semaphore's waiter noted %q; want one note naming both holders, with their tokens", n)
 	}
 	// s1 goes and the first waiter takes its slot: the second waits on,
-	// for s2 and the first (after a note of s2 alone, if it reads between
-	// the release and the claim).
+	// for s2 and the first, and says so once.
 	if err := os.WriteFile(filepath.Join(dir, "s1.stop"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	etcdtest.Eventually(t, 20*time.Second, func() bool { return running(dir, "first") != "" }, "the first waiter did not run")
 	renamed := func() bool {
 		n := notes(second)
-		last := n[len(n)-1]
-		return len(n) > 1 && strings.Contains(last, "held by 2 of 2 slots: ") && strings.Contains(last, token("s2")) && strings.Contains(last, token("first"))
+		return len(n) == 2 && strings.Contains(n[1], "held by 2 of 2 slots: ") && strings.Contains(n[1], token("s2")) && strings.Contains(n[1], token("first"))
 	}
 	for deadline := time.Now().Add(20 * time.Second); !renamed() && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !renamed() {
-		t.Errorf("the second waiter noted %q; want a last note naming s2 and the first waiter (%s, %s)", notes(second), token("s2"), token("first"))
+		t.Errorf("the second waiter noted %q; want a second and last note naming s2 and the first waiter (%s, %s)", notes(second), token("s2"), token("first"))
 	}
 }

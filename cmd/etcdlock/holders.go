@@ -42,13 +42,18 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 				others = append(others, h)
 			}
 		}
+		if len(others) == 0 || others[0].Slot >= 0 && len(st.Holders) < others[0].Limit {
+			// No holder, or a semaphore with a slot free: a waiter ahead
+			// is about to claim it, and then the holders are noted.
+			return true
+		}
 		tokens := make([]fencing.Token, len(others))
 		for i, h := range others {
 			tokens[i] = h.Token
 		}
-		if len(others) > 0 && !slices.Equal(tokens, last) {
+		if !slices.Equal(tokens, last) {
 			last = tokens
-			g.printer.Note("waiting for lock %q: held by %s", name, holdersNote(ctx, s, others))
+			g.printer.Note("waiting for lock %q: held by %s%s", name, holdersNote(ctx, s, others), writerAhead(st, s.Lease()))
 			reported = true
 		}
 		return true
@@ -65,6 +70,17 @@ func holdersNote(ctx context.Context, s *lock.Session, holders []lock.Contender)
 	}
 	views := viewsOf(holders)
 	return fmt.Sprintf("%s: %s", heldBy(views), holderList(views))
+}
+
+// writerAhead is, when readers hold st's name and a writer other than
+// the lease own waits first, what a reader arriving now waits for: that
+// writer, then them; "" otherwise.
+func writerAhead(st lock.Status, own clientv3.LeaseID) string {
+	if len(st.Holders) == 0 || !st.Holders[0].Shared || len(st.Waiters) == 0 || st.Waiters[0].Shared || st.Waiters[0].LeaseID == own {
+		return ""
+	}
+	w := viewOf(st.Waiters[0])
+	return fmt.Sprintf("; a writer waits for them first (%s, token %s), and readers queue behind it", w.who(), w.Token)
 }
 
 // holderList lists holders, each with its token and since when.
@@ -143,10 +159,5 @@ func (e *heldError) explain() string {
 			e.st.Name, plural(len(e.st.Waiters), "waiter"), w.who(), w.Token, what)
 	}
 	views := viewsOf(e.st.Holders)
-	msg := fmt.Sprintf("lock %q is held by %s: %s", e.st.Name, heldBy(views), holderList(views))
-	if views[0].Shared && len(e.st.Waiters) > 0 && !e.st.Waiters[0].Shared {
-		w := viewOf(e.st.Waiters[0])
-		msg += fmt.Sprintf("; a writer waits for them first (%s, token %s), and readers queue behind it", w.who(), w.Token)
-	}
-	return msg
+	return fmt.Sprintf("lock %q is held by %s: %s%s", e.st.Name, heldBy(views), holderList(views), writerAhead(e.st, 0))
 }
