@@ -101,8 +101,9 @@ func (s *Session) removeFailed(l *Lock) {
 // requests race on the server, or the put was delayed in the network): the
 // key is then a stray, which the renewal loop deletes after the next
 // renewals (sweepStrays), and which the session's next acquisition of the
-// name would replace. A semaphore's contender that found its name without
-// any key (firstHolder), and a semaphore's TryAcquire, write a slot key in
+// name would replace. A semaphore's contender that claims a slot with its
+// contender key (claimOps: when the name has no key, or after a read that
+// found a slot free), and a semaphore's TryAcquire, write the slot key in
 // the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	l.mu.Lock()

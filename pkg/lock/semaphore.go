@@ -158,7 +158,7 @@ func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
 
 // trySemaphore is TryAcquire for a semaphore. When the name has no key,
 // it writes l's contender key and slot 0's in one transaction
-// (firstHolder). Otherwise that transaction reads the queue and the slots
+// (probeSemaphore). Otherwise that transaction reads the queue and the slots
 // instead: trySemaphore fails with a *LockedError naming the oldest
 // holder if the name has its limit of contenders or no free slot, and
 // otherwise writes l's contender key and the key of the free slot that
