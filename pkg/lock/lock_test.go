@@ -529,6 +529,9 @@ func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
 	}
 }
 
+// Abandon keeps a held lock's key until the lease expires; an Acquire
+// still waiting returns ErrSessionClosed and removes its key, as any
+// failed acquisition does: it held nothing.
 func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
@@ -537,14 +540,26 @@ func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := newSession(t, cli).Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release(ctx)
+	w := queueWaiter(t, ctx, s, "b", 2)
 	s.Abandon()
 	if l.State() != lock.StateReleased || l.Context().Err() == nil {
 		t.Fatalf("after Abandon: %v", l.State())
 	}
-	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
-		t.Fatalf("Abandon removed the key: %v", keys)
+	if err := mustReceiveErr(t, w); !errors.Is(err, lock.ErrSessionClosed) {
+		t.Fatalf("the waiter's Acquire after Abandon = %v; want ErrSessionClosed", err)
 	}
-	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, prefix(t))) == 0 }, "abandoned key never expired")
+	if keys := keysUnder(t, cli, namePrefix(t, prefix(t), "a")); len(keys) != 1 {
+		t.Fatalf("Abandon removed the held key: %v", keys)
+	}
+	if keys := keysUnder(t, cli, namePrefix(t, prefix(t), "b")); len(keys) != 1 || keys[0] != other.Key() {
+		t.Fatalf("keys of b after Abandon: %v; want only the holder's, %s", keys, other.Key())
+	}
+	etcdtest.Eventually(t, 10*time.Second, func() bool { return len(keysUnder(t, cli, namePrefix(t, prefix(t), "a"))) == 0 }, "abandoned key never expired")
 }
 
 // stallKey marks the requests that timeoutFirst answers.

@@ -253,7 +253,10 @@ func (s *Session) Close(ctx context.Context) error {
 // holds becomes Released at once, but its key stays in etcd until the lease
 // expires, so no one else can acquire those names before the TTL runs out.
 // Use it when a successor must not take over early; Close is the usual way
-// to end a session. Close may still be called afterwards to revoke; the
+// to end a session. An Acquire or TryAcquire still in progress returns
+// ErrSessionClosed and removes the keys it wrote, as any failed
+// acquisition does: it held nothing. Close may still be called afterwards
+// to revoke; the
 // end stays unclean for WithLockDelay (Close then deletes no marker, also
 // of a lock whose Release failed before Abandon).
 func (s *Session) Abandon() {
