@@ -80,7 +80,7 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 		c.writes.Add(1)
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if resp, ok := reply.(*etcdserverpb.TxnResponse); ok && err == nil && putsSlot(r) && !wrote(r, resp) {
-			if len(r.Failure) > 0 && !txnWrites(&etcdserverpb.TxnRequest{Failure: r.Failure}) {
+			if elseOnlyReads(r) {
 				c.probes.Add(1)
 			} else {
 				c.failedClaims.Add(1)
@@ -91,6 +91,13 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 		c.writes.Add(1)
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// elseOnlyReads reports whether r has an Else and it writes nothing: the
+// shape of a semaphore's probe (a first transaction that only reads when
+// the name has keys).
+func elseOnlyReads(r *etcdserverpb.TxnRequest) bool {
+	return len(r.Failure) > 0 && !txnWrites(&etcdserverpb.TxnRequest{Failure: r.Failure})
 }
 
 // putsSlot reports whether r, in any branch, puts a semaphore's slot key.

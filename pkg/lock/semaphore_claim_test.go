@@ -122,7 +122,7 @@ func TestSemaphoreFirstTransactionFollowsTheName(t *testing.T) {
 		l := acq()
 		r, p := rpcs.reads.Load()+rpcs.writes.Load()-r0, rpcs.probes.Load()-p0
 		mu.Lock()
-		readOnlyElse := first != nil && !txnWrites(&pb.TxnRequest{Failure: first.Failure})
+		readOnlyElse := first != nil && elseOnlyReads(first)
 		mu.Unlock()
 		if r != requests || p != probes || readOnlyElse != probe {
 			t.Errorf("%s: %d requests, %d of them probes that found keys, first a probe: %v; want %d, %d, %v", what, r, p, readOnlyElse, requests, probes, probe)
