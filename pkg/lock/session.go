@@ -256,9 +256,8 @@ func (s *Session) Close(ctx context.Context) error {
 // to end a session. An Acquire or TryAcquire still in progress returns
 // ErrSessionClosed and removes the keys it wrote, as any failed
 // acquisition does: it held nothing. Close may still be called afterwards
-// to revoke; the
-// end stays unclean for WithLockDelay (Close then deletes no marker, also
-// of a lock whose Release failed before Abandon).
+// to revoke; the end stays unclean for WithLockDelay (Close then deletes
+// no marker, also of a lock whose Release failed before Abandon).
 func (s *Session) Abandon() {
 	s.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
