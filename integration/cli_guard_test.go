@@ -83,9 +83,13 @@ func runGuardedTo(t *testing.T, endpoint string, out *os.File, script string, fl
 		if err != nil {
 			return false
 		}
+		// A process gone by now (the shell of a script that did not
+		// wait) has nothing left to check.
 		for _, f := range strings.Fields(string(b)) {
 			n, _ := strconv.Atoi(f)
-			g.pids = append(g.pids, n)
+			if p, ok := findPID(t, g.cmd.Process.Pid, n); ok {
+				g.pids = append(g.pids, p)
+			}
 		}
 		return true
 	}, "the command did not start")
@@ -399,12 +403,63 @@ func TestCLIGuardianFrozenLockBroken(t *testing.T) {
 }
 
 // A process the command started that changed its user id (a setuid
-// program, as sudo is) refuses every signal of an unprivileged etcdlock:
-// the guardian says so and waits for it to exit, and etcdlock then exits
-// with the command's code. The test, as root, runs etcdlock as nobody and
-// gives it a setuid-root copy of setpriv.
+// program, as sudo is) refuses every signal of an unprivileged etcdlock
+// in the process tree: the guardian says so and waits for it to exit, and
+// etcdlock then exits with the command's code. The test, as root, runs
+// etcdlock as nobody and gives it a setuid-root copy of setpriv.
 func TestCLILeftoverChangedUserID(t *testing.T) {
 	t.Parallel()
+	setpriv, helper, out := setuidHelper(t)
+	cmd := cliCommand(t, shared.Endpoints()[0], []string{"H=" + helper, "D=" + out}, "run", "job", "--containment", "process-tree", "--shell", "--",
+		`"$H" --reuid=0 --regid=0 --clear-groups sh -c 'echo $$ > "$D/pid"; sleep 3' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 3`)
+	cmd.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, cmd.Args...)
+	cmd.Path = setpriv
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	root := pidIn(t, cmd.Process.Pid, filepath.Join(out, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(root, syscall.SIGKILL) })
+	if err := cmd.Wait(); exitCodeOf(err) != 3 {
+		t.Errorf("etcdlock: %v, want the command's 3; stderr:\n%s", err, stderr)
+	}
+	if procAlive(root) {
+		t.Errorf("etcdlock exited with the root process %d alive", root)
+	}
+	if !strings.Contains(stderr.String(), "cannot be signalled") || !strings.Contains(stderr.String(), strconv.Itoa(root)) {
+		t.Errorf("the guardian did not say why it waits:\n%s", stderr)
+	}
+}
+
+// In the PID namespace of an unprivileged etcdlock (its own user
+// namespace, which maps only its user), a setuid program gains no
+// privilege: the same helper cannot become root, and nothing of the
+// command can refuse the guardian.
+func TestCLISetuidGainsNothingInTheNamespace(t *testing.T) {
+	t.Parallel()
+	setpriv, helper, out := setuidHelper(t)
+	cmd := cliCommand(t, shared.Endpoints()[0], []string{"H=" + helper, "D=" + out}, "run", "job", "--containment", "pid-namespace", "--shell", "--",
+		`"$H" --reuid=0 --regid=0 --clear-groups id -u > "$D/uid" 2> "$D/err"; id -u > "$D/self"`)
+	cmd.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, cmd.Args...)
+	cmd.Path = setpriv
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("etcdlock: %v; stderr:\n%s", err, stderr)
+	}
+	uid, _ := os.ReadFile(filepath.Join(out, "uid"))
+	self, _ := os.ReadFile(filepath.Join(out, "self"))
+	if strings.TrimSpace(string(uid)) == "0" || strings.TrimSpace(string(self)) != "65534" {
+		t.Errorf("in the namespace the setuid helper ran as %q and the command as %q, want no root and 65534", uid, self)
+	}
+}
+
+// setuidHelper prepares, for a test run as root that runs etcdlock as
+// nobody: setpriv's path, a setuid-root copy of it, and a directory every
+// user may write (the command's D).
+func setuidHelper(t *testing.T) (setpriv, helper, out string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs etcdlock as nobody with a setuid-root helper: run it as root")
 	}
@@ -413,7 +468,7 @@ func TestCLILeftoverChangedUserID(t *testing.T) {
 		t.Fatalf("setpriv (util-linux) is needed: %v", err)
 	}
 	dir := t.TempDir()
-	helper := filepath.Join(dir, "setpriv-root")
+	helper = filepath.Join(dir, "setpriv-root")
 	b, err := os.ReadFile(setpriv)
 	if err != nil {
 		t.Fatal(err)
@@ -430,31 +485,12 @@ func TestCLILeftoverChangedUserID(t *testing.T) {
 	if err := os.Chmod(helper, os.ModeSetuid|0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
+	out = filepath.Join(dir, "out")
 	if err := os.Mkdir(out, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(out, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	cmd := cliCommand(t, shared.Endpoints()[0], []string{"H=" + helper, "D=" + out}, "run", "job", "--shell", "--",
-		`"$H" --reuid=0 --regid=0 --clear-groups sh -c 'echo $$ > "$D/pid"; sleep 3' & while [ ! -s "$D/pid" ]; do sleep 0.01; done; exit 3`)
-	cmd.Args = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, cmd.Args...)
-	cmd.Path = setpriv
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	root := pidIn(t, filepath.Join(out, "pid"))
-	t.Cleanup(func() { _ = syscall.Kill(root, syscall.SIGKILL) })
-	if err := cmd.Wait(); exitCodeOf(err) != 3 {
-		t.Errorf("etcdlock: %v, want the command's 3; stderr:\n%s", err, stderr)
-	}
-	if procAlive(root) {
-		t.Errorf("etcdlock exited with the root process %d alive", root)
-	}
-	if !strings.Contains(stderr.String(), "cannot be signalled") || !strings.Contains(stderr.String(), strconv.Itoa(root)) {
-		t.Errorf("the guardian did not say why it waits:\n%s", stderr)
-	}
+	return setpriv, helper, out
 }

@@ -24,7 +24,7 @@ func TestCLINohupIgnoresHangup(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pid := pidIn(t, filepath.Join(dir, "pid"))
+	pid := pidIn(t, cmd.Process.Pid, filepath.Join(dir, "pid"))
 	// A hangup as the terminal and the shell send it: to etcdlock and to
 	// the command's process group.
 	for _, p := range []int{cmd.Process.Pid, -pid} {
@@ -54,7 +54,7 @@ func TestCLIDiesOfTheCommandsSignal(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pidIn(t, filepath.Join(dir, "pid"))
+	pidIn(t, cmd.Process.Pid, filepath.Join(dir, "pid"))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

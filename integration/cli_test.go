@@ -311,7 +311,7 @@ func TestCLILeaseLossKillsProcessGroup(t *testing.T) {
 		}
 		for _, f := range strings.Fields(string(b)) {
 			n, _ := strconv.Atoi(f)
-			procs = append(procs, n)
+			procs = append(procs, hostPID(t, cmd.Process.Pid, n))
 		}
 		return true
 	}, "child did not start")

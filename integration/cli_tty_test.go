@@ -191,7 +191,7 @@ func TestCLITerminalStoppedPastTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	g.pids = []int{pid}
+	g.pids = []int{hostPID(t, term.cmd.Process.Pid, pid)}
 	term.send("\x1a")
 	term.expect("Stopped", 10*time.Second)
 	h := <-nextHolder(t, g)
@@ -226,7 +226,7 @@ func TestCLITerminalTostopFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	g := &guarded{dir: dir, pids: []int{pid}}
+	g := &guarded{dir: dir, pids: []int{hostPID(t, term.cmd.Process.Pid, pid)}}
 	next := nextHolder(t, g)
 	if err := term.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestCLITerminalBackgroundJobStoppedByReadEndsOnKill(t *testing.T) {
 	// A job still stuck when the test ends keeps the terminal open: kill
 	// -9 of etcdlock ends it (its guardian then kills the command).
 	t.Cleanup(func() { _ = syscall.Kill(bg, syscall.SIGKILL) })
-	pid := pidIn(t, dir+"/pid")
+	pid := pidIn(t, bg, dir+"/pid")
 	etcdtest.Eventually(t, 20*time.Second, func() bool { state, _ := procState(pid); return state == "T" }, "the command was not stopped by its read")
 	term.send("kill %1; wait %1; echo code=$?\n")
 	term.expect("code=143", 15*time.Second)

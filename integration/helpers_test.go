@@ -463,8 +463,11 @@ func (p *pausedRun) finish(t *testing.T) (code int, stderr string) {
 
 // Processes and their output.
 
-// pidIn reads the pid a command wrote to path once it appears.
-func pidIn(t *testing.T, path string) int {
+// pidIn reads the pid a command below the process run (an etcdlock)
+// wrote to path once it appears, and returns it as this process sees it:
+// a command in a PID namespace, etcdlock's default on Linux, writes the
+// namespace's.
+func pidIn(t *testing.T, run int, path string) int {
 	t.Helper()
 	var pid int
 	etcdtest.Eventually(t, 20*time.Second, func() bool {
@@ -475,7 +478,67 @@ func pidIn(t *testing.T, path string) int {
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	}, "the command never wrote its pid")
-	return pid
+	return hostPID(t, run, pid)
+}
+
+// hostPID returns, as this process sees it, the live process below root
+// that its own PID namespace calls inner.
+func hostPID(t *testing.T, root, inner int) int {
+	t.Helper()
+	p, ok := findPID(t, root, inner)
+	if !ok {
+		t.Fatalf("no process %d below %d", inner, root)
+	}
+	return p
+}
+
+// findPID is hostPID for a process that may have exited: ok is false
+// if no process below root has that pid.
+func findPID(t *testing.T, root, inner int) (pid int, ok bool) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || innermostPID(p) != inner {
+			continue
+		}
+		for q := p; q > 1; q = parentOf(q) {
+			if q == root {
+				return p, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// innermostPID is pid as the PID namespace it is in calls it (the last
+// field of NSpid in /proc/PID/status), or 0 if it is gone.
+func innermostPID(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" {
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
+}
+
+// parentOf is pid's parent, or 0 if pid is gone.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 // isZombie reports whether pid has exited but not been reaped (its parent

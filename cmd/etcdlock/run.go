@@ -35,6 +35,7 @@ type runOptions struct {
 	limit      int           // run: --limit
 	shared     bool          // run: --shared
 	lockDelay  time.Duration // run: --lock-delay
+	contain    string        // --containment
 }
 
 func (o *runOptions) bind(cmd *cobra.Command, try bool) {
@@ -48,6 +49,7 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	f.BoolVar(&o.shell, "shell", false, "run COMMAND with sh -c (COMMAND is then one string)")
 	f.StringVar(&o.killSignal, "kill-signal", "TERM", "signal sent to the command's process group when the lock is lost")
 	secondsVar(f, &o.killGrace, "kill-grace", 10*time.Second, "time between --kill-signal and SIGKILL; always cut so the command is dead before etcd could expire the lease (a cut is stated on stderr)")
+	f.StringVar(&o.contain, "containment", "auto", "how the command's processes are held: pid-namespace (Linux: the kernel kills them all when the guardian dies, however it dies), process-tree (the guardian's descendants, as on the BSDs), or auto: pid-namespace where the system allows it, else process-tree with a note saying why")
 	secondsVar(f, &o.runTimeout, "run-timeout", 0, "stop COMMAND once it has run this long, in seconds or as a duration, as a lost lock stops it (--kill-signal, SIGKILL after --kill-grace), then release and exit 124; 0: no limit")
 }
 
@@ -215,7 +217,11 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	// The guardian starts now, so that its start-up overlaps connecting
 	// and acquiring; it is given the command once the lock is held, and
 	// ended (Close) if the lock never is.
-	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr})
+	contain, err := guardian.ParseContainment(o.contain)
+	if err != nil {
+		return usageErr("--containment: %v", err)
+	}
+	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}, contain)
 	if err != nil {
 		return fmt.Errorf("cannot start the guardian: %w", err)
 	}

@@ -49,6 +49,9 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 	if err := gd.Ready(); err != nil {
 		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
+	if _, why := gd.Containment(); why != "" {
+		g.printer.Note("the command runs in etcdlock's process tree, without a PID namespace (%s): if etcdlock and its guardian are both killed, its processes outlive the lock (--containment process-tree: this note is not shown)", why)
+	}
 	soft, hard := guardDeadlines(s)
 	env := map[string]string{
 		"ETCDLOCK_NAME":     l.Name(),

@@ -2,6 +2,7 @@ package guardian
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"syscall"
 	"time"
@@ -16,7 +17,7 @@ import (
 const (
 	Command   = "guardian"
 	EnvMarker = "ETCDLOCK_GUARDIAN"
-	Protocol  = "4"
+	Protocol  = "5"
 )
 
 // Binary is the name of the guardian's own small binary (cmd/etcdlock-
@@ -25,6 +26,44 @@ const (
 // milliseconds where re-executing etcdlock pays the whole program's
 // initialisation again.
 const Binary = "etcdlock-guardian"
+
+// Containment is how the guardian holds every process of the command.
+type Containment int
+
+const (
+	// ContainAuto is a PID namespace where the system allows one, else
+	// the process tree.
+	ContainAuto Containment = iota
+	// ContainNamespace is a PID namespace whose first process is the
+	// guardian: when the guardian dies, however it dies, the kernel kills
+	// every process in it. Linux only; Spawn fails where it cannot be had.
+	ContainNamespace
+	// ContainTree is the guardian's process tree: a child subreaper on
+	// Linux, the process group on the BSDs. It depends on the guardian or
+	// the supervisor being alive to stop the command.
+	ContainTree
+)
+
+// String is the value of etcdlock's --containment flag for c.
+func (c Containment) String() string {
+	switch c {
+	case ContainNamespace:
+		return "pid-namespace"
+	case ContainTree:
+		return "process-tree"
+	}
+	return "auto"
+}
+
+// ParseContainment parses a --containment value (see String).
+func ParseContainment(s string) (Containment, error) {
+	for _, c := range []Containment{ContainAuto, ContainNamespace, ContainTree} {
+		if s == c.String() {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown containment %q (want auto, pid-namespace or process-tree)", s)
+}
 
 // Stdio is the standard input and outputs of the guardian and the command.
 type Stdio struct {

@@ -73,6 +73,16 @@ func Main(stderr io.Writer) int {
 		supervisor: os.Getppid(),
 		self:       os.Getpid(),
 	}
+	// Only the first process of a PID namespace has pid 1: the supervisor
+	// started the guardian in a new one.
+	g.ns = g.self == 1
+	if g.ns {
+		if err := enterNamespace(); err != nil {
+			_ = writeMessage(g.status, message{Op: opReady, Reason: err.Error()})
+			g.notes.Close(noteFlush)
+			return exitcode.CannotExecute
+		}
+	}
 	defer g.notes.Close(noteFlush)
 	if err := writeMessage(g.status, message{Op: opReady}); err != nil {
 		return exitcode.Internal // the supervisor is gone
@@ -84,15 +94,19 @@ func Main(stderr io.Writer) int {
 type guard struct {
 	notes      *notes.Queue // stderr, written without blocking the loop
 	status     io.Writer    // the status pipe (writeMessage)
-	supervisor int          // pid of the supervisor; the guardian's parent
+	supervisor int          // pid of the supervisor, the guardian's parent; 0 in a namespace, where it has none
 	self       int
+	// ns: the guardian is the first process of a PID namespace that
+	// holds every process of the command; when it exits, however it
+	// exits, the kernel kills them all.
+	ns bool
 
 	killSignal syscall.Signal
 	killGrace  time.Duration
 	foreground bool
 	jsonNotes  bool
 	quiet      bool          // progress notes are dropped
-	jobPgrp    int           // the supervisor's process group, which had the terminal
+	jobPgrp    int           // the supervisor's process group, which had the terminal; 0 in a namespace
 	termios    *unix.Termios // the terminal's settings before the command ran
 
 	cmdPid   int
@@ -151,8 +165,10 @@ func (g *guard) run(ctrl *os.File) int {
 	if os.Getppid() != g.supervisor {
 		return g.exit(exitcode.CannotExecute) // the supervisor died before we were ready
 	}
-	if g.foreground {
+	if g.foreground && !g.ns {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
+	}
+	if g.foreground {
 		g.termios, _ = unix.IoctlGetTermios(0, termiosGet)
 	}
 	if code, why := g.startCommand(fromBytes(cfg.Argv), fromBytes(cfg.Env)); why != "" {
@@ -163,12 +179,15 @@ func (g *guard) run(ctrl *os.File) int {
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	wake := newWakeTimer()
 	for {
 		if g.reap() {
 			return g.exit(g.cmdCode)
 		}
 		g.enforce()
-		resetTimer(timer, g.nextWake())
+		next := g.nextWake()
+		resetTimer(timer, next)
+		wake.at(monoNow() + int64(next))
 		select {
 		case m, ok := <-msgs:
 			if !ok {
@@ -505,6 +524,12 @@ func (g *guard) exit(code int) int {
 // to take back then.
 func (g *guard) handBack() {
 	if pgrp, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && pgrp == g.cmdPid {
+		if g.ns {
+			// The job's group is outside the namespace, where the
+			// guardian cannot name it: the supervisor takes the terminal.
+			_ = writeMessage(g.status, message{Op: opHandBack})
+			return
+		}
 		g.setForeground(g.jobPgrp)
 	}
 }

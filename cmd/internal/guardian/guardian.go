@@ -38,6 +38,7 @@ package guardian
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,7 @@ const (
 	opStopped  op = "stopped"  // ← the command was stopped from the terminal (Ctrl-Z)
 	opStopping op = "stopping" // ← a stop was received and the kill signal sent
 	opExit     op = "exit"     // ← every process is gone; the command's exit status (and its killing signal)
+	opHandBack op = "handback" // ← give the terminal back to the supervisor's group (the guardian cannot name it from its namespace)
 )
 
 // message is one message on a pipe, as one frame (writeMessage).
@@ -116,17 +118,22 @@ func fromBytes(bs [][]byte) []string {
 // are safe for one goroutine at a time.
 type Guardian struct {
 	stdio Stdio
+	want  Containment
 	p     *process
-	ran   bool // Run was called
+	ran   bool   // Run was called
+	weak  string // why ContainAuto got no PID namespace; "" if it did
 }
 
 // process is one guardian process and the supervisor's ends of its pipes.
 type process struct {
 	exe    string
+	ns     bool // the guardian is the first process of a PID namespace
+	stdin  io.Reader
 	cmd    *exec.Cmd
 	ctrl   *os.File
 	status *os.File      // the read end of the status pipe
 	ready  chan struct{} // closed when the guardian said it is ready
+	nsErr  string        // why the guardian could not set up its namespace, once ready closed
 	events chan Event
 	done   chan struct{}
 	werr   error // the guardian process's wait error, set before done closes
@@ -141,26 +148,77 @@ const readyWithin = 3 * time.Second
 // its start-up overlaps the acquisition: Run gives it the command once the
 // lock is held, Close ends it if the lock never is. It starts the small
 // guardian binary (Binary) when one is beside the running executable and
-// the system can start it, else re-executes the running binary, and makes
-// the caller a child subreaper where the system has them: if the guardian
-// dies, the processes below it move up to the caller, where Kill finds
-// them.
-func Spawn(stdio Stdio) (*Guardian, error) {
+// the system can start it, else re-executes the running binary, contained
+// as c says (see Containment), and makes the caller a child subreaper where
+// the system has them: if the guardian dies outside a PID namespace, the
+// processes below it move up to the caller, where Kill finds them.
+func Spawn(stdio Stdio, c Containment) (*Guardian, error) {
 	if err := becomeSubreaper(); err != nil {
 		return nil, fmt.Errorf("guardian: cannot become a child subreaper: %w", err)
 	}
+	g := &Guardian{stdio: stdio, want: c}
 	exe := guardianExe()
-	p, err := spawn(exe, stdio)
-	if err != nil && exe != selfExe() {
+	p, err := g.start(exe)
+	if err != nil && exe != selfExe() && !errors.Is(err, ErrNoNamespace) {
 		// A guardian binary that cannot run here (built for another
 		// machine, damaged): the running binary serves instead, as it
 		// does for one that runs but is not ready (Ready).
-		p, err = spawn(selfExe(), stdio)
+		p, err = g.start(selfExe())
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Guardian{stdio: stdio, p: p}, nil
+	g.p = p
+	return g, nil
+}
+
+// ErrNoNamespace is returned by Spawn and Ready under ContainNamespace
+// where the guardian cannot have a PID namespace.
+var ErrNoNamespace = errors.New("guardian: no PID namespace")
+
+// start starts exe as a guardian process, in a PID namespace unless g
+// wants the process tree or was refused one already; under ContainAuto a
+// refusal falls back to the tree and is recorded (Containment).
+func (g *Guardian) start(exe string) (*process, error) {
+	if g.want != ContainTree && g.weak == "" {
+		p, err := spawnInNamespace(exe, g.stdio)
+		switch {
+		case err == nil:
+			return p, nil
+		case !errors.Is(err, ErrNoNamespace):
+			return nil, err // exe cannot run: not the namespace's fault
+		case g.want == ContainNamespace:
+			return nil, err
+		}
+		g.weak = err.Error()
+	}
+	return spawn(exe, g.stdio, nil)
+}
+
+// spawnInNamespace starts exe as the first process of a new PID namespace,
+// trying each way the system may allow (namespaceAttrs). An error that
+// says the namespace was refused wraps ErrNoNamespace.
+func spawnInNamespace(exe string, stdio Stdio) (*process, error) {
+	err := errNoNamespaces
+	for _, attr := range namespaceAttrs() {
+		var p *process
+		if p, err = spawn(exe, stdio, attr); err == nil {
+			return p, nil
+		}
+		if !namespaceRefused(err) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w (%w)", ErrNoNamespace, err)
+}
+
+// Containment reports how the command is held: ContainNamespace or
+// ContainTree, and, when ContainAuto fell back to the tree, why.
+func (g *Guardian) Containment() (Containment, string) {
+	if g.p.ns {
+		return ContainNamespace, ""
+	}
+	return ContainTree, g.weak
 }
 
 // Start is Spawn and Run in one.
@@ -168,7 +226,7 @@ func Start(stdio Stdio, cfg Config) (*Guardian, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	g, err := Spawn(stdio)
+	g, err := Spawn(stdio, ContainAuto)
 	if err != nil {
 		return nil, err
 	}
@@ -231,12 +289,24 @@ func (g *Guardian) Run(cfg Config) error {
 // once if it was. A guardian that is gone (killed while the lock was
 // acquired, or a guardian binary of another release) or not ready within
 // a few seconds (a broken etcdlock-guardian) is replaced, once, by the
-// running binary, re-executed. On an error the guardian is gone.
+// running binary, re-executed; one that could not set up its PID namespace
+// is replaced by one without, under ContainAuto. On an error the guardian
+// is gone.
 func (g *Guardian) Ready() error {
-	if g.p.awaitReady() == nil {
+	err := g.p.awaitReady()
+	if err == nil {
 		return nil
 	}
-	p, err := spawn(selfExe(), g.stdio)
+	var p *process
+	switch {
+	case !errors.Is(err, ErrNoNamespace):
+		p, err = g.start(selfExe())
+	case g.want == ContainNamespace:
+		return err
+	default:
+		g.weak = err.Error()
+		p, err = spawn(g.p.exe, g.stdio, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -256,8 +326,10 @@ func (g *Guardian) Close() {
 	}
 }
 
-// spawn starts exe as a guardian process, which waits for its command.
-func spawn(exe string, stdio Stdio) (*process, error) {
+// spawn starts exe as a guardian process, which waits for its command;
+// with ns, as the first process of the PID namespace ns's clone flags
+// make.
+func spawn(exe string, stdio Stdio, ns *syscall.SysProcAttr) (*process, error) {
 	ctrlR, ctrlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -284,6 +356,9 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 			Setpgid: true,
 		},
 	}
+	if ns != nil {
+		setNamespace(c.SysProcAttr, ns)
+	}
 	setParentDeathSignal(c.SysProcAttr, parentDeathSignal)
 	err = c.Start()
 	ctrlR.Close()
@@ -293,7 +368,7 @@ func spawn(exe string, stdio Stdio) (*process, error) {
 		statR.Close()
 		return nil, fmt.Errorf("guardian: start: %w", err)
 	}
-	p := &process{exe: exe, cmd: c, ctrl: ctrlW, status: statR,
+	p := &process{exe: exe, ns: ns != nil, stdin: stdio.Stdin, cmd: c, ctrl: ctrlW, status: statR,
 		ready: make(chan struct{}), events: make(chan Event, 4), done: make(chan struct{})}
 	go p.readStatus(statR) // ends when the guardian exits (its write end closes)
 	return p, nil
@@ -333,6 +408,10 @@ func (p *process) awaitReady() error {
 	defer t.Stop()
 	select {
 	case <-p.ready:
+		if p.nsErr != "" {
+			<-p.done
+			return fmt.Errorf("%w: %s", ErrNoNamespace, p.nsErr)
+		}
 		return nil
 	case <-p.done:
 		return fmt.Errorf("%w before it was ready (%v)", ErrExited, p.werr)
@@ -364,7 +443,10 @@ func (p *process) readStatus(r *os.File) {
 		}
 		switch m.Op {
 		case opReady:
+			p.nsErr = m.Reason
 			close(p.ready)
+		case opHandBack:
+			p.handBack()
 		case opStarted:
 			p.events <- Event{Started: m.Pid}
 		case opStopped:

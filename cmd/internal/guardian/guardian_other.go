@@ -23,8 +23,8 @@ var ErrUnsupported = errors.New("guardian: " + Limits)
 type Guardian struct{}
 
 // Spawn and Start refuse: see Limits.
-func Spawn(Stdio) (*Guardian, error)         { return nil, ErrUnsupported }
-func Start(Stdio, Config) (*Guardian, error) { return nil, ErrUnsupported }
+func Spawn(Stdio, Containment) (*Guardian, error) { return nil, ErrUnsupported }
+func Start(Stdio, Config) (*Guardian, error)      { return nil, ErrUnsupported }
 
 // Main refuses: see Limits.
 func Main(stderr io.Writer) int {
@@ -43,3 +43,4 @@ func (*Guardian) SetDeadline(soft, hard time.Time) error { return ErrExited }
 func (*Guardian) Signal(syscall.Signal) error            { return ErrExited }
 func (*Guardian) Stop(string, time.Duration) error       { return ErrExited }
 func (*Guardian) Continue(bool) error                    { return ErrExited }
+func (*Guardian) Containment() (Containment, string)     { return ContainTree, Limits }

@@ -25,6 +25,7 @@ import (
 // The test binary is its own guardian: Start re-executes /proc/self/exe.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == Command {
+		noWake = os.Getenv("GUARDIAN_TEST_NO_WAKE") != "" // the negative control of TestStoppedGuardianStopsAtItsDeadline
 		os.Exit(Main(os.Stderr))
 	}
 	// The race detector sleeps a second at every exit of an instrumented
@@ -57,16 +58,27 @@ type run struct {
 	g      *Guardian
 	stderr *syncBuffer
 	dir    string
-	pid    int
+	pid    int // the command's, as the guardian sees it
+}
+
+// containments are the ways a guardian holds the command; a test of how
+// it stops the command runs under each (eachContainment).
+var containments = []Containment{ContainNamespace, ContainTree}
+
+// eachContainment runs test as a subtest for each containment.
+func eachContainment(t *testing.T, test func(t *testing.T, c Containment)) {
+	for _, c := range containments {
+		t.Run(c.String(), func(t *testing.T) { test(t, c) })
+	}
 }
 
 // start runs script under a guardian with the given deadlines from now.
-func start(t *testing.T, script string, grace, soft, hard time.Duration) *run {
+func start(t *testing.T, c Containment, script string, grace, soft, hard time.Duration) *run {
 	t.Helper()
 	r := &run{t: t, stderr: &syncBuffer{}, dir: t.TempDir()}
 	// The deadlines count from when the guardian is ready, not from its
 	// start-up, which a loaded machine may stretch.
-	g, err := Spawn(Stdio{Stdout: os.Stdout, Stderr: r.stderr})
+	g, err := Spawn(Stdio{Stdout: os.Stdout, Stderr: r.stderr}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +109,56 @@ func start(t *testing.T, script string, grace, soft, hard time.Duration) *run {
 	}
 	r.pid = ev.Started
 	return r
+}
+
+// command is the command's pid as this process sees it; it must be alive.
+func (r *run) command() int { return r.host([]int{r.pid})[0] }
+
+// host maps pids the command sees to this process's: in a PID namespace
+// they are the namespace's. Each must be alive.
+func (r *run) host(pids []int) []int {
+	r.t.Helper()
+	if !r.g.p.ns {
+		return pids
+	}
+	return hostPIDs(r.t, r.g.p.cmd.Process.Pid, pids)
+}
+
+// hostPIDs maps pids of the PID namespace whose first process is first
+// (as this process sees it) to this process's pids. Each must be alive.
+func hostPIDs(t *testing.T, first int, pids []int) []int {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byInner := map[int]int{}
+	for _, e := range ents {
+		if l, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); l != ns {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "NSpid:" {
+				inner, _ := strconv.Atoi(f[len(f)-1])
+				outer, _ := strconv.Atoi(e.Name())
+				byInner[inner] = outer
+			}
+		}
+	}
+	out := make([]int, len(pids))
+	for i, p := range pids {
+		h, ok := byInner[p]
+		if !ok {
+			t.Fatalf("no process %d in the namespace of %d", p, first)
+		}
+		out[i] = h
+	}
+	return out
 }
 
 // exited waits for the Exited event and the guardian's exit, and returns
@@ -147,7 +209,7 @@ func (r *run) pids(name string, n int) []int {
 				}
 				out = append(out, p)
 			}
-			return out
+			return r.host(out)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -205,20 +267,22 @@ echo "$a $b $c" > "$DIR/pids.tmp"; mv "$DIR/pids.tmp" "$DIR/pids"
 `
 
 func TestNormalExitStopsEverythingTheCommandLeft(t *testing.T) {
-	r := start(t, escapes+"exit 3", 10*time.Second, time.Hour, time.Hour)
-	pids := r.pids("pids", 3)
-	code, _ := r.exited(10 * time.Second)
-	if code != 3 {
-		t.Errorf("code %d, want the command's 3", code)
-	}
-	assertDead(t, pids)
-	if !strings.Contains(r.stderr.String(), "left 3 processes running") {
-		t.Errorf("stderr does not report the leftovers: %q", r.stderr)
-	}
+	eachContainment(t, func(t *testing.T, c Containment) {
+		r := start(t, c, escapes+"exit 3", 10*time.Second, time.Hour, time.Hour)
+		pids := r.pids("pids", 3)
+		code, _ := r.exited(10 * time.Second)
+		if code != 3 {
+			t.Errorf("code %d, want the command's 3", code)
+		}
+		assertDead(t, pids)
+		if !strings.Contains(r.stderr.String(), "left 3 processes running") {
+			t.Errorf("stderr does not report the leftovers: %q", r.stderr)
+		}
+	})
 }
 
 func TestNormalExitWithNothingLeftIsQuiet(t *testing.T) {
-	r := start(t, "exit 0", 10*time.Second, time.Hour, time.Hour)
+	r := start(t, ContainAuto, "exit 0", 10*time.Second, time.Hour, time.Hour)
 	if code, _ := r.exited(10 * time.Second); code != 0 {
 		t.Errorf("code %d, want 0", code)
 	}
@@ -233,43 +297,130 @@ func TestNormalExitWithNothingLeftIsQuiet(t *testing.T) {
 // ends; one that is still there at its end got no SIGTERM, and SIGKILL
 // ended it.
 func TestSupervisorGoneStopsEverything(t *testing.T) {
-	const grace = 5 * time.Second
-	r := start(t, escapes+"wait", grace, time.Hour, time.Hour)
-	pids := append(r.pids("pids", 3), r.pid)
-	gone := time.Now()
-	r.g.p.ctrl.Close()
-	_, at := r.exited(2 * grace)
-	assertDead(t, pids)
-	took := at.Sub(gone)
-	t.Logf("supervisor gone → every process dead and reaped in %v", took)
-	if took >= grace {
-		t.Errorf("every process gone after %v, not before the %v grace period ended: a process missed SIGTERM; stderr: %s", took, grace, r.stderr)
-	}
-	if !strings.Contains(r.stderr.String(), "etcdlock exited") {
-		t.Errorf("stderr does not say why: %q", r.stderr)
-	}
+	eachContainment(t, func(t *testing.T, c Containment) {
+		const grace = 5 * time.Second
+		r := start(t, c, escapes+"wait", grace, time.Hour, time.Hour)
+		pids := append(r.pids("pids", 3), r.command())
+		gone := time.Now()
+		r.g.p.ctrl.Close()
+		_, at := r.exited(2 * grace)
+		assertDead(t, pids)
+		took := at.Sub(gone)
+		t.Logf("supervisor gone → every process dead and reaped in %v", took)
+		if took >= grace {
+			t.Errorf("every process gone after %v, not before the %v grace period ended: a process missed SIGTERM; stderr: %s", took, grace, r.stderr)
+		}
+		if !strings.Contains(r.stderr.String(), "etcdlock exited") {
+			t.Errorf("stderr does not say why: %q", r.stderr)
+		}
+	})
 }
 
 // No fresh deadline arrives (the supervisor is frozen): the command gets
 // SIGTERM at the soft deadline and, as it ignores it, SIGKILL at the hard
 // one — though the grace period is longer.
 func TestDeadlinePassesWithoutRenewal(t *testing.T) {
-	const soft, hard = time.Second, 1500 * time.Millisecond
-	begin := time.Now()
-	r := start(t, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
-	pids := append(r.pids("pids", 3), r.pid)
-	code, at := r.exited(10 * time.Second)
-	assertDead(t, pids)
-	if code != exitcode.SignalBase+int(syscall.SIGKILL) {
-		t.Errorf("code %d, want %d (SIGKILL)", code, exitcode.SignalBase+int(syscall.SIGKILL))
-	}
-	took := at.Sub(begin)
-	t.Logf("soft deadline %v, hard %v: every process dead and reaped at %v", soft, hard, took)
-	if took < soft {
-		t.Errorf("stopped at %v, before the soft deadline %v", took, soft)
-	}
-	if !strings.Contains(r.stderr.String(), "no lease renewal") || !strings.Contains(r.stderr.String(), "SIGKILL") {
-		t.Errorf("stderr does not explain: %q", r.stderr)
+	eachContainment(t, func(t *testing.T, c Containment) {
+		const soft, hard = time.Second, 1500 * time.Millisecond
+		begin := time.Now()
+		r := start(t, c, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
+		pids := append(r.pids("pids", 3), r.command())
+		code, at := r.exited(10 * time.Second)
+		assertDead(t, pids)
+		if code != exitcode.SignalBase+int(syscall.SIGKILL) {
+			t.Errorf("code %d, want %d (SIGKILL)", code, exitcode.SignalBase+int(syscall.SIGKILL))
+		}
+		took := at.Sub(begin)
+		t.Logf("soft deadline %v, hard %v: every process dead and reaped at %v", soft, hard, took)
+		if took < soft {
+			t.Errorf("stopped at %v, before the soft deadline %v", took, soft)
+		}
+		if !strings.Contains(r.stderr.String(), "no lease renewal") || !strings.Contains(r.stderr.String(), "SIGKILL") {
+			t.Errorf("stderr does not explain: %q", r.stderr)
+		}
+	})
+}
+
+// The guardian is killed with SIGKILL and no supervisor acts on it: in a
+// PID namespace the kernel kills every process of the command, however it
+// left the command's group; in the process tree they run on (the control
+// that shows the check can fail: there the supervisor's Kill is what
+// stops them).
+func TestGuardianKilledAlone(t *testing.T) {
+	eachContainment(t, func(t *testing.T, c Containment) {
+		r := start(t, c, `trap '' TERM HUP INT; `+escapes+"wait", time.Hour, time.Hour, time.Hour)
+		pids := append(r.pids("pids", 3), r.command())
+		t.Cleanup(func() {
+			for _, p := range pids {
+				if syscall.Kill(p, syscall.SIGKILL) == nil {
+					var ws unix.WaitStatus
+					_, _ = unix.Wait4(p, &ws, 0, nil) // this process, a subreaper, inherited it
+				}
+			}
+		})
+		guardian := r.g.p.cmd.Process.Pid
+		if err := r.g.p.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// A guardian that is the first process of a namespace exits only
+		// once every process in it is gone. (Its stderr pipe, which the
+		// tree's survivors hold, keeps Events open.)
+		waitFor(t, "the guardian never exited", func() bool {
+			p, ok := readProc(guardian)
+			return !ok || p.zombie
+		})
+		var left []int
+		for _, p := range pids {
+			if alive(p) {
+				left = append(left, p)
+			}
+		}
+		switch {
+		case c == ContainNamespace && len(left) > 0:
+			t.Errorf("processes %v outlived the guardian of their PID namespace", left)
+		case c == ContainTree && len(left) == 0:
+			t.Errorf("every process died with the guardian in the process tree: the check cannot tell")
+		}
+	})
+}
+
+// The guardian is stopped (SIGSTOP) and nobody continues it: it continues
+// itself at the deadline and stops the command, which ignores SIGTERM, by
+// SIGKILL at the hard deadline. With its wake timer off (the control) the
+// command runs on while the guardian stays stopped.
+func TestStoppedGuardianStopsAtItsDeadline(t *testing.T) {
+	for _, wake := range []bool{true, false} {
+		t.Run(fmt.Sprintf("wake=%v", wake), func(t *testing.T) {
+			if !wake {
+				t.Setenv("GUARDIAN_TEST_NO_WAKE", "1")
+			}
+			const soft, hard = time.Second, 1500 * time.Millisecond
+			r := start(t, ContainAuto, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
+			pids := append(r.pids("pids", 3), r.command())
+			guardian := r.g.p.cmd.Process.Pid
+			if err := syscall.Kill(guardian, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(guardian, syscall.SIGCONT) })
+			if !wake {
+				time.Sleep(hard + time.Second) // the fault: stopped past both deadlines
+				var left []int
+				for _, p := range pids {
+					if alive(p) {
+						left = append(left, p)
+					}
+				}
+				if len(left) == 0 {
+					t.Errorf("the command died with the guardian stopped and its wake timer off: the check cannot tell")
+				}
+				return
+			}
+			code, _ := r.exited(10 * time.Second)
+			assertDead(t, pids)
+			if code != exitcode.SignalBase+int(syscall.SIGKILL) {
+				t.Errorf("code %d, want %d (SIGKILL); stderr: %s", code, exitcode.SignalBase+int(syscall.SIGKILL), r.stderr)
+			}
+		})
 	}
 }
 
@@ -277,7 +428,7 @@ func TestDeadlinePassesWithoutRenewal(t *testing.T) {
 func TestRenewedDeadlineKeepsTheCommand(t *testing.T) {
 	// Deadlines a second ahead, renewed every 50 ms, for a command that runs
 	// two seconds: only a stall of a second on this machine could end it.
-	r := start(t, `sleep 2; exit 4`, time.Hour, time.Second, 1500*time.Millisecond)
+	r := start(t, ContainAuto, `sleep 2; exit 4`, time.Hour, time.Second, 1500*time.Millisecond)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -303,22 +454,24 @@ func TestRenewedDeadlineKeepsTheCommand(t *testing.T) {
 
 func TestStopAndSignal(t *testing.T) {
 	t.Run("stop", func(t *testing.T) {
-		r := start(t, escapes+"wait", time.Hour, time.Hour, time.Hour)
-		pids := append(r.pids("pids", 3), r.pid)
-		if err := r.g.Stop("lock lost", time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		code, _ := r.exited(10 * time.Second)
-		assertDead(t, pids)
-		if code != exitcode.SignalBase+int(syscall.SIGTERM) {
-			t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
-		}
-		if !strings.Contains(r.stderr.String(), "lock lost: sent SIGTERM") {
-			t.Errorf("stderr: %q", r.stderr)
-		}
+		eachContainment(t, func(t *testing.T, c Containment) {
+			r := start(t, c, escapes+"wait", time.Hour, time.Hour, time.Hour)
+			pids := append(r.pids("pids", 3), r.command())
+			if err := r.g.Stop("lock lost", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			code, _ := r.exited(10 * time.Second)
+			assertDead(t, pids)
+			if code != exitcode.SignalBase+int(syscall.SIGTERM) {
+				t.Errorf("code %d, want %d", code, exitcode.SignalBase+int(syscall.SIGTERM))
+			}
+			if !strings.Contains(r.stderr.String(), "lock lost: sent SIGTERM") {
+				t.Errorf("stderr: %q", r.stderr)
+			}
+		})
 	})
 	t.Run("signal", func(t *testing.T) {
-		r := start(t, `trap 'exit 9' USR1; touch "$DIR/ready"; while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
+		r := start(t, ContainAuto, `trap 'exit 9' USR1; touch "$DIR/ready"; while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
 		waitFor(t, "the command never set its trap", func() bool {
 			_, err := os.Stat(filepath.Join(r.dir, "ready"))
 			return err == nil
@@ -460,7 +613,7 @@ func startSetsidChild(t *testing.T) (shell *os.Process, grand int) {
 // The command gets stdin, stdout and stderr, not the guardian's pipes, and
 // not the guardian's marker.
 func TestCommandInheritsNoPipes(t *testing.T) {
-	r := start(t, `readlink /proc/$$/fd/3 /proc/$$/fd/4 > "$DIR/fds"; env > "$DIR/env"`, time.Hour, time.Hour, time.Hour)
+	r := start(t, ContainAuto, `readlink /proc/$$/fd/3 /proc/$$/fd/4 > "$DIR/fds"; env > "$DIR/env"`, time.Hour, time.Hour, time.Hour)
 	r.exited(10 * time.Second)
 	if b, _ := os.ReadFile(filepath.Join(r.dir, "fds")); len(b) > 0 {
 		t.Errorf("the command holds descriptors 3 or 4: %s", b)
@@ -527,7 +680,7 @@ func TestWalkerFindsNewProcesses(t *testing.T) {
 // guardian started it: dash rewrites its mask as it forks (it blocks
 // every signal for a moment, and clears the mask after).
 func TestCommandGetsTerminalStops(t *testing.T) {
-	r := start(t, `exec grep -E '^Sig(Blk|Ign)' /proc/self/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
+	r := start(t, ContainAuto, `exec grep -E '^Sig(Blk|Ign)' /proc/self/status > "$DIR/sig"`, time.Hour, time.Hour, time.Hour)
 	r.exited(10 * time.Second)
 	b, err := os.ReadFile(filepath.Join(r.dir, "sig"))
 	if err != nil {

@@ -3,6 +3,7 @@
 package guardian
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -71,3 +72,30 @@ func startCall(f func()) {
 	defer ignoreTerminalStops()
 	f()
 }
+
+// errNoNamespaces is spawnInNamespace's error: these systems have no PID
+// namespaces.
+var errNoNamespaces = errors.New("PID namespaces are Linux-only")
+
+// namespaceAttrs lists no way: see errNoNamespaces.
+func namespaceAttrs() []*syscall.SysProcAttr { return nil }
+
+func namespaceRefused(error) bool { return false }
+
+func setNamespace(_, _ *syscall.SysProcAttr) {}
+
+// enterNamespace is never called: no guardian is the first process of a
+// PID namespace here.
+func enterNamespace() error { return errNoNamespaces }
+
+// handBack is never asked for: the guardian names the supervisor's group
+// itself here.
+func (p *process) handBack() {}
+
+// wakeTimer does nothing here: a guardian stopped together with etcdlock
+// stops the command only once continued (see Limits).
+type wakeTimer struct{}
+
+func newWakeTimer() wakeTimer { return wakeTimer{} }
+
+func (wakeTimer) at(int64) {}

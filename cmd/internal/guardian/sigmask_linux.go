@@ -42,7 +42,28 @@ func terminalCall(f func()) { withTerminalStops(unix.SIG_BLOCK, f) }
 // only when a goroutine locked to it exits; the guardian's only such
 // goroutine is the notes writer, which ends at Close, once every process
 // below the guardian is gone.
-func startCall(f func()) { withTerminalStops(unix.SIG_UNBLOCK, f) }
+//
+// The child also gets the forking thread's capabilities: the thread drops
+// the ambient one that a user namespace's /proc mount needed
+// (namespaceAttrs), so that the command runs without it.
+func startCall(f func()) {
+	withTerminalStops(unix.SIG_UNBLOCK, func() {
+		dropInheritedCaps()
+		f()
+	})
+}
+
+// dropInheritedCaps empties the calling thread's ambient and inheritable
+// capability sets, which an exec passes on.
+func dropInheritedCaps() {
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) == nil && data[0].Inheritable|data[1].Inheritable != 0 {
+		data[0].Inheritable, data[1].Inheritable = 0, 0
+		_ = unix.Capset(&hdr, &data[0])
+	}
+}
 
 // withTerminalStops runs f locked to one thread with SIGTTOU and SIGTTIN
 // blocked (how is SIG_BLOCK) or unblocked (SIG_UNBLOCK) on it, then

@@ -62,7 +62,7 @@ func runEcho(t *testing.T, g *Guardian) int {
 
 func TestSpawnedGuardianRunsTheCommandWhenGivenIt(t *testing.T) {
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	g, err := Spawn(Stdio{Stdout: stdout, Stderr: stderr})
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSpawnedGuardianRunsTheCommandWhenGivenIt(t *testing.T) {
 
 func TestSpawnedGuardianClosedWithoutACommandExitsQuietly(t *testing.T) {
 	stderr := &syncBuffer{}
-	g, err := Spawn(Stdio{Stderr: stderr})
+	g, err := Spawn(Stdio{Stderr: stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestSpawnedGuardianClosedWithoutACommandExitsQuietly(t *testing.T) {
 func TestGuardianBinaryBesideTheExecutableIsUsed(t *testing.T) {
 	path := sibling(t, "")
 	stdout := &syncBuffer{}
-	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestGuardianBinaryOfAnotherReleaseIsReplaced(t *testing.T) {
 	// Exits at once, as a guardian of another protocol does.
 	sibling(t, "#!/bin/sh\nexit 64\n")
 	stdout := &syncBuffer{}
-	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestGuardianRefusesAnotherProtocolSilently(t *testing.T) {
 func TestHangingGuardianBinaryIsReplaced(t *testing.T) {
 	sibling(t, "#!/bin/sh\nsleep 60\n")
 	stdout := &syncBuffer{}
-	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func liveInGroup(t *testing.T, pgid int) []int {
 // for the lock) is replaced when the command is due.
 func TestGuardianKilledBeforeItsCommandIsReplaced(t *testing.T) {
 	stdout := &syncBuffer{}
-	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr})
+	g, err := Spawn(Stdio{Stdout: stdout, Stderr: os.Stderr}, ContainAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
