@@ -19,12 +19,12 @@ func ForClient(client *clientv3.Client, log *zap.Logger) *Mux {
 	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
 		return pb.NewWatchClient(client.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
 	}
-	return New(open, readCreateRevisions(client), clock.Real(), log)
+	return New(open, readRevisions(client), clock.Real(), log)
 }
 
-// readCreateRevisions reads keys' create revisions in one transaction.
-func readCreateRevisions(kv clientv3.KV) ReadFunc {
-	return func(ctx context.Context, keys []string) (int64, []int64, error) {
+// readRevisions reads keys' revisions in one transaction.
+func readRevisions(kv clientv3.KV) ReadFunc {
+	return func(ctx context.Context, keys []string) (int64, []Revs, error) {
 		ops := make([]clientv3.Op, len(keys))
 		for i, k := range keys {
 			ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
@@ -33,10 +33,10 @@ func readCreateRevisions(kv clientv3.KV) ReadFunc {
 		if err != nil {
 			return 0, nil, err
 		}
-		revs := make([]int64, len(resp.Responses))
+		revs := make([]Revs, len(resp.Responses))
 		for i, r := range resp.Responses {
 			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-				revs[i] = kvs[0].CreateRevision
+				revs[i] = Revs{kvs[0].CreateRevision, kvs[0].ModRevision}
 			}
 		}
 		return resp.Header.Revision, revs, nil

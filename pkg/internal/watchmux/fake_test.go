@@ -187,6 +187,13 @@ func (s *fakeStream) deleted(c *pb.WatchCreateRequest, rev int64) {
 		{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: c.Key, ModRevision: rev}}}})
 }
 
+// put sends a put of c's key to c's watch.
+func (s *fakeStream) put(c *pb.WatchCreateRequest, rev int64) {
+	s.t.Helper()
+	s.reply(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: c.WatchId, Events: []*mvccpb.Event{
+		{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: c.Key, CreateRevision: 2, ModRevision: rev}}}})
+}
+
 // compacted is etcd's reply ending watch id because its start revision was
 // compacted.
 func compacted(id int64) *pb.WatchResponse {
@@ -220,9 +227,16 @@ type readCall struct {
 	reply chan readResult
 }
 
+// answer answers with keys of these create revisions, none written since.
 func (c *readCall) answer(rev int64, createRevs ...int64) {
-	c.reply <- readResult{rev: rev, createRevs: createRevs}
+	revs := make([]Revs, len(createRevs))
+	for i, r := range createRevs {
+		revs[i] = Revs{r, r}
+	}
+	c.answerRevs(rev, revs...)
 }
+
+func (c *readCall) answerRevs(rev int64, revs ...Revs) { c.reply <- readResult{rev: rev, revs: revs} }
 
 func (c *readCall) fail(err error) { c.reply <- readResult{err: err} }
 
@@ -251,7 +265,7 @@ func newHarness(t *testing.T) *harness {
 			return nil, ctx.Err()
 		}
 	}
-	read := func(ctx context.Context, keys []string) (int64, []int64, error) {
+	read := func(ctx context.Context, keys []string) (int64, []Revs, error) {
 		c := &readCall{keys: keys, ctx: ctx, reply: make(chan readResult, 1)}
 		select {
 		case h.reads <- c:
@@ -260,7 +274,7 @@ func newHarness(t *testing.T) *harness {
 		}
 		select {
 		case r := <-c.reply:
-			return r.rev, r.createRevs, r.err
+			return r.rev, r.revs, r.err
 		case <-ctx.Done():
 			return 0, nil, ctx.Err()
 		}

@@ -2,6 +2,7 @@ package watchmux
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -19,11 +20,18 @@ import (
 type OpenFunc func(ctx context.Context) (pb.Watch_WatchClient, error)
 
 // ReadFunc reads at most MaxReadKeys keys at one revision, linearizably. It
-// returns that revision and each key's create revision, 0 for a key that
-// does not exist, in the order of keys. It must return once ctx ends. An
-// error matching rpctypes.ErrPermissionDenied says that the stream's user
-// may not read one of the keys.
-type ReadFunc func(ctx context.Context, keys []string) (rev int64, createRevs []int64, err error)
+// returns that revision and each key's revisions, zero for a key that does
+// not exist, in the order of keys. It must return once ctx ends. An error
+// matching rpctypes.ErrPermissionDenied says that the stream's user may not
+// read one of the keys.
+type ReadFunc func(ctx context.Context, keys []string) (rev int64, revs []Revs, err error)
+
+// Revs are a key's create and mod revisions.
+type Revs struct{ Create, Mod int64 }
+
+// ErrModified is what a WatchHeld watch fires with when its key was
+// written again.
+var ErrModified = errors.New("watchmux: key written again")
 
 // MaxReadKeys is the most keys one ReadFunc call is given: etcd's default
 // limit of operations in one transaction (--max-txn-ops).
@@ -97,7 +105,7 @@ type Watch struct {
 	end       string // the range end of a WatchRange; "" for one key
 	rev       int64  // watch from this revision on (0: from now); moved on by a re-read
 	createRev int64  // WatchKey: the key's create revision; 0 for WatchRange
-	puts      bool   // report puts too, not only deletions
+	puts      bool   // report puts too, not only deletions (WatchRange, WatchHeld)
 	prevKV    bool   // events carry the previous version
 	due       time.Time
 	fire      func(error)
@@ -137,6 +145,17 @@ func New(open OpenFunc, read ReadFunc, clk clock.Clock, log *zap.Logger) *Mux {
 // the key. It runs on one of the Mux's goroutines and must not block.
 func (m *Mux) WatchKey(key string, rev, createRev int64, after time.Duration, fire func(error)) *Watch {
 	w := &Watch{key: key, rev: rev, createRev: createRev, fire: fire, state: stateQueued}
+	if after > 0 {
+		w.state, w.due = stateDelayed, m.clk.Now().Add(after)
+	}
+	return m.add(w)
+}
+
+// WatchHeld is WatchKey for a key not written since it was created, which
+// also fires, with ErrModified, once the key is written again: a put seen
+// by the watch, or a re-read that finds its mod revision moved on.
+func (m *Mux) WatchHeld(key string, rev, createRev int64, after time.Duration, fire func(error)) *Watch {
+	w := &Watch{key: key, rev: rev, createRev: createRev, puts: true, fire: fire, state: stateQueued}
 	if after > 0 {
 		w.state, w.due = stateDelayed, m.clk.Now().Add(after)
 	}

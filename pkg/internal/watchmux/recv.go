@@ -147,7 +147,11 @@ func (m *Mux) handleEvents(resp *pb.WatchResponse) func() {
 		if ev.Type == mvccpb.DELETE || w.puts {
 			m.drop(w)
 			fire := w.fire
-			return func() { fire(nil) }
+			var err error
+			if ev.Type == mvccpb.PUT && w.createRev > 0 {
+				err = ErrModified // WatchHeld
+			}
+			return func() { fire(err) }
 		}
 	}
 	return nil

@@ -27,9 +27,9 @@ type reading struct {
 }
 
 type readResult struct {
-	rev        int64
-	createRevs []int64
-	err        error
+	rev  int64
+	revs []Revs
+	err  error
 }
 
 // startRead starts re-reading the keys of the first MaxReadKeys watches
@@ -59,7 +59,7 @@ func (m *Mux) startRead(ctx context.Context, now time.Time) *reading {
 		defer cancel()
 		rev, revs, err := m.read(rctx, keys)
 		if err == nil && len(revs) != len(keys) {
-			err = fmt.Errorf("read %d keys, got %d create revisions", len(keys), len(revs))
+			err = fmt.Errorf("read %d keys, got the revisions of %d", len(keys), len(revs))
 		}
 		rd.done <- readResult{rev, revs, err}
 	}()
@@ -68,7 +68,8 @@ func (m *Mux) startRead(ctx context.Context, now time.Time) *reading {
 
 // finishRead applies a re-read's result: a key still there with the same
 // create revision means no delete was missed, and its watch is created
-// again from after the read; a key gone or re-created fires. A refused
+// again from after the read; a key gone or re-created fires, and so does,
+// with ErrModified, a WatchHeld key written again. A refused
 // read is split into reads of one key each, and a refused one-key read
 // fires its watch with a *RefusedError. After another failure the watches
 // wait for the next re-read. It reports false for that failure.
@@ -89,10 +90,14 @@ func (m *Mux) finishRead(rd *reading, res readResult) bool {
 		case res.err != nil:
 			w.state, w.alone = stateReread, refused
 			back = append(back, w)
-		case res.createRevs[i] != w.createRev:
+		case res.revs[i].Create != w.createRev:
 			delete(m.watches, w.id)
 			w.state = stateDone
 			fire = append(fire, func() { w.fire(nil) })
+		case w.puts && res.revs[i].Mod != w.createRev:
+			delete(m.watches, w.id)
+			w.state = stateDone
+			fire = append(fire, func() { w.fire(ErrModified) })
 		default:
 			w.rev, w.state, w.alone = res.rev+1, stateQueued, false
 			m.queue = append(m.queue, w)
