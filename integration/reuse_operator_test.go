@@ -133,7 +133,7 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 	act := opAction{kind: "delete", key: g.key, call: call}
 	if brk {
 		act.kind = "break"
-		h, err := lock.Break(octx, r.obs, g.name, g.real, lock.WithPrefix(r.prefix))
+		h, _, err := lock.Break(octx, r.obs, g.name, g.real, lock.WithPrefix(r.prefix), lock.WithForce())
 		switch {
 		case h.Key != "":
 			// Deleted (a failed revoke only leaves the lease to expire).

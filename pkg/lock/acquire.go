@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
@@ -249,20 +251,24 @@ func (s *Session) watchKey(l *Lock, created int64) {
 	if l.state != stateAcquiring {
 		return
 	}
-	l.watch = s.mux.WatchKey(l.key, created+1, created, ownWatchDelay, l.keyGone)
+	l.watch = s.mux.WatchHeld(l.key, created+1, created, ownWatchDelay, l.keyGone)
 	if h := l.set(); h != nil {
 		h.watch(s, l, created)
 	}
 }
 
 // keyGone is the watch callback of l's keys: err is nil when the key was
-// deleted, else why etcd refused the watch.
+// deleted, watchmux.ErrModified when someone else wrote it (a break
+// request: see Break), else why etcd refused the watch.
 func (l *Lock) keyGone(err error) {
-	if err != nil {
+	switch {
+	case err == nil:
+		l.lose(ErrKeyDeleted, nil)
+	case errors.Is(err, watchmux.ErrModified):
+		l.lose(ErrBreakRequested, nil)
+	default:
 		l.lose(ErrWatchRefused, err)
-		return
 	}
-	l.lose(ErrKeyDeleted, nil)
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.

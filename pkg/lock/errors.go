@@ -53,6 +53,10 @@ var (
 	// ErrKeyDeleted: the lock's key was deleted by someone else (the lock
 	// was broken, or etcd expired the lease).
 	ErrKeyDeleted = errors.New("lock: key deleted")
+	// ErrBreakRequested: the lock's key was written by someone else, as
+	// Break does to ask its holder to stop. The key stays until Release
+	// (or Session.Close) deletes it.
+	ErrBreakRequested = errors.New("lock: break requested")
 	// ErrWatchRefused: etcd refused to watch the lock's key (a holder is
 	// then lost: it could not learn of the key's deletion) or a waiter's
 	// predecessor (its Acquire fails), because the session's etcd user
@@ -107,7 +111,8 @@ func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
 
 // LostError says why a session or lock stopped being valid. It wraps Kind
 // (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseExpired,
-// ErrKeyDeleted, ErrWatchRefused, or a session's LostError for a lock) and
+// ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused, or a session's
+// LostError for a lock) and
 // Detail (the last etcd error seen, if any).
 type LostError struct {
 	Kind   error

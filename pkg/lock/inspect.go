@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -197,62 +196,6 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// Break removes a holder of name (for a read-write lock, one of its
-// readers) if its token is still token: its key is
-// deleted with a compare-and-delete and its lease revoked, which ends every
-// lock held under that lease. It returns the broken holder, or ErrNotHeld
-// if no key of name has that token (it was released, expired or already
-// broken) and ErrNotOwner if that key exists but is a waiter, not the
-// holder. Breaking by token means two operators cannot break a newer holder
-// by accident. Break's options are WithPrefix and WithCleanupTimeout; a
-// nil or invalid one fails with ErrInvalidOption.
-func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...BreakOption) (Contender, error) {
-	if err := validateClient(client); err != nil {
-		return Contender{}, err
-	}
-	if err := ValidateName(name); err != nil {
-		return Contender{}, err
-	}
-	if !token.IsValid() {
-		return Contender{}, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
-	}
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return Contender{}, err
-	}
-	st, err := readStatus(ctx, client, cfg.prefix, name)
-	if err != nil {
-		return Contender{}, err
-	}
-	i := slices.IndexFunc(st.Holders, func(h Contender) bool { return h.Token == token })
-	if i < 0 {
-		for _, w := range st.Waiters {
-			if w.Token == token {
-				return Contender{}, fmt.Errorf("%w: token %s of %q is a waiter, not the holder", ErrNotOwner, token, name)
-			}
-		}
-		return Contender{}, fmt.Errorf("%w: no holder of %q has token %s", ErrNotHeld, name, token)
-	}
-	h := st.Holders[i]
-	key := h.Key
-	if h.SlotKey != "" {
-		key = h.SlotKey // the contender key goes with the lease
-	}
-	ok, err := compareAndDelete(ctx, client, key, int64(token))
-	if err != nil {
-		return Contender{}, fmt.Errorf("lock: break %q: %w", name, err)
-	}
-	if !ok {
-		return Contender{}, fmt.Errorf("%w: holder of %q with token %s went away", ErrNotHeld, name, token)
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
-	defer cancel()
-	if _, err := client.Revoke(rctx, h.LeaseID); err != nil && !isLeaseNotFound(err) {
-		return h, fmt.Errorf("lock: break %q: key deleted but lease revoke failed: %w", name, err)
-	}
-	return h, nil
 }
 
 // add appends c, the next contender in create-revision order, to the

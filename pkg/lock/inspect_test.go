@@ -37,16 +37,16 @@ func TestInspectListBreak(t *testing.T) {
 		t.Fatalf("List = %+v, %v", all, err)
 	}
 
-	if _, err := lock.Break(ctx, cli, "job", la.Token()+1000, pfx); !errors.Is(err, lock.ErrNotHeld) {
+	if _, _, err := lock.Break(ctx, cli, "job", la.Token()+1000, pfx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Break with a wrong token = %v, want ErrNotHeld", err)
 	}
-	if _, err := lock.Break(ctx, cli, "job", st.Waiters[0].Token, pfx); !errors.Is(err, lock.ErrNotOwner) {
+	if _, _, err := lock.Break(ctx, cli, "job", st.Waiters[0].Token, pfx); !errors.Is(err, lock.ErrNotOwner) {
 		t.Errorf("Break of a waiter's token = %v, want ErrNotOwner", err)
 	}
-	if _, err := lock.Break(ctx, cli, "job", fencing.Token(0), pfx); !errors.Is(err, fencing.ErrInvalidToken) {
+	if _, _, err := lock.Break(ctx, cli, "job", fencing.Token(0), pfx); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("Break with token 0 = %v", err)
 	}
-	broken, err := lock.Break(ctx, cli, "job", la.Token(), pfx)
+	broken, _, err := lock.Break(ctx, cli, "job", la.Token(), pfx, lock.WithForce())
 	if err != nil || broken.Owner != "alice" {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
@@ -63,7 +63,7 @@ func TestInspectListBreak(t *testing.T) {
 	if st, err := lock.Inspect(ctx, cli, "job", pfx); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.l.Token() {
 		t.Fatalf("after the break: Inspect = %+v, %v; want bob holding with token %v", st, err, lb.l.Token())
 	}
-	if _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
+	if _, _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Break with the old token = %v, want ErrNotHeld (must not break bob)", err)
 	}
 }

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -240,7 +241,10 @@ func (l *Lock) finish(state State, err error) bool {
 	ws := []*watchmux.Watch{l.watch}
 	l.watch = nil
 	if l.kind != nil {
-		ws = append(ws, l.kind.end(state == StateReleased && !l.s.abandoned.Load())...)
+		// A holder asked to stop by Break that releases ends cleanly: it
+		// stopped before it released.
+		clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
+		ws = append(ws, l.kind.end(clean && !l.s.abandoned.Load())...)
 	}
 	acquiring := l.acquiring
 	l.mu.Unlock()

@@ -30,7 +30,7 @@ func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
 			case "abandon":
 				s1.Abandon()
 			case "break":
-				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
+				if _, _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
 					t.Fatal(err)
 				}
 			case "release":

@@ -72,7 +72,7 @@ func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
 			case "operator-delete":
 				deleteAndLose(t, cli, l1)
 			case "break":
-				if _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t))); err != nil {
+				if _, _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
 					t.Fatal(err)
 				}
 				waitLost(t, l1, nil, 20*time.Second, "it was broken")

@@ -22,7 +22,7 @@ type Metrics interface {
 	// stops being active: lost is nil for a release (Release,
 	// Session.Close or Abandon), else the *LostError saying why
 	// (errors.Is it with ErrDeadlinePassed, ErrLeaseExpired,
-	// ErrKeyDeleted, ErrWatchRefused).
+	// ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused).
 	Ended(held time.Duration, lost error)
 	// LeaseRenewed is called after every renewal attempt of the
 	// session's lease with its latency and error (nil on success).
@@ -58,7 +58,8 @@ func (nopMetrics) LeaseRenewed(time.Duration, error) {}
 
 // LossReason names the cause of a loss for a metric label: "deadline"
 // (ErrDeadlinePassed), "lease_expired" (ErrLeaseExpired), "key_deleted"
-// (ErrKeyDeleted), "watch_refused" (ErrWatchRefused), else "other".
+// (ErrKeyDeleted), "break_requested" (ErrBreakRequested), "watch_refused"
+// (ErrWatchRefused), else "other".
 func LossReason(lost error) string {
 	switch {
 	case errors.Is(lost, ErrDeadlinePassed):
@@ -67,6 +68,8 @@ func LossReason(lost error) string {
 		return "lease_expired"
 	case errors.Is(lost, ErrKeyDeleted):
 		return "key_deleted"
+	case errors.Is(lost, ErrBreakRequested):
+		return "break_requested"
 	case errors.Is(lost, ErrWatchRefused):
 		return "watch_refused"
 	}

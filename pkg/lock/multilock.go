@@ -77,7 +77,7 @@ func (h *setHold) deleteOps(l *Lock) []clientv3.Op {
 // created, at which the set's write created them. l.mu must be held.
 func (h *setHold) watch(s *Session, l *Lock, created int64) {
 	for i := range h.more {
-		h.more[i].watch = s.mux.WatchKey(h.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
+		h.more[i].watch = s.mux.WatchHeld(h.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
 	}
 }
 

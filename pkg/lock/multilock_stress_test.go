@@ -71,7 +71,7 @@ func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
 	if st.Holder == nil {
 		return
 	}
-	_, err = lock.Break(ctx, cli, "a", st.Holder.Token, lock.WithPrefix(prefix(t)))
+	_, _, err = lock.Break(ctx, cli, "a", st.Holder.Token, lock.WithPrefix(prefix(t)))
 	if !errors.Is(err, lock.ErrNotOwner) {
 		t.Errorf("Break(a) of a set still waiting for b = %v, want ErrNotOwner", err)
 	}

@@ -107,6 +107,8 @@ type config struct {
 	renewHook      func(latency time.Duration, err error)
 	metrics        Metrics
 	acquire        acquireConfig // a session's defaults for its acquisitions
+	breakWait      time.Duration // Break: WithBreakWait; 0 is the holder's TTL
+	force          bool          // Break: WithForce
 	origin         origin        // this process, for the records it writes
 }
 

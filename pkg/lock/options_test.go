@@ -49,6 +49,8 @@ func TestOptionTypesMatchTheirDocs(t *testing.T) {
 		"WithLimit":          lock.WithLimit(2),
 		"WithShared":         lock.WithShared(),
 		"WithWaitHook":       lock.WithWaitHook(func() {}),
+		"WithBreakWait":      lock.WithBreakWait(time.Second),
+		"WithForce":          lock.WithForce(),
 	}
 	docs := constructorDocs(t)
 	for name := range docs {
@@ -123,7 +125,7 @@ func TestNilOptionIsRejected(t *testing.T) {
 			return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, nil)
 		},
 		"ValidateReadOptions":    func() error { return lock.ValidateReadOptions(nil) },
-		"Break":                  func() error { _, err := lock.Break(ctx, cli, "n", fencing.Token(1), nil); return err },
+		"Break":                  func() error { _, _, err := lock.Break(ctx, cli, "n", fencing.Token(1), nil); return err },
 		"Acquire":                func() error { _, err := s.Acquire(ctx, "n", nil); return err },
 		"TryAcquire":             func() error { _, err := s.TryAcquire(ctx, "n", nil); return err },
 		"AcquireAll":             func() error { _, err := s.AcquireAll(ctx, []string{"n"}, nil); return err },
@@ -188,7 +190,7 @@ func TestNilClientIsRejected(t *testing.T) {
 		"NewDetached": func() error { _, err := lock.NewDetached(nil); return err },
 		"Inspect":     func() error { _, err := lock.Inspect(ctx, nil, "n"); return err },
 		"List":        func() error { _, err := lock.List(ctx, nil, ""); return err },
-		"Break":       func() error { _, err := lock.Break(ctx, nil, "n", fencing.Token(1)); return err },
+		"Break":       func() error { _, _, err := lock.Break(ctx, nil, "n", fencing.Token(1)); return err },
 		"Follow":      func() error { return lock.Follow(ctx, nil, "n", func(lock.Status) bool { return false }) },
 	} {
 		t.Run(name, func(t *testing.T) {

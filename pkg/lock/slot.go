@@ -395,5 +395,5 @@ func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}
-	h.watch = s.mux.WatchKey(h.key, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
+	h.watch = s.mux.WatchHeld(h.key, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }

@@ -422,7 +422,7 @@ func TestStressSemaphoreInspectLeakedSlotBreak(t *testing.T) {
 	if len(st.Holders) != 1 || st.Holders[0].Token != l2.Token() || st.Holders[0].Slot != l2.Slot() {
 		t.Errorf("Inspect holders %+v; the one holder has slot %d token %v", st.Holders, l2.Slot(), l2.Token())
 	}
-	if _, err := lock.Break(ctx, cli, "pool", l2.Token(), lock.WithPrefix(prefix(t))); err != nil {
+	if _, _, err := lock.Break(ctx, cli, "pool", l2.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
 		t.Errorf("Break of the holder by its token: %v", err)
 	}
 }

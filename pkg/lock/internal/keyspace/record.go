@@ -31,6 +31,9 @@ type Record struct {
 	// ended uncleanly waits at least this long, even if its own delay is
 	// shorter.
 	LockDelay time.Duration `json:"lockDelay,omitempty"`
+	// BreakRequested is when Break asked the holder to release (on the
+	// breaker's clock); zero unless it did.
+	BreakRequested time.Time `json:"breakRequested,omitzero"`
 }
 
 // Encode is r as a key's value.
