@@ -96,11 +96,14 @@ clean:
 	rm -rf bin dist
 
 ## chaos: long randomized runs, each part ending with a totals table: the
-## fault suite (CHAOS_RUNS, CHAOS_SEED) and the session-reuse checker
+## fault suite (CHAOS_RUNS, CHAOS_SEED), the session-reuse checker
 ## (REUSE_RUNS, REUSE_SEED, REUSE_DURATION per run; REUSE_REPORT_ONLY=1
-## reports violations without failing).
+## reports violations without failing) and etcdlock break's handovers on
+## trees of 3, 200 and 1,000 processes and a fork-and-exit hopper
+## (BREAK_RUNS trials each).
 CHAOS_RUNS ?= 200
 REUSE_RUNS ?= 30
+BREAK_RUNS ?= 10
 chaos:
-	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) REUSE_RUNS=$(REUSE_RUNS) REUSE_SEED=$(REUSE_SEED) REUSE_DURATION=$(REUSE_DURATION) \
+	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) REUSE_RUNS=$(REUSE_RUNS) REUSE_SEED=$(REUSE_SEED) REUSE_DURATION=$(REUSE_DURATION) BREAK_RUNS=$(BREAK_RUNS) \
 	  $(GO) test -count=1 -timeout 4h -run '^(TestChaos.*|TestReuseLong)$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'

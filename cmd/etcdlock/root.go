@@ -105,7 +105,12 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	// (which its callers may ignore) or cobra's (help, completion
 	// scripts, whose error would otherwise read as a configuration
 	// error); one that a command already explained keeps its words.
-	if werr := g.printer.out.err; werr != nil && (err == nil || errors.Is(err, werr) && !errors.As(err, new(*exitErr))) {
+	if werr := g.printer.out.err; werr != nil && (err == nil || err == g.printer.notWritten() || errors.Is(err, werr) && !errors.As(err, new(*exitErr))) {
+		// A reader that closed the pipe (`| head`) wanted no more: not a
+		// failure, as for the shell's own commands.
+		if errors.Is(werr, syscall.EPIPE) {
+			return exitcode.OK, 0, false
+		}
 		err = g.printer.notWritten()
 	}
 	if err == nil {
@@ -436,12 +441,17 @@ func (g *globalOptions) checkTLSFiles() error {
 // request connects to etcd and calls fn with the client and a context
 // bounded by --request-timeout, for commands that make a few requests.
 func (g *globalOptions) request(ctx context.Context, fn func(ctx context.Context, cli *clientv3.Client) error) error {
+	return g.requestFor(ctx, g.requestTimeout, fn)
+}
+
+// requestFor is request bounded by d instead: for one that may also wait.
+func (g *globalOptions) requestFor(ctx context.Context, d time.Duration, fn func(ctx context.Context, cli *clientv3.Client) error) error {
 	cli, err := g.client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	rctx, cancel := g.requestCtx(ctx)
+	rctx, cancel := g.requestCtxFor(ctx, d)
 	defer cancel()
 	return fn(rctx, cli)
 }

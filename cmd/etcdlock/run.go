@@ -97,20 +97,25 @@ line. Several NAMEs take neither --try, --limit nor --shared.
 
 COMMAND never outlives the lock. It runs below a guardian ("etcdlock
 guardian" in ps: etcdlock-guardian if installed beside etcdlock, else
-etcdlock itself, re-executed) that keeps every process COMMAND starts,
-including ones that call setsid or double-fork, and stops them all:
+etcdlock itself, re-executed), by default (--containment auto) in a PID
+namespace of which the guardian is pid 1 (on Linux; as another user than
+root, through a user namespace that maps only that user), so that every
+process COMMAND starts, including ones that call setsid or double-fork,
+dies when the guardian dies, however it dies. The guardian stops them all:
   - when COMMAND exits: whatever it left running is stopped (and reported)
     before the lock is released;
-  - when the lock is lost (the lease could not be renewed in time, or the lock
-    was broken): etcdlock then exits 79;
+  - when the lock is lost (the lease could not be renewed in time, its key
+    was deleted) or etcdlock break asks: etcdlock then exits 79;
   - when etcdlock dies (kill -9, OOM killer): at once;
-  - when etcdlock is frozen (SIGSTOP, a debugger): at the last lease deadline
-    it was told.
-The two watch each other: if the guardian is killed, or does not acknowledge
-a stop within a second (it is frozen or hung), etcdlock, a subreaper too,
-kills it and every process of COMMAND itself, then exits (79 if the lock was
-lost). A process that changed its user id (setuid programs such as sudo)
-cannot be signalled by either; work handed to a daemon that was already
+  - when etcdlock is frozen (SIGSTOP, a debugger), or both are: at the last
+    lease deadline it was told (a kernel timer continues a stopped guardian).
+If the guardian is killed, its namespace dies with it; if it does not
+acknowledge a stop within a second (it is frozen or hung), etcdlock kills
+it. In the namespace COMMAND cannot see or signal processes outside it,
+and a setuid program (sudo) gains no privilege unless etcdlock runs as
+root; --containment process-tree keeps COMMAND in etcdlock's process tree
+instead (a child subreaper: etcdlock and its guardian each stop COMMAND if
+the other dies, not if both do). Work handed to a daemon that was already
 running (tmux new-session -d, systemd-run) is not COMMAND's and escapes by
 design.
 Stopping sends --kill-signal to every process and SIGKILL after --kill-grace,
@@ -256,6 +261,16 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
 	code, sig, err := superviseCommand(g, gd, l, s, argv, o, killSig, sigc)
+	if errors.Is(err, lock.ErrBreakRequested) {
+		// Every process of the command is gone: release now. The key
+		// may be on a lease of its own (break fenced the run), which the
+		// session's end would not take with it.
+		rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+		if rerr := l.Release(rctx); rerr != nil {
+			g.printer.Note("release of %s after the break request failed: %v", lockNames(l.Names()), rerr)
+		}
+		cancel()
+	}
 	if err != nil {
 		return err
 	}

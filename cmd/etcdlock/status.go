@@ -39,11 +39,9 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
 			return err
 		}
-		v.Holders = viewsOf(st.Holders)
+		v.Holders = make([]contenderView, len(st.Holders))
 		for i, c := range st.Holders {
-			if ttl, err := cli.TimeToLive(ctx, c.LeaseID); err == nil {
-				v.Holders[i].LeaseTTL = ttl.TTL
-			}
+			v.Holders[i] = holderView(ctx, cli, c)
 		}
 		if len(v.Holders) > 0 {
 			v.Holder = &v.Holders[0]

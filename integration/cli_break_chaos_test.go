@@ -1,0 +1,172 @@
+//go:build linux
+
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+)
+
+// breakShapes are the process trees TestChaosCLIBreak breaks: every
+// process ignores SIGTERM (so SIGKILL ends it when --kill-grace does), and
+// each script touches $D/ready once its tree is up.
+var breakShapes = []struct{ name, script string }{
+	{"3 leftovers", leaveBehind + `touch "$D/ready"; wait`},
+	{"200 setsid sleepers", sleepers(200)},
+	{"1000 setsid sleepers", sleepers(1000)},
+	{"fork-and-exit hopper", `setsid perl -e '$SIG{TERM}="IGNORE"; while (1) { exit 0 if fork }' & touch "$D/ready"; wait`},
+}
+
+func sleepers(n int) string {
+	return `i=0; while [ $i -lt ` + strconv.Itoa(n) + ` ]; do setsid sh -c "trap '' TERM; exec sleep 1000" & i=$((i+1)); done; touch "$D/ready"; wait`
+}
+
+// TestChaosCLIBreak measures, over BREAK_RUNS trials per shape, how
+// etcdlock break hands a name over: by default (the holder is asked, stops
+// everything, releases) no process of the broken holder may be alive when
+// the next holder gets the name; with --force (the key deleted at once)
+// the table shows how many still were. It ends with a table: per shape
+// and mode, the overlaps, the most processes alive at a handover, and the
+// time from the last one's death to the handover (negative: an overlap).
+func TestChaosCLIBreak(t *testing.T) {
+	runs, _ := longRuns(t, "BREAK")
+	began := time.Now()
+	type result struct {
+		overlaps, maxAlive int
+		gaps               []time.Duration
+	}
+	results := map[string]*result{}
+	var order []string
+	for _, shape := range breakShapes {
+		for _, mode := range []string{"ask", "force"} {
+			key := shape.name + ", " + mode
+			order = append(order, key)
+			res := &result{}
+			results[key] = res
+			for i := range runs {
+				t.Run(fmt.Sprintf("%s/%s/%d", strings.ReplaceAll(shape.name, " ", "_"), mode, i), func(t *testing.T) {
+					alive, gap := breakTrial(t, shape.script, mode == "force")
+					res.maxAlive = max(res.maxAlive, alive)
+					res.gaps = append(res.gaps, gap)
+					if alive > 0 || gap < 0 {
+						res.overlaps++
+						if mode == "ask" {
+							t.Errorf("the next holder got the name with %d processes of the broken holder alive, %v before the last died", alive, -gap)
+						}
+					}
+				})
+			}
+		}
+	}
+	tab := newTotalsTable("break totals", runs*len(order), 0, time.Since(began))
+	for _, key := range order {
+		r := results[key]
+		slices.Sort(r.gaps)
+		if len(r.gaps) == 0 {
+			continue
+		}
+		tab.row(key, fmt.Sprintf("%d of %d overlapped, up to %d processes alive; last death → handover min %v, median %v, max %v",
+			r.overlaps, len(r.gaps), r.maxAlive, r.gaps[0].Round(time.Millisecond), r.gaps[len(r.gaps)/2].Round(time.Millisecond), r.gaps[len(r.gaps)-1].Round(time.Millisecond)))
+	}
+	t.Log("\n" + tab.String())
+}
+
+// breakTrial holds job with script, breaks it (with --force if force)
+// while a second holder waits, and returns how many of the first
+// holder's processes were alive when the second got the name, and the
+// time from the last one's death to then.
+func breakTrial(t *testing.T, script string, force bool) (alive int, gap time.Duration) {
+	mark := fmt.Sprintf("ETCDLOCK_TEST_MARK=%d", time.Now().UnixNano())
+	ep := shared.Endpoints()[0]
+	dir := t.TempDir()
+	// Exported by the command, so that etcdlock and its guardian do not
+	// have it.
+	holder := cliCommand(t, ep, []string{"D=" + dir}, "run", "job", "--kill-grace", "300ms", "--shell", "--", "export "+mark+"; "+script)
+	holder.WaitDelay = 5 * time.Second
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "ready"))
+		return err == nil
+	}, "the holder's processes did not start")
+	g := &guarded{cmd: holder, stderr: &lockedBuffer{}, dir: dir}
+	next := nextHolder(t, g)
+	// The last death, as a poller sees it every few milliseconds: the
+	// first of three scans in a row that find none (one scan can miss a
+	// hopper, which forks between the listing of /proc and its reads).
+	var lastDeath atomic.Int64
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		var first time.Time
+		for zeros := 0; zeros < 3; {
+			now := time.Now()
+			if marked(mark) > 0 {
+				zeros = 0
+			} else if zeros++; zeros == 1 {
+				first = now
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		lastDeath.Store(first.UnixNano())
+	}()
+	args := []string{"break", "job", "--token", tokenOf(t, ep)}
+	if force {
+		args = append(args, "--force")
+	}
+	if r := cli(t, ep, nil, args...); r.code != 0 {
+		t.Fatalf("break: exit %d, stderr %q", r.code, r.stderr)
+	}
+	h := <-next
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	alive = max(marked(mark), marked(mark))
+	select {
+	case <-polled:
+	case <-time.After(time.Minute):
+		t.Fatal("the broken holder's processes did not die")
+	}
+	close(stop)
+	if d := lastDeath.Load(); d != 0 {
+		gap = h.at.Sub(time.Unix(0, d))
+	} else {
+		gap = h.at.Sub(time.Now()) // died after the handover: an overlap
+	}
+	return alive, gap
+}
+
+// marked counts the live processes whose environment holds mark (the
+// variable every process of a trial's command inherits).
+func marked(mark string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || isZombie(pid) {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(b, []byte(mark+"\x00")) {
+			n++
+		}
+	}
+	return n
+}
