@@ -350,3 +350,24 @@ func TestCLITerminalBackgroundJobStoppedByReadEndsOnKill(t *testing.T) {
 	term.send("exit\n")
 	_ = term.exitCode()
 }
+
+// acquire's assignments, for eval from a pipe, quote a value exactly; on a
+// terminal, read by a person, a control character is shown escaped, as
+// status shows it, never sent to the terminal.
+func TestCLIAcquireEscapesOnATerminal(t *testing.T) {
+	t.Parallel()
+	ep := shared.Endpoints()[0]
+	owner := "o\x1b[2J"
+	piped := cli(t, ep, nil, "acquire", "piped", "--owner", owner)
+	if piped.code != 0 || !strings.Contains(piped.stdout, "ETCDLOCK_OWNER='"+owner+"'\n") {
+		t.Errorf("acquire into a pipe: %d %q; want the owner quoted exactly, for eval", piped.code, piped.stdout)
+	}
+	term := onTerminal(t, cliCommand(t, ep, nil, "acquire", "shown", "--owner", owner))
+	if code := term.exitCode(); code != 0 {
+		t.Fatalf("acquire on a terminal: exit %d\n%q", code, term.out)
+	}
+	<-term.done
+	if out := term.out.String(); strings.Contains(out, "\x1b") || !strings.Contains(out, `ETCDLOCK_OWNER="o\x1b[2J"`) {
+		t.Errorf("acquire on a terminal printed %q; want the owner escaped", out)
+	}
+}

@@ -10,18 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/pkg/election"
+	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 type leaderOptions struct{ watch bool }
-
-// leaderView is shaped as status's JSON: the leader is the holder, null
-// when there is none.
-type leaderView struct {
-	Name   string         `json:"name"`
-	Holder *contenderView `json:"holder"`
-}
 
 func newLeaderCommand(g *globalOptions) *cobra.Command {
 	o := &leaderOptions{}
@@ -31,7 +24,7 @@ func newLeaderCommand(g *globalOptions) *cobra.Command {
 		Long: `Print the identity and token of NAME's current leader, or "none". With
 --watch, print again on every change until interrupted (changes are learned by
 watch, not by polling), or until a change cannot be written (its reader gone:
-exit 1 at the next change). The first line comes within --request-timeout, or
+exit 0 at the next change). The first line comes within --request-timeout, or
 the command fails as etcd unreachable (exit 69); after it, the watch waits out
 etcd's absences.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -48,15 +41,16 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		return usageErr("%v", err)
 	}
 	if !o.watch {
-		var l election.Leader
-		err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-			l, err = election.GetLeader(ctx, cli, name, lock.WithPrefix(g.prefix))
+		var v leaderView
+		err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+			st, err := lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix))
+			v = leaderOf(ctx, cli, st)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		return printLeader(g, name, l)
+		return printLeader(g, v)
 	}
 	cli, err := g.client()
 	if err != nil {
@@ -67,21 +61,41 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	// signal, as status does.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	leaders, err := election.Observe(ctx, cli, name, lock.WithPrefix(g.prefix))
-	if err != nil {
-		return err
-	}
+	leaders := make(chan leaderView)
+	followed := make(chan error, 1)
+	go func() {
+		defer close(leaders)
+		var last *leaderView
+		followed <- lock.Follow(ctx, cli, name, func(st lock.Status) bool {
+			v := leaderOf(ctx, cli, st)
+			if last != nil && last.token() == v.token() {
+				return true // another holder change than the leader's
+			}
+			select {
+			case leaders <- v:
+				last = &v
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}, lock.WithPrefix(g.prefix))
+	}()
+	defer func() {
+		stop()
+		for range leaders { // until Follow has returned
+		}
+	}()
 	// The first state, as without --watch, comes within --request-timeout
 	// or the watch fails as an unreachable etcd; then the watch waits for
 	// changes however long etcd is away.
 	rctx, cancel := g.requestCtx(ctx)
 	select {
-	case l, ok := <-leaders:
+	case v, ok := <-leaders:
 		cancel()
 		if !ok {
-			return nil // interrupted
+			return <-followed // interrupted, or a bad name or prefix
 		}
-		if err := printLeader(g, name, l); err != nil {
+		if err := printLeader(g, v); err != nil {
 			return err
 		}
 	case <-rctx.Done():
@@ -91,24 +105,44 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		}
 		return fmt.Errorf("lock: observe %q: %w", name, context.DeadlineExceeded)
 	}
-	for l := range leaders { // closed when ctx ends (interrupted)
-		if err := printLeader(g, name, l); err != nil {
+	for v := range leaders { // closed when ctx ends (interrupted)
+		if err := printLeader(g, v); err != nil {
 			return err // nobody reads the changes any more
 		}
 	}
 	return nil
 }
 
-func printLeader(g *globalOptions, name string, l election.Leader) error {
-	v := leaderView{Name: name}
-	if l.Token != 0 {
-		v.Holder = &contenderView{Owner: l.Identity, Token: l.Token, Since: since(l.Since), Key: l.Key}
+// leaderView is shaped as status's JSON: the leader is the holder, with
+// the same fields, null when there is none.
+type leaderView struct {
+	Name   string         `json:"name"`
+	Holder *contenderView `json:"holder"`
+}
+
+func (v leaderView) token() fencing.Token {
+	if v.Holder == nil {
+		return 0
 	}
+	return v.Holder.Token
+}
+
+// leaderOf is st's leader, its holder, with its lease's remaining TTL.
+func leaderOf(ctx context.Context, cli *clientv3.Client, st lock.Status) leaderView {
+	v := leaderView{Name: st.Name}
+	if st.Holder != nil {
+		h := holderView(ctx, cli, *st.Holder)
+		v.Holder = &h
+	}
+	return v
+}
+
+func printLeader(g *globalOptions, v leaderView) error {
 	return g.printer.Print(v, func(w io.Writer) {
 		if v.Holder == nil {
 			fmt.Fprintln(w, "none")
 			return
 		}
-		fmt.Fprintf(w, "%s (token %s, since %s)\n", printable(v.Holder.Owner), v.Holder.Token, v.Holder.Since)
+		fmt.Fprintf(w, "%s (token %s%s, lease %s, %ds left)\n", v.Holder.who(), v.Holder.Token, v.Holder.when(), v.Holder.Lease, v.Holder.LeaseTTL)
 	})
 }

@@ -15,6 +15,9 @@ type printer struct {
 	quiet  bool         // --quiet: no notes
 	out    *failedWrite // stdout, for cobra's own output (help, completion scripts) too
 	errOut io.Writer
+	// writeErr is notWritten's error, made once, so that execute can
+	// tell it from an error a command made of it.
+	writeErr error
 }
 
 // Print writes v: as JSON, or with simple, its own text. It returns
@@ -38,7 +41,10 @@ func (p *printer) notWritten() error {
 	if p.out.err == nil {
 		return nil
 	}
-	return withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", p.out.err))
+	if p.writeErr == nil {
+		p.writeErr = withCode(exitcode.Error, fmt.Errorf("write the result to stdout: %w", p.out.err))
+	}
+	return p.writeErr
 }
 
 // failedWrite is w that keeps its first error and writes nothing after it.

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
@@ -22,7 +25,7 @@ type contenderView struct {
 	PID      int           `json:"pid,omitempty"`
 	Since    string        `json:"since"`
 	Key      string        `json:"key"`
-	Lease    string        `json:"lease,omitempty"`             // "" in leader's output
+	Lease    string        `json:"lease,omitempty"`
 	LeaseTTL int64         `json:"lease_ttl_seconds,omitempty"` // holder only
 	// Foreign: the key has no etcdlock record (etcdctl lock, concurrency.Mutex).
 	Foreign bool `json:"foreign,omitempty"`
@@ -31,14 +34,29 @@ type contenderView struct {
 	Slot    *int `json:"slot,omitempty"`   // a semaphore holder's slot
 	// Names lists the set of a run of several names, in its order.
 	Names []string `json:"names,omitempty"`
+	// BreakRequested is when etcdlock break asked the holder to release.
+	BreakRequested string `json:"break_requested,omitempty"`
 }
 
 func viewOf(c lock.Contender) contenderView {
 	v := contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
 		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign, Shared: c.Shared, Limit: c.Limit, Names: c.Names}
+	if !c.BreakRequested.IsZero() {
+		v.BreakRequested = since(c.BreakRequested)
+	}
 	if c.Slot >= 0 {
 		slot := c.Slot
 		v.Slot = &slot
+	}
+	return v
+}
+
+// holderView is viewOf(c) with the remaining TTL of c's lease, as far as
+// etcd says.
+func holderView(ctx context.Context, cli *clientv3.Client, c lock.Contender) contenderView {
+	v := viewOf(c)
+	if ttl, err := cli.TimeToLive(ctx, c.LeaseID); err == nil {
+		v.LeaseTTL = ttl.TTL
 	}
 	return v
 }
@@ -100,6 +118,9 @@ func (v contenderView) when() string {
 		}
 		s += ", set " + strings.Join(names, " ")
 	}
+	if v.BreakRequested != "" {
+		s += ", asked to release at " + v.BreakRequested
+	}
 	return s
 }
 
@@ -117,6 +138,18 @@ type grantView struct {
 func printGrant(g *globalOptions, gr lock.Grant) error {
 	v := grantView{Name: gr.Name, Key: gr.Key, Owner: gr.Owner, Token: gr.Token,
 		Lease: fmt.Sprintf("%x", int64(gr.LeaseID)), TTL: gr.TTL.String(), Deadline: gr.Deadline.UTC()}
+	quote := shellQuote
+	if onTerminal(g.stdout) {
+		// For a person: control characters escaped, as status shows
+		// them, not sent to the terminal. A script that evals the
+		// lines reads them from a pipe.
+		quote = func(s string) string {
+			if p := printable(s); p != s {
+				return p
+			}
+			return shellQuote(s)
+		}
+	}
 	return g.printer.Print(v, func(w io.Writer) {
 		// Shell assignments, so that a script can eval them; in one
 		// write, so that a reader never gets some of them only.
@@ -126,10 +159,21 @@ func printGrant(g *globalOptions, gr lock.Grant) error {
 			{fencing.EnvVar, v.Token.String()}, {"ETCDLOCK_LEASE", v.Lease},
 			{"ETCDLOCK_DEADLINE", v.Deadline.Format(time.RFC3339Nano)},
 		} {
-			fmt.Fprintf(&b, "%s=%s\n", kv[0], shellQuote(kv[1]))
+			fmt.Fprintf(&b, "%s=%s\n", kv[0], quote(kv[1]))
 		}
 		_, _ = io.WriteString(w, b.String())
 	})
+}
+
+// onTerminal reports whether w is a terminal (a character device: a
+// terminal, or /dev/null, where nothing is read).
+func onTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func shellQuote(s string) string {

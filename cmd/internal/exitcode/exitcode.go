@@ -42,7 +42,7 @@ type Row struct {
 func Table() []Row {
 	return []Row{
 		{fmt.Sprint(OK), "success (`run`/`elect`: the command exited 0)"},
-		{fmt.Sprint(Error), "other failure, among them a result that could not be written to stdout (a full device, a pipe whose reader is gone): what the command did stands (`renew` renewed, `break` broke), but `acquire` releases the grant it could not print. A reader that quits after the whole result reached the pipe, and a closed stdout (Go opens /dev/null in its place), cannot be told apart from success"},
+		{fmt.Sprint(Error), "other failure, among them a result that could not be written to stdout (a full device): what the command did stands (`renew` renewed, `break` broke), but `acquire` releases the grant it could not print. A pipe whose reader is gone (`\\| head`) is the reader's choice: exit 0 without a message, as the shell's own commands (but `acquire`: 1, the grant released)"},
 		{fmt.Sprint(Usage), "usage error: unknown flag, missing or bad argument, bad TTL or token"},
 		{fmt.Sprint(Unavailable), "etcd unreachable within `--request-timeout`, with the reason found by dialing it while the request waits (connection refused, unknown host, accepts connections but does not answer, answers but has no leader), or no answer in time; `status`, `list` and `leader` try again while etcd elects a leader, within the same timeout"},
 		{fmt.Sprint(Internal), "internal error: the guardian process of `run`/`elect` got no command from `etcdlock`"},
