@@ -207,8 +207,9 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 // broken) and ErrNotOwner if that key exists but is a waiter, not the
 // holder. Breaking by token means two operators cannot break a newer holder
 // by accident. The broken holder loses its lock with ErrKeyDeleted or, if
-// it hears of the revoke first, ErrLeaseRevoked. Break's options are WithPrefix and WithCleanupTimeout; a
-// nil or invalid one fails with ErrInvalidOption.
+// it hears of the revoke first, ErrLeaseRevoked. Break's options are
+// WithPrefix and WithCleanupTimeout; a nil or invalid one fails with
+// ErrInvalidOption.
 func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...BreakOption) (Contender, error) {
 	if err := validateClient(client); err != nil {
 		return Contender{}, err
