@@ -51,9 +51,10 @@ func (t *Token) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParseToken parses the decimal text form of a token. It accepts only a
-// plain positive decimal number (no sign, spaces, or base prefix) that fits
-// in an int64; anything else returns an error wrapping ErrInvalidToken.
+// ParseToken parses the decimal text form of a token, the form String
+// writes: a plain positive decimal number (no sign, spaces, base prefix or
+// leading zero) that fits in an int64. Anything else returns an error
+// wrapping ErrInvalidToken, so that a token has one spelling.
 func ParseToken(s string) (Token, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty", ErrInvalidToken)
@@ -62,6 +63,9 @@ func ParseToken(s string) (Token, error) {
 		if s[i] < '0' || s[i] > '9' {
 			return 0, fmt.Errorf("%w: %q is not a positive decimal number", ErrInvalidToken, s)
 		}
+	}
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%w: %q has a leading zero", ErrInvalidToken, s)
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {

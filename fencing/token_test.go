@@ -13,7 +13,10 @@ func TestParseToken(t *testing.T) {
 	}{
 		{in: "1", want: 1},
 		{in: "42", want: 42},
-		{in: "007", want: 7},
+		{in: "007", wantErr: true}, // one spelling per token: String's
+		{in: "01", wantErr: true},
+		{in: "00", wantErr: true},
+		{in: "10", want: 10},
 		{in: "9223372036854775807", want: 9223372036854775807},
 		{in: "9223372036854775808", wantErr: true},
 		{in: "", wantErr: true},
@@ -43,7 +46,7 @@ func TestParseToken(t *testing.T) {
 }
 
 func FuzzParseToken(f *testing.F) {
-	for _, s := range []string{"1", "42", "-1", "0", "", "9223372036854775808", "0x1"} {
+	for _, s := range []string{"1", "42", "-1", "0", "", "9223372036854775808", "0x1", "007"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -60,6 +63,9 @@ func FuzzParseToken(f *testing.F) {
 		back, err := ParseToken(tok.String())
 		if err != nil || back != tok {
 			t.Fatalf("round trip of %d: %v, %v", tok, back, err)
+		}
+		if tok.String() != s {
+			t.Fatalf("ParseToken(%q) accepted another spelling of %s", s, tok)
 		}
 	})
 }

@@ -39,8 +39,9 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //     the acquisition's return to the Release call or the library's loss
 //     notice) never overlap, except that a holder whose key the operator
 //     deleted (or whose lease it revoked) may overlap the next holder by at
-//     most noticeBound; and every deletion of a held key by someone else
-//     is noticed by its holder within noticeBound.
+//     most noticeBound — not an election's term, whose successor waits for
+//     its end; and every deletion of a held key by someone else is noticed
+//     by its holder within noticeBound.
 //  2. Tokens of successive grants of a name strictly increase, and no
 //     token is handed to two grants (acquisitions or terms, on any name).
 //  3. A held key is deleted only by its own Release, its session's Close
@@ -53,7 +54,8 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //     failed on a session lost, abandoned or not closed cleanly (and
 //     delay keys and records); and a Release that returned nil left no
 //     key of its grant (read back at once).
-//  6. On a lock-delay name (see reuseConfig.delayed), no grant starts
+//  6. On a lock-delay name (see reuseConfig.delayed), and on the
+//     election's, whose handover delay is its TTL, no grant starts
 //     less than the delay after an unclean end of the previous one —
 //     any deletion of its key but by its own Release or its session's
 //     Close called before it (an operator's delete or Break, the expiry
@@ -231,7 +233,7 @@ func (c *reuseRun) racing(g *grant, at time.Duration) []opAction {
 func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 	owners := map[keyToken]*grant{}
 	for _, g := range c.grants {
-		if g.kind != "term" && c.cfg.delayed(g.name) {
+		if g.kind == "term" || c.cfg.delayed(g.name) {
 			owners[keyToken{g.key, g.real}] = g
 		}
 	}
@@ -260,14 +262,25 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 				res.minDelay = wait
 			}
 			res.delayed++
-			if wait < c.cfg.lockDelay {
+			if want := c.delayOf(g); wait < want {
 				c.violation(res, invLockDelay, "next holder too soon", h.start, "%v started %v after the unclean end of %v (its key deleted at %v, revision %d; its marker deleted at revision %d; released at %v; operator actions before: %+v), want >= %v",
-					h, wait, g, d.at, d.modRev, markerDeleted[g.real], g.release, c.racing(g, d.at), c.cfg.lockDelay)
+					h, wait, g, d.at, d.modRev, markerDeleted[g.real], g.release, c.racing(g, d.at), want)
 			}
 			break
 		}
 	}
 	return unclean
+}
+
+// delayOf is the wait invariant 6 requires after an unclean end of g: the
+// lock-delay of its name, or for a term the election's handover delay,
+// its TTL in whole seconds, less the same room for the observer's late
+// notice as the lock-delay's (see reuseLockDelay).
+func (c *reuseRun) delayOf(g *grant) time.Duration {
+	if g.kind == "term" {
+		return c.cfg.ttl.Truncate(time.Second) - 500*time.Millisecond
+	}
+	return c.cfg.lockDelay
 }
 
 // checkLeftovers checks invariant 5: a lock-delay marker may stay only
@@ -442,8 +455,11 @@ func (c *reuseRun) checkOverlaps(res *reuseResult) {
 				// Excused: the time both believed, if it ended within the
 				// notice bound after the operator deleted the key of the
 				// one that believed too long.
+				// Not an election's terms: the next one starts only after
+				// the old one's context ended, however it ended.
 				both := min(a.end, b.end)
-				excused := excused(a, b) || b.stale() && both <= b.deletedAt+noticeBound
+				terms := a.kind == "term" && b.kind == "term"
+				excused := !terms && (excused(a, b) || b.stale() && both <= b.deletedAt+noticeBound)
 				if overlap := both - b.start; overlap > 0 && !excused {
 					sig := map[string]string{"operator": "after an operator's delete", "foreign": "after a foreign delete", "": "with no delete"}[a.deletedBy]
 					// Exact times: an overlap under a millisecond must be

@@ -218,7 +218,7 @@ func guardDeadlines(s *lock.Session) (soft, hard time.Time) {
 // could expire the lease. When the key is already gone, someone else may
 // hold the lock: no grace.
 func killGrace(want time.Duration, s *lock.Session, cause error) time.Duration {
-	if errors.Is(cause, lock.ErrKeyDeleted) || errors.Is(cause, lock.ErrLeaseExpired) {
+	if errors.Is(cause, lock.ErrKeyDeleted) || errors.Is(cause, lock.ErrLeaseRevoked) || errors.Is(cause, lock.ErrLeaseExpired) {
 		return 0
 	}
 	_, hard := guardDeadlines(s)

@@ -27,7 +27,10 @@ import (
 	"path"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/fencing"
 )
@@ -36,13 +39,21 @@ import (
 // empty owner key, before anything is sent to etcd.
 var ErrInvalidArgument = errors.New("etcdfence: invalid argument")
 
+// ErrOutcomeUnknown is wrapped, with etcd's error, by Commit's error when
+// etcd did not answer whether it applied the transaction: a broken
+// connection (the first request after a network partition heals often
+// gets one), a timeout, an etcd election. Retry Commit (or read): a token
+// superseded meanwhile is then refused with a *fencing.StaleTokenError.
+var ErrOutcomeUnknown = errors.New("etcdfence: no answer, the ops may or may not have been applied; retry Commit")
+
 // Commit applies ops in one transaction if ownerKey (the writer's
 // lock.Lock.Key) still exists with create revision token. If it does not,
 // nothing is applied and Commit returns a *fencing.StaleTokenError whose
 // Current is the token of the name's present holder (0 if none). Any other
-// error comes from etcd, and the outcome is then unknown, except
-// ErrInvalidArgument and fencing.ErrInvalidToken, returned before any
-// request.
+// error comes from etcd: it wraps ErrOutcomeUnknown unless etcd refused
+// the request (gRPC codes InvalidArgument, PermissionDenied, ...). It never
+// retries: ops may not be safe to apply twice. ErrInvalidArgument and
+// fencing.ErrInvalidToken come before any request.
 func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fencing.Token, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrInvalidArgument)
@@ -60,7 +71,10 @@ func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fe
 		Else(clientv3.OpGet(namePrefix, clientv3.WithFirstCreate()...)).
 		Commit()
 	if err != nil {
-		return nil, fmt.Errorf("etcdfence: %w", err)
+		if refused(err) {
+			return nil, fmt.Errorf("etcdfence: %w", err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	if !resp.Succeeded {
 		stale := &fencing.StaleTokenError{Resource: ownerKey, Presented: token}
@@ -70,6 +84,26 @@ func Commit(ctx context.Context, cli *clientv3.Client, ownerKey string, token fe
 		return nil, stale
 	}
 	return resp, nil
+}
+
+// refused reports whether err, from a transaction, says that etcd refused
+// it — it answered, and applied nothing — rather than that no answer came
+// (codes Unavailable, DeadlineExceeded, Canceled, ResourceExhausted,
+// Unknown, a context's error).
+func refused(err error) bool {
+	code := codes.Unknown
+	var etcdErr rpctypes.EtcdError
+	if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else if errors.As(err, &etcdErr) {
+		code = etcdErr.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition,
+		codes.OutOfRange, codes.NotFound, codes.AlreadyExists, codes.Unimplemented:
+		return true
+	}
+	return false
 }
 
 // CeilingTimeout bounds each read of Ceiling.

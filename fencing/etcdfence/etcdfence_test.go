@@ -3,6 +3,7 @@ package etcdfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -164,5 +165,109 @@ func TestCommitRejectsBadArguments(t *testing.T) {
 	}
 	if resp, _ := cli.Get(ctx, "/data"); len(resp.Kvs) != 0 {
 		t.Fatalf("a rejected Commit wrote /data")
+	}
+}
+
+// Commit's error says whether etcd answered: a request cut off from etcd
+// may have been applied (ErrOutcomeUnknown), one etcd refused was not.
+func TestCommitErrorSaysWhetherEtcdAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := etcdtest.Cluster(t)
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	cli := etcdtest.Client(t, url)
+	s, err := lock.NewSession(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Abandon()
+	l, err := s.Acquire(ctx, "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := make([]clientv3.Op, 129) // above etcd's default --max-txn-ops
+	for i := range many {
+		many[i] = clientv3.OpPut(fmt.Sprintf("/data/%d", i), "x")
+	}
+	if _, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), many...); err == nil || errors.Is(err, etcdfence.ErrOutcomeUnknown) {
+		t.Errorf("a transaction etcd refused: %v, want etcd's refusal, not ErrOutcomeUnknown", err)
+	}
+	p.BlackholeTx()
+	p.BlackholeRx()
+	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = etcdfence.Commit(cctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", "x"))
+	if !errors.Is(err, etcdfence.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a transaction cut off from etcd: %v, want ErrOutcomeUnknown and the context's error", err)
+	}
+}
+
+// The old holder's writes after a healed partition: until etcd answers
+// they fail with ErrOutcomeUnknown, then they are refused as stale —
+// never applied.
+func TestStaleHolderAfterHealedPartition(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := etcdtest.Cluster(t)
+	cli := etcdtest.Client(t, c.Endpoints()...)
+	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	aCli := etcdtest.Client(t, url)
+	a, err := lock.NewSession(ctx, aCli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Abandon()
+	la, err := a.Acquire(ctx, "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.BlackholeTx()
+	p.BlackholeRx()
+	healed := false
+	defer func() {
+		if !healed {
+			p.UnblackholeTx()
+			p.UnblackholeRx()
+		}
+	}()
+	if _, err := cli.Revoke(ctx, a.Lease()); err != nil { // a's lease gone; b takes over
+		t.Fatal(err)
+	}
+	b, err := lock.NewSession(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	lb, err := b.Acquire(ctx, "res")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.UnblackholeTx()
+	p.UnblackholeRx()
+	healed = true
+	unknown := 0
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := etcdfence.Commit(cctx, aCli, la.Key(), la.Token(), clientv3.OpPut("/data", "stale"))
+		cancel()
+		var stale *fencing.StaleTokenError
+		if errors.As(err, &stale) {
+			if stale.Current != lb.Token() {
+				t.Errorf("refused with current %v, want b's token %v", stale.Current, lb.Token())
+			}
+			break
+		}
+		if !errors.Is(err, etcdfence.ErrOutcomeUnknown) {
+			t.Fatalf("old holder's write after the partition: %v, want ErrOutcomeUnknown or a StaleTokenError", err)
+		}
+		if unknown++; unknown == 20 {
+			t.Fatalf("20 writes after the partition healed got no answer: %v", err)
+		}
+	}
+	t.Logf("the old holder's writes got %d errors without an answer before the refusal", unknown)
+	if got, err := cli.Get(ctx, "/data"); err != nil || len(got.Kvs) != 0 {
+		t.Errorf("/data = %v (%v): the stale write was applied", got.Kvs, err)
 	}
 }

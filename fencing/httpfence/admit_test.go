@@ -2,6 +2,7 @@ package httpfence_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -290,20 +291,34 @@ func TestTimeoutHandlerInsideMiddlewareIsUnsafe(t *testing.T) {
 	}
 }
 
-// Two Fencing-Token headers are refused with 400: which one counts would
-// depend on the proxies on the way.
+// Two Fencing-Token headers are refused with 400, equal or not: which one
+// counts would depend on the proxies on the way, and a proxy that joins
+// header lines turns even equal ones into no token at all. The answer
+// says to send exactly one.
 func TestMiddlewareRefusesTwoTokenHeaders(t *testing.T) {
-	st := &store{}
-	srv, _ := newServer(t, st)
-	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/a", nil)
-	req.Header.Add(fencing.Header, "5")
-	req.Header.Add(fencing.Header, "1")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || st.applied != 0 {
-		t.Errorf("two headers: %d, %d writes applied; want 400 and none", resp.StatusCode, st.applied)
+	for name, vals := range map[string][]string{"different": {"5", "1"}, "equal": {"5", "5"}} {
+		t.Run(name, func(t *testing.T) {
+			st := &store{}
+			srv, _ := newServer(t, st)
+			req, _ := http.NewRequest(http.MethodPut, srv.URL+"/a", nil)
+			for _, v := range vals {
+				req.Header.Add(fencing.Header, v)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct{ Error string }
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || st.applied != 0 {
+				t.Errorf("headers %v: %d, %d writes applied; want 400 and none", vals, resp.StatusCode, st.applied)
+			}
+			if !strings.Contains(body.Error, "send exactly one, even with equal values") {
+				t.Errorf("headers %v: the answer %q does not say to send exactly one", vals, body.Error)
+			}
+		})
 	}
 }

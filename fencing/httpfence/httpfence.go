@@ -84,7 +84,8 @@ func Middleware(guard *fencing.Guard, resource func(*http.Request) string, next 
 
 // New fences next with guard. For each request:
 //
-//   - a missing or invalid Fencing-Token header: 400 Bad Request;
+//   - a missing or invalid Fencing-Token header, or more than one (even
+//     with equal values): 400 Bad Request;
 //   - with WithCeiling, a token above the ceiling: 400 Bad Request;
 //   - a token older than the newest token admitted for the same resource:
 //     409 Conflict, with a JSON body
@@ -136,9 +137,12 @@ type middleware struct {
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vals := r.Header.Values(fencing.Header)
 	if len(vals) > 1 {
-		// Ambiguous, and a proxy that merges header lines would change
-		// which one counts.
-		writeJSON(w, http.StatusBadRequest, problem{Error: "more than one " + fencing.Header + " header"})
+		// The field is a singleton (RFC 9110, section 5.3): which of two
+		// lines counts would depend on the proxies on the way, and one
+		// that joins lines makes even equal ones "7, 7", no token at
+		// all. Equal lines are refused too, so that the answer does not
+		// depend on the path.
+		writeJSON(w, http.StatusBadRequest, problem{Error: fmt.Sprintf("%d %s header lines: send exactly one, even with equal values", len(vals), fencing.Header)})
 		return
 	}
 	raw := r.Header.Get(fencing.Header)

@@ -7,13 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/sqlfence"
 )
 
-// A fn that panics (and a caller that recovers, as net/http does) leaves
-// nothing behind: the transaction is rolled back, so the next writer of
-// the resource, and on SQLite of any resource, is not blocked.
-func TestWithFencePanicRollsBack(t *testing.T) {
+// A fn that panics (and a caller that recovers, as net/http does) is
+// treated as one that returns an error: its statements are rolled back,
+// the raised mark stays, so an older token cannot write after it, and the
+// transaction ends, so the next writer of the resource, and on SQLite of
+// any resource, is not blocked.
+func TestWithFencePanicKeepsTheMark(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			db := b.Open(t)
@@ -34,6 +37,13 @@ func TestWithFencePanicRollsBack(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
+			if cur, err := sqlfence.Current(ctx, db, res); err != nil || cur != 5 {
+				t.Errorf("mark after a panicking fn = %v (%v), want 5, as after an error", cur, err)
+			}
+			var stale *fencing.StaleTokenError
+			if err := sqlfence.WithFence(ctx, db, res, 4, func(*sql.Tx) error { return nil }); !errors.As(err, &stale) {
+				t.Errorf("an older token after a panicking fn: %v, want a StaleTokenError", err)
+			}
 			for _, r := range []string{res, res + "-other"} {
 				if err := sqlfence.WithFence(ctx, db, r, 6, func(*sql.Tx) error { return nil }); err != nil {
 					t.Fatalf("the next writer of %s after a panic: %v", r, err)

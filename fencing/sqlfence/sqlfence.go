@@ -62,6 +62,8 @@ const raiseAttempts = 8
 //     taken after the fence upsert), the raised mark still commits, and
 //     WithFence returns fn's error (joined with the commit's error if the
 //     mark could not be committed).
+//   - fn panics: as for an error, then the panic goes on (the transaction
+//     is rolled back whole if the mark cannot be committed).
 //
 // fn must make its changes through tx and must not commit or roll back tx.
 //
@@ -147,33 +149,45 @@ func admit(ctx context.Context, db *sql.DB, resource string, token fencing.Token
 }
 
 // run runs fn in tx, in which the token has been admitted, and commits:
-// all of it if fn succeeds, only the raised mark if fn fails. If fn
-// panics, tx is rolled back (the mark with it) before the panic goes on:
-// the transaction would otherwise hold its connection and the fence
-// row's lock (on SQLite, the database's) until the process ends.
+// all of it if fn succeeds, only the raised mark if fn fails — returns an
+// error or panics: fn may have changed something outside the database
+// before it failed, and an older token must not write after it, as with
+// fencing.Guard. A panic goes on once tx has ended: the transaction would
+// otherwise hold its connection and the fence row's lock (on SQLite, the
+// database's) until the process ends.
 func run(ctx context.Context, tx *sql.Tx, fn func(tx *sql.Tx) error) error {
 	finished := false
 	defer func() {
 		if !finished {
-			_ = tx.Rollback()
+			_ = keepMark(ctx, tx)
 		}
 	}()
 	fnErr := fn(tx)
 	finished = true
 	if fnErr != nil {
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT etcdlock_fence_admitted`); err != nil {
-			_ = tx.Rollback()
-			return errors.Join(fnErr, fmt.Errorf("sqlfence: keep the raised mark: %w", err))
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		err = fmt.Errorf("sqlfence: commit: %w", err)
-		if fnErr != nil {
+		if err := keepMark(ctx, tx); err != nil {
 			return errors.Join(fnErr, err)
 		}
-		return err
+		return fnErr
 	}
-	return fnErr
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlfence: commit: %w", err)
+	}
+	return nil
+}
+
+// keepMark rolls fn's statements back to the savepoint taken after the
+// fence upsert and commits the raised mark. If the rollback fails, the
+// transaction is rolled back whole.
+func keepMark(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT etcdlock_fence_admitted`); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlfence: keep the raised mark: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlfence: commit: %w", err)
+	}
+	return nil
 }
 
 // staleAfter reads the committed mark after a serialization failure and

@@ -9,48 +9,118 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/election"
+	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// BenchmarkFailover measures how long an election has no running leader:
-// from the leader's graceful Resign, or from its crash (its etcd client
-// closed, no resign), to the next leader's OnStartedLeading. TTL 2 s; the
-// crash figure is about one TTL, so with the default TTL of 10 s it is about
-// 10 s. make bench prints client-go's documented defaults next to it.
+// failoverKinds are the ends of a term BenchmarkFailover measures, each
+// with a row in the README's failover table.
+var failoverKinds = []string{"graceful", "crash", "delete", "revoke", "restart"}
+
+// BenchmarkFailover measures how long an election has no running leader,
+// TTL 2 s, from the end of the leader's term to the next leader's
+// OnStartedLeading:
+//
+//   - graceful: from the leader's Resign;
+//   - crash: from the leader's crash (its etcd client closed, no resign);
+//   - delete: from an operator's delete of the leader key;
+//   - revoke: from an operator's revoke of the leader's lease;
+//   - restart: on an etcd of one member of its own (etcd's default raft
+//     timing), from the member's restart after it was stopped until the
+//     leader's context had ended and the clean-up timeout of the old
+//     sessions' revoke had passed.
+//
+// The first four run on the tests' 3-member etcd. make bench prints
+// client-go's documented defaults next to them.
 func BenchmarkFailover(b *testing.B) {
-	for _, kind := range []string{"graceful", "crash"} {
+	for _, kind := range failoverKinds {
 		b.Run("kind="+kind, func(b *testing.B) {
 			var total time.Duration
 			for i := range b.N {
-				total += failover(b, fmt.Sprintf("%s%d/", prefix(b), i), kind == "crash")
+				total += failover(b, fmt.Sprintf("%s%d/", prefix(b), i), kind)
 			}
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/failover")
 		})
 	}
 }
 
-// failover runs a leader and a queued follower under pfx, ends the leader
-// (crash or resign) and returns the time until the follower leads.
-func failover(b *testing.B, pfx string, crash bool) time.Duration {
+// failover runs a leader and a queued follower under pfx, ends the
+// leader's term as kind says and returns the time until the follower
+// leads.
+func failover(b *testing.B, pfx, kind string) time.Duration {
 	ctx := context.Background()
-	leading := make(chan time.Time, 2)
-	cbs := election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
-		leading <- time.Now()
-		<-ctx.Done()
-	}}
-	wait := func(who string) time.Time { return receive(b, leading, 30*time.Second, who+" leading") }
-	aCli := etcdtest.Client(b, cluster.Endpoints()...)
-	a := start(b, election.Config{Identity: "a", Client: aCli, Prefix: pfx, Callbacks: cbs, Logger: zap.NewNop()})
+	eps := cluster.Endpoints()
+	var member *embedded.Member
+	if kind == "restart" {
+		c := etcdtest.Cluster(b)
+		member, eps = c.Member(0), c.Endpoints()
+	}
+	leading := make(chan string, 4)
+	ended := make(chan struct{}, 4)
+	cbs := func(id string) election.Callbacks {
+		return election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			leading <- id
+			<-ctx.Done()
+			ended <- struct{}{}
+		}}
+	}
+	wait := func(who string) time.Time {
+		if got := receive(b, leading, 60*time.Second, who+" leading"); got != who {
+			b.Fatalf("%s leads, want %s", got, who)
+		}
+		return time.Now()
+	}
+	aCli := etcdtest.Client(b, eps...)
+	a := start(b, election.Config{Identity: "a", Client: aCli, Prefix: pfx, Callbacks: cbs("a"), Logger: zap.NewNop()})
 	defer a.stop()
 	wait("a")
-	f := start(b, election.Config{Identity: "b", Prefix: pfx, Callbacks: cbs, Logger: zap.NewNop()})
+	f := start(b, election.Config{Identity: "b", Client: etcdtest.Client(b, eps...), Prefix: pfx, Callbacks: cbs("b"), Logger: zap.NewNop()})
 	defer f.stop()
 	waitQueued(b, aCli, pfx, 1)
-	ended := time.Now()
-	if crash {
-		aCli.Close()
-	} else if err := a.e.Resign(ctx); err != nil {
-		b.Fatal(err)
+	t := a.e.Term()
+	if t == nil {
+		b.Fatal("a does not lead")
 	}
-	return wait("b").Sub(ended)
+	var end time.Time
+	switch kind {
+	case "graceful":
+		end = time.Now()
+		if err := a.e.Resign(ctx); err != nil {
+			b.Fatal(err)
+		}
+	case "crash":
+		end = time.Now()
+		aCli.Close()
+	case "delete":
+		end = time.Now()
+		if _, err := aCli.Delete(ctx, t.Key); err != nil {
+			b.Fatal(err)
+		}
+	case "revoke":
+		st, err := lock.Inspect(ctx, aCli, "ctl", lock.WithPrefix(pfx))
+		if err != nil || st.Holder == nil || st.Holder.Token != t.Token {
+			b.Fatalf("holder %+v (%v), want a's term %v", st.Holder, err, t.Token)
+		}
+		end = time.Now()
+		if _, err := aCli.Revoke(ctx, st.Holder.LeaseID); err != nil {
+			b.Fatal(err)
+		}
+	case "restart":
+		member.Stop()
+		receive(b, ended, 60*time.Second, "end of a's term")
+		// The sessions' Close revokes their leases on a context of the
+		// clean-up timeout: past it, the old leases outlive the outage.
+		time.Sleep(lock.DefaultCleanupTimeout + time.Second) // the outage is the fault
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := member.Restart(rctx); err != nil {
+			b.Fatal(err)
+		}
+		end = time.Now()
+		// Either candidate may win the next term.
+		receive(b, leading, 60*time.Second, "the next term")
+		return time.Since(end)
+	}
+	return wait("b").Sub(end)
 }

@@ -23,9 +23,12 @@ type Config struct {
 	Name string
 	// Identity names this candidate to the others (default host:pid:random).
 	Identity string
-	// TTL is the lease TTL (default 10s). A crashed leader is replaced
-	// after about TTL; the leader stops by TTL minus the safety margin
-	// after its last successful renewal.
+	// TTL is the lease TTL (default 10s, at most lock.MaxLockDelay),
+	// and the handover delay: after a term that ended uncleanly (a crash,
+	// a lost deadline, a deleted key, a revoked lease) the next leader
+	// waits one TTL more. A crashed leader is replaced after about 2×TTL;
+	// the leader stops by TTL minus the safety margin after its last
+	// successful renewal, and after its last confirmation of its key.
 	TTL time.Duration
 	// Prefix is the etcd key prefix (default lock.DefaultPrefix).
 	Prefix string
@@ -46,10 +49,19 @@ type Config struct {
 	Callbacks Callbacks
 	// SessionOptions are extra options for the term's lock.Session
 	// (safety margin, clock, ...). The session's TTL, owner, prefix and
-	// logger are set in one place, the fields above, and so is its renew
-	// hook when Metrics is set: New rejects WithTTL, WithOwner, WithPrefix
-	// and WithLogger here, and WithRenewHook with Metrics.
+	// logger are set in one place, the fields above, and so are its
+	// lock-delay (the TTL) and, when Metrics is set, its renew hook: New
+	// rejects WithTTL, WithOwner, WithPrefix, WithLogger and WithLockDelay
+	// here, and WithRenewHook with Metrics.
 	SessionOptions []lock.SessionOption
+
+	// noHandoverDelay turns the handover delay and the key's
+	// confirmations off: the negative control of the tests' overlap
+	// check (export_test.go), never set otherwise.
+	noHandoverDelay bool
+	// confirm, if set, confirms the leader key instead of
+	// lock.Lock.Confirm: the tests' fault injection (export_test.go).
+	confirm func(context.Context, *lock.Lock) error
 }
 
 // Callbacks are called by Run. Within one Elector they never run
@@ -58,10 +70,11 @@ type Config struct {
 type Callbacks struct {
 	// OnStartedLeading runs, in its own goroutine, when a term starts. ctx
 	// is canceled the moment leadership can no longer be proven (the
-	// conservative deadline passed, the leader key was deleted, the
-	// session was lost) or when Run's context ends. It must return
-	// promptly after ctx is canceled: the next campaign waits for it. If
-	// it returns while still leading, the elector resigns and campaigns
+	// term's deadline passed, the leader key was deleted, the lease
+	// revoked, the session lost) or when Run's context ends — before any
+	// other candidate's OnStartedLeading starts. It must return promptly
+	// after ctx is canceled: the next campaign waits for it. If it
+	// returns while still leading, the elector resigns and campaigns
 	// again, so that leadership never sits with a replica doing no work.
 	// Required.
 	OnStartedLeading func(ctx context.Context, term Term)
@@ -69,8 +82,10 @@ type Callbacks struct {
 	OnStoppedLeading func()
 	// OnNewLeader runs, in Run's observer goroutine, with the identity of
 	// each new leader as soon as this candidate observes it (by watch),
-	// this candidate included. It is not called for vacancies, nor again
-	// when the same identity wins consecutive terms.
+	// this candidate included: after an unclean end, a leader waiting out
+	// the handover delay is observed before its term starts. It is not
+	// called for vacancies, nor again when the same identity wins
+	// consecutive terms.
 	OnNewLeader func(identity string)
 }
 
@@ -82,6 +97,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: nil OnStartedLeading", ErrInvalidConfig)
 	case c.TTL < 0 || c.RetryMin < 0 || c.RetryMax < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.TTL > lock.MaxLockDelay:
+		// The next leader waits one TTL after an unclean end, as a
+		// lock-delay.
+		return fmt.Errorf("%w: TTL %v above lock.MaxLockDelay %v", ErrInvalidConfig, c.TTL, lock.MaxLockDelay)
 	}
 	if err := lock.ValidateName(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -140,6 +159,8 @@ func setByField(o lock.SessionOption, metrics bool) string {
 		if metrics {
 			return "Metrics"
 		}
+	case lock.LockDelayOption:
+		return "TTL" // the handover delay
 	}
 	return ""
 }

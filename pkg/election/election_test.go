@@ -263,8 +263,8 @@ func TestCrashHandoff(t *testing.T) {
 }
 
 // An operator revokes the leader's lease: its context is canceled, its
-// OnStoppedLeading runs, the loss is reported to Metrics, and it campaigns
-// again.
+// OnStoppedLeading runs, the loss is reported to Metrics as a revoke, and
+// it campaigns again.
 func TestRevokedLeaseEndsTerm(t *testing.T) {
 	t.Parallel()
 	m := &recorder{}
@@ -319,8 +319,8 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started.Load(), len(m.stopped))
 	}
 	for i, err := range m.stopped {
-		if !errors.Is(err, lock.ErrLost) {
-			t.Errorf("Metrics: term %d stopped with %v, want a loss", i+1, err)
+		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrLeaseRevoked) || lock.LossReason(err) != "lease_revoked" {
+			t.Errorf("Metrics: term %d stopped with %v (reason %q), want a loss to a revoke", i+1, err, lock.LossReason(err))
 		}
 	}
 }
@@ -332,6 +332,8 @@ type recorder struct {
 
 	mu      sync.Mutex
 	stopped []error // each term's lost argument
+
+	onStop chan error // if not nil, receives each term's lost argument too
 }
 
 func (r *recorder) StartedLeading() {
@@ -342,8 +344,11 @@ func (r *recorder) StartedLeading() {
 func (r *recorder) StoppedLeading(lost error) {
 	r.leading.Store(false)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.stopped = append(r.stopped, lost)
+	r.mu.Unlock()
+	if r.onStop != nil {
+		r.onStop <- lost
+	}
 }
 
 func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
@@ -433,14 +438,17 @@ func TestConfigValidation(t *testing.T) {
 		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(-time.Second)}},
 		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{nil}},
 		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
+		// The TTL is the handover delay, a lock-delay.
+		"TTL above lock.MaxLockDelay": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxLockDelay + time.Second},
 		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
 			SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(2 * time.Second)}},
 		// Config's fields set these; SessionOptions' values used to be
 		// silently overridden.
-		"session option WithTTL":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithTTL(20 * time.Second)}},
-		"session option WithOwner":  {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithOwner("me")}},
-		"session option WithPrefix": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithPrefix("/other/")}},
-		"session option WithLogger": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLogger(zap.NewNop())}},
+		"session option WithTTL":       {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithTTL(20 * time.Second)}},
+		"session option WithOwner":     {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithOwner("me")}},
+		"session option WithPrefix":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithPrefix("/other/")}},
+		"session option WithLogger":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLogger(zap.NewNop())}},
+		"session option WithLockDelay": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLockDelay(time.Second)}},
 		"session option WithRenewHook with Metrics": {Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{},
 			SessionOptions: []lock.SessionOption{lock.WithRenewHook(func(time.Duration, error) {})}},
 	} {

@@ -35,12 +35,23 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
+	confirm *confirmer // nil for an elector without the handover delay
 	clock   lock.Clock // the session's, on which Deadline is a time
 }
 
-// Deadline returns the conservative lease deadline: the term is valid only
-// before it. It moves forward with every successful renewal.
-func (t Term) Deadline() time.Time { return t.lock.Deadline() }
+// Deadline returns the term's conservative deadline: the term is valid
+// only before it. It is the earlier of the lease's deadline, which every
+// successful renewal moves forward, and the leader key's, which every
+// successful confirmation of the key moves forward (see the package doc).
+func (t Term) Deadline() time.Time {
+	d := t.lock.Deadline()
+	if t.confirm != nil {
+		if c := t.confirm.Deadline(); c.Before(d) {
+			return c
+		}
+	}
+	return d
+}
 
 // Elector campaigns for one election. Create it with New and call Run.
 type Elector struct {
@@ -139,7 +150,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		l, err := s.Acquire(ctx, e.cfg.Name)
+		l, err := s.Acquire(ctx, e.cfg.Name, e.acquireOptions(s)...)
 		if err != nil {
 			if ctx.Err() == nil {
 				d := retry.Next()
@@ -154,10 +165,57 @@ func (e *Elector) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead runs one term and reports whether the lease must be left to expire
-// (Run's context ended without ReleaseOnCancel).
+// acquireOptions are the options of a campaign on session s: the
+// handover delay, one TTL (see the package doc).
+func (e *Elector) acquireOptions(s *lock.Session) []lock.AcquireOption {
+	if e.cfg.noHandoverDelay {
+		return nil
+	}
+	return []lock.AcquireOption{lock.WithLockDelay(s.TTL())}
+}
+
+// lead runs one term of l, won on session s, and reports whether the lease
+// must be left to expire (Run's context ended without ReleaseOnCancel).
+// The term starts once the key is confirmed.
 func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *zap.Logger) (keepLease bool) {
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, clock: s.Clock()}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := l.Release(rctx); err != nil {
+			log.Warn("resign failed; the lease will expire", zap.Error(err))
+		}
+	}
+	stop := func() (keepLease bool) {
+		if e.cfg.ReleaseOnCancel {
+			release()
+			return false
+		}
+		s.Abandon()
+		return true
+	}
+	var c *confirmer
+	if !e.cfg.noHandoverDelay {
+		c = newConfirmer(s, l, s.TTL(), e.cfg.confirm, log)
+		if err := c.first(ctx); err != nil {
+			if ctx.Err() != nil {
+				return stop()
+			}
+			log.Warn("lost the leader key before the term started", zap.Error(err))
+			return false
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait() // after endTerm: the confirmer returns once the term ends
+	termCtx, endTerm := context.WithCancelCause(l.Context())
+	defer endTerm(nil)
+	if c != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.run(termCtx, endTerm)
+		}()
+	}
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, confirm: c, clock: s.Clock()}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()
@@ -167,32 +225,25 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.cfg.Callbacks.OnStartedLeading(l.Context(), *term)
+		e.cfg.Callbacks.OnStartedLeading(termCtx, *term)
 	}()
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		if err := l.Release(rctx); err != nil {
-			log.Warn("resign failed; the lease will expire", zap.Error(err))
-		}
-	}
 	select {
 	case <-done:
 		log.Info("OnStartedLeading returned while leading: resigning")
 		release()
-	case <-l.Context().Done():
-	case <-ctx.Done():
-		if e.cfg.ReleaseOnCancel {
+	case <-termCtx.Done():
+		if l.Err() == nil {
+			// The key's deadline passed (the confirmer ended the term)
+			// while the lock still holds: a clean end, now that the
+			// term's context has ended.
 			release()
-		} else {
-			s.Abandon()
-			keepLease = true
 		}
+	case <-ctx.Done():
+		keepLease = stop()
 	}
 	<-done
-	var lost error
-	if errors.Is(l.Err(), lock.ErrLost) {
-		lost = l.Err()
+	lost := termLost(termCtx, l)
+	if lost != nil {
 		log.Warn("lost leadership", zap.Error(lost))
 	}
 	e.mu.Lock()

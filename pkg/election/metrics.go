@@ -13,9 +13,10 @@ type Metrics interface {
 	// StoppedLeading is called when a term ends, after OnStartedLeading
 	// returned and before OnStoppedLeading. lost is nil when the term
 	// ended by choice (Resign, Run's context ended, OnStartedLeading
-	// returned); otherwise it is the term's lock error, wrapping
-	// lock.ErrLost and the cause (lock.ErrDeadlinePassed,
-	// lock.ErrLeaseExpired, lock.ErrKeyDeleted, ...).
+	// returned); otherwise it wraps lock.ErrLost and the cause
+	// (lock.ErrDeadlinePassed — the lease's or the key's deadline —,
+	// lock.ErrLeaseRevoked, lock.ErrLeaseExpired, lock.ErrKeyDeleted,
+	// ...; lock.LossReason names it).
 	StoppedLeading(lost error)
 	// LeaseRenewed is called after every renewal attempt of the lease
 	// with its latency and error (nil on success).

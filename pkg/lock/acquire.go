@@ -37,8 +37,8 @@ import (
 // the error matches ctx.Err() even when etcd answered a request in flight
 // first with its own "request timed out" (kept in the chain). A waiter whose
 // session's lease is revoked — lock.Break of another lock of the session —
-// finds its key deleted first and returns ErrKeyDeleted; the session
-// notices at its next renewal.
+// finds its key deleted, asks etcd whether the lease lives, and returns
+// the session's loss (ErrLeaseRevoked).
 //
 // While it waits, an Acquire does not fail because etcd is briefly
 // unreachable or electing a leader: its reads are retried and its watch
@@ -259,16 +259,25 @@ func (s *Session) watchKey(l *Lock, created int64) {
 
 // keyGone is the watch callback of l's keys: err is nil when the key was
 // deleted, watchmux.ErrModified when someone else wrote it (a break
-// request: see Break), else why etcd refused the watch.
+// request: see Break), else why etcd refused the watch. A deletion is a
+// question to etcd (keyDeleted), asked on a goroutine of the session's
+// group, not on the session's watch stream's: the mux runs it, counted in
+// the same group, so the group cannot be waited for meanwhile.
 func (l *Lock) keyGone(err error) {
 	switch {
-	case err == nil:
-		l.lose(ErrKeyDeleted, nil)
 	case errors.Is(err, watchmux.ErrModified):
 		l.lose(ErrBreakRequested, nil)
-	default:
+		return
+	case err != nil:
 		l.lose(ErrWatchRefused, err)
+		return
 	}
+	s := l.s
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.keyDeleted(l)
+	}()
 }
 
 // activate moves l from acquiring to active, unless it was lost meanwhile.

@@ -46,7 +46,7 @@ func asCtxErr(ctx context.Context, err error) error {
 // the failure better.
 func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		s.lose(ErrLeaseExpired, err)
+		s.leaseGone(err)
 	}
 	if cause := context.Cause(l.ctx); cause != nil && cause != context.Canceled {
 		// l ended — the session was lost or closed, or l's key deleted —

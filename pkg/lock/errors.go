@@ -48,10 +48,18 @@ var (
 	// ErrDeadlinePassed: the conservative lease deadline passed without a
 	// successful renewal.
 	ErrDeadlinePassed = errors.New("lock: lease deadline passed without renewal")
-	// ErrLeaseExpired: etcd reported the lease gone (expired or revoked).
-	ErrLeaseExpired = errors.New("lock: lease expired or revoked")
-	// ErrKeyDeleted: the lock's key was deleted by someone else (the lock
-	// was broken, or etcd expired the lease).
+	// ErrLeaseRevoked: etcd answered that the lease is gone before it
+	// could have expired it (before the last successful renewal's send
+	// time + TTL): someone revoked it (Break, etcdctl lease revoke).
+	ErrLeaseRevoked = errors.New("lock: lease revoked")
+	// ErrLeaseExpired: etcd answered that the lease is gone at a time it
+	// could have expired it: the answer came after the deadline (this
+	// process was paused, or its clock stood still), too late to tell an
+	// expiry from a revoke.
+	ErrLeaseExpired = errors.New("lock: lease expired")
+	// ErrKeyDeleted: the lock's key was deleted by someone else while its
+	// lease lived (etcdctl del; Break, unless its revoke is heard of
+	// first), or etcd did not say within half a second whether it lives.
 	ErrKeyDeleted = errors.New("lock: key deleted")
 	// ErrBreakRequested: the lock's key was written by someone else, as
 	// Break does to ask its holder to stop. The key stays until Release
@@ -110,10 +118,10 @@ func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
 }
 
 // LostError says why a session or lock stopped being valid. It wraps Kind
-// (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseExpired,
-// ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused, or a session's
-// LostError for a lock) and
-// Detail (the last etcd error seen, if any).
+// (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseRevoked,
+// ErrLeaseExpired, ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused, or
+// a session's LostError for a lock) and Detail (the last etcd error seen,
+// if any).
 type LostError struct {
 	Kind   error
 	Cause  error

@@ -58,16 +58,18 @@ func (s State) String() string {
 // write to a fenced resource: that is what rejects a stale holder's writes.
 //
 // A deletion of the lock's key by someone else (Break, an operator's
-// etcdctl del) also loses the lock. The holder learns of it through a watch
-// on its key, which starts at the acquisition's revision but is created
-// only 100 ms after the acquisition (a lock released sooner costs etcd no
-// watch at all); etcd catches such a watch up within another 100 ms, so
-// the notice can come about 200 ms after the deletion. A watch stream that
-// stops delivering without breaking is asked for a progress report after
-// 5 s of quiet and replaced 5 s later if nothing arrives; the key is then
-// read again, so a deletion is noticed within about 10 s plus a reconnect
-// even then (and the lock is lost at the session's deadline anyway if the
-// connection carries no renewals either).
+// etcdctl del or lease revoke) also loses the lock. The holder learns of
+// it through a watch on its key, which starts at the acquisition's
+// revision but is created only 100 ms after the acquisition (a lock
+// released sooner costs etcd no watch at all); etcd catches such a watch
+// up within another 100 ms, and the holder then asks etcd whether its
+// lease lives (at most 500 ms), to tell a revoke from a delete: the notice
+// can come about 200 ms and that question after the deletion. A watch
+// stream that stops delivering without breaking is asked for a progress
+// report after 5 s of quiet and replaced 5 s later if nothing arrives; the
+// key is then read again, so a deletion is noticed within about 10 s plus
+// a reconnect even then (and the lock is lost at the session's deadline
+// anyway if the connection carries no renewals either).
 type Lock struct {
 	s    *Session
 	name string

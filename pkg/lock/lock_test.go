@@ -395,6 +395,9 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLost(t, l, lock.ErrKeyDeleted, 10*time.Second, "its key was deleted")
+	if errors.Is(l.Err(), lock.ErrLeaseRevoked) || lock.LossReason(l.Err()) != "key_deleted" {
+		t.Errorf("lock lost with %v (reason %q), want a delete only: the lease lives", l.Err(), lock.LossReason(l.Err()))
+	}
 	var lost *lock.LostError
 	if l.State() != lock.StateLost || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
 		t.Errorf("state %v err %v, want lost with ErrKeyDeleted", l.State(), l.Err())
@@ -427,14 +430,18 @@ func TestRevokedLeaseLosesSessionAndLocks(t *testing.T) {
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	waitLost(t, l, nil, 10*time.Second, "its lease was revoked")
+	waitLost(t, l, lock.ErrLeaseRevoked, 10*time.Second, "its lease was revoked")
 	select {
 	case <-s.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("session not lost after lease revoke")
 	}
-	if !errors.Is(s.Err(), lock.ErrSessionLost) {
-		t.Errorf("session err %v, want ErrSessionLost", s.Err())
+	if !errors.Is(s.Err(), lock.ErrSessionLost) || !errors.Is(s.Err(), lock.ErrLeaseRevoked) {
+		t.Errorf("session err %v, want ErrSessionLost and ErrLeaseRevoked", s.Err())
+	}
+	// A revoke is told apart from a delete of the key and from an expiry.
+	if errors.Is(l.Err(), lock.ErrKeyDeleted) || errors.Is(l.Err(), lock.ErrLeaseExpired) || lock.LossReason(l.Err()) != "lease_revoked" {
+		t.Errorf("lock lost with %v (reason %q), want a revoke only", l.Err(), lock.LossReason(l.Err()))
 	}
 	if s.Remaining() != 0 {
 		t.Errorf("Remaining() = %v after loss", s.Remaining())

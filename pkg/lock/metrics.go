@@ -21,8 +21,8 @@ type Metrics interface {
 	// Ended is called once for every lock that was active, when it
 	// stops being active: lost is nil for a release (Release,
 	// Session.Close or Abandon), else the *LostError saying why
-	// (errors.Is it with ErrDeadlinePassed, ErrLeaseExpired,
-	// ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused).
+	// (errors.Is it with ErrDeadlinePassed, ErrLeaseRevoked,
+	// ErrLeaseExpired, ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused).
 	Ended(held time.Duration, lost error)
 	// LeaseRenewed is called after every renewal attempt of the
 	// session's lease with its latency and error (nil on success).
@@ -57,13 +57,15 @@ func (nopMetrics) Ended(time.Duration, error)        {}
 func (nopMetrics) LeaseRenewed(time.Duration, error) {}
 
 // LossReason names the cause of a loss for a metric label: "deadline"
-// (ErrDeadlinePassed), "lease_expired" (ErrLeaseExpired), "key_deleted"
-// (ErrKeyDeleted), "break_requested" (ErrBreakRequested), "watch_refused"
-// (ErrWatchRefused), else "other".
+// (ErrDeadlinePassed), "lease_revoked" (ErrLeaseRevoked), "lease_expired"
+// (ErrLeaseExpired), "key_deleted" (ErrKeyDeleted), "break_requested"
+// (ErrBreakRequested), "watch_refused" (ErrWatchRefused), else "other".
 func LossReason(lost error) string {
 	switch {
 	case errors.Is(lost, ErrDeadlinePassed):
 		return "deadline"
+	case errors.Is(lost, ErrLeaseRevoked):
+		return "lease_revoked"
 	case errors.Is(lost, ErrLeaseExpired):
 		return "lease_expired"
 	case errors.Is(lost, ErrKeyDeleted):

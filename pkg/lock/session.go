@@ -35,8 +35,9 @@ import (
 // multiplexer, and the receiving end of the one etcd watch stream that
 // carries every key watch of its locks and waiters (open while there are
 // watches, and for watchmux.IdleTimeout after), plus one while held keys
-// are re-read after the stream broke. Close stops them all and waits for
-// them.
+// are re-read after the stream broke, and one per key found deleted while
+// etcd is asked whether the lease lives. Close stops them all and waits
+// for them.
 type Session struct {
 	client *clientv3.Client
 	cfg    config
@@ -370,7 +371,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 			t.Reset(max(s.every-s.cfg.clock.Since(lastSend), 0))
 			s.sweepStrays()
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			s.lose(ErrLeaseExpired, err)
+			s.leaseGone(err)
 			return
 		default:
 			s.mu.Lock()

@@ -51,6 +51,7 @@ func TestMetricsFollowTermsAndCountOnlyLostOnesAsLosses(t *testing.T) {
 func TestLossReason(t *testing.T) {
 	for cause, want := range map[error]string{
 		lock.ErrDeadlinePassed: "deadline",
+		lock.ErrLeaseRevoked:   "lease_revoked",
 		lock.ErrLeaseExpired:   "lease_expired",
 		lock.ErrKeyDeleted:     "key_deleted",
 		lock.ErrWatchRefused:   "watch_refused",
