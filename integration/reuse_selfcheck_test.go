@@ -44,39 +44,44 @@ func TestReuseCheckerExcusesAnOperatorsDeleteSeenLate(t *testing.T) {
 
 // TestReuseCheckerExcusesAnOperatorsDeleteBeforeARelease checks the
 // checker on a history it once misjudged (CI, seed 4): an operator
-// deletes a term's key; the next candidate becomes leader; the holder,
-// not yet told of the loss, resigns within the notice bound; the
-// observer sees the DELETE only after the resign was called. The
-// operator's delete, whose reply said it deleted the key, is what ended
-// the term, not the resign. Without it the same history is an overlap
-// nobody explains; with a delete that may not have happened (its reply
-// lost), the resign is taken for the deleter, as before.
+// deletes a holder's key; the next contender gets the name; the holder,
+// not yet told of the loss, releases within the notice bound; the
+// observer sees the DELETE only after the release was called. For a lock,
+// the operator's delete, whose reply said it deleted the key, is what
+// ended the hold, not the release. Without it the same history is an
+// overlap nobody explains; with a delete that may not have happened (its
+// reply lost), the release is taken for the deleter, as before. For an
+// election's terms nothing excuses it: the next term waits out the old
+// one's confirmation bound after an unclean end.
 func TestReuseCheckerExcusesAnOperatorsDeleteBeforeARelease(t *testing.T) {
 	t.Parallel()
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	history := func(actions ...opAction) reuseResult {
+	history := func(kind string, actions ...opAction) reuseResult {
 		s1, s2 := &sessionRec{worker: "e1", lease: 0x11, closed: -1}, &sessionRec{worker: "e0", lease: 0x22, closed: -1}
-		term := &grant{kind: "term", worker: "e1", session: s1, name: "leader", key: "/p/leader/11", lease: 0x11, token: 10, real: 10,
+		held := &grant{kind: kind, worker: "e1", session: s1, name: "leader", key: "/p/leader/11", lease: 0x11, token: 10, real: 10,
 			start: ms(0), end: ms(100), release: ms(100), deletedAt: -1}
-		next := &grant{kind: "term", worker: "e0", session: s2, name: "leader", key: "/p/leader/22", lease: 0x22, token: 12, real: 12,
+		next := &grant{kind: kind, worker: "e0", session: s2, name: "leader", key: "/p/leader/22", lease: 0x22, token: 12, real: 12,
 			start: ms(98), end: ms(150), release: ms(150), deletedAt: -1}
-		c := &reuseRun{t: t, grants: []*grant{term, next}, sessions: []*sessionRec{s1, s2}, actions: actions,
-			deletions: []deletion{{key: term.key, createRev: 10, modRev: 11, at: ms(101)}, {key: next.key, createRev: 12, modRev: 13, at: ms(151)}}}
+		c := &reuseRun{t: t, grants: []*grant{held, next}, sessions: []*sessionRec{s1, s2}, actions: actions,
+			deletions: []deletion{{key: held.key, createRev: 10, modRev: 11, at: ms(101)}, {key: next.key, createRev: 12, modRev: 13, at: ms(151)}}}
 		res := reuseResult{took: ms(200)}
 		c.check(&res)
 		return res
 	}
 	del := opAction{kind: "delete", key: "/p/leader/11", createRev: 10, call: ms(95), ret: ms(97), deleted: true}
-	if res := history(del); res.counters[invOverlap] != 0 || res.counters[invLateNotice] != 0 {
-		t.Errorf("operator's delete, then the resign: %v; want no violation", res.counters)
+	if res := history("mutex", del); res.counters[invOverlap] != 0 || res.counters[invLateNotice] != 0 {
+		t.Errorf("operator's delete, then the release: %v; want no violation", res.counters)
 	}
-	if got := history().counters[invOverlap]; got != 1 {
+	if got := history("mutex").counters[invOverlap]; got != 1 {
 		t.Errorf("no operator: %d overlap violations, want 1 (an unexplained overlap)", got)
 	}
 	maybe := del
 	maybe.deleted = false
-	if got := history(maybe).counters[invOverlap]; got != 1 {
+	if got := history("mutex", maybe).counters[invOverlap]; got != 1 {
 		t.Errorf("an operator's delete that may not have happened: %d overlap violations, want 1", got)
+	}
+	if got := history("term", del).counters[invOverlap]; got != 1 {
+		t.Errorf("terms after an operator's delete: %d overlap violations, want 1 (the next term must wait)", got)
 	}
 }
 

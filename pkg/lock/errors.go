@@ -64,7 +64,7 @@ var (
 	// ErrBreakRequested: the lock's key was written by someone else, as
 	// Break does to ask its holder to stop. The key stays until Release
 	// (or Session.Close) deletes it.
-	ErrBreakRequested = errors.New("lock: break requested")
+	ErrBreakRequested = errors.New("lock: break requested (the key was written by someone else)")
 	// ErrWatchRefused: etcd refused to watch the lock's key (a holder is
 	// then lost: it could not learn of the key's deletion) or a waiter's
 	// predecessor (its Acquire fails), because the session's etcd user
