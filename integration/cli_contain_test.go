@@ -3,7 +3,9 @@
 package integration
 
 import (
+	"bytes"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -103,7 +105,7 @@ func TestCLIBreakStopsTheHolderFirst(t *testing.T) {
 		g := runGuarded(t, ep, "trap '' TERM HUP INT\n"+leaveBehind+"wait", "--kill-grace", "300ms")
 		next := nextHolder(t, g)
 		r := cli(t, ep, nil, "break", "job", "--token", tokenOf(t, ep))
-		if r.code != 0 || !strings.Contains(r.stdout, "released it") {
+		if r.code != 0 || !strings.Contains(r.stdout, "let go of it") {
 			t.Fatalf("break: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 		}
 		h := <-next
@@ -114,6 +116,23 @@ func TestCLIBreakStopsTheHolderFirst(t *testing.T) {
 		if !strings.Contains(g.stderr.String(), "break requested") {
 			t.Errorf("the broken run does not say why it stopped:\n%s", g.stderr)
 		}
+	})
+}
+
+// A run of two names asked to release one of them keeps both until its
+// command is stopped: the next holder of the other name never starts
+// beside it either.
+func TestCLIBreakOfASetStopsItFirst(t *testing.T) {
+	t.Parallel()
+	trials(t, func(t *testing.T) {
+		ep := shared.Endpoints()[0]
+		g := runGuardedOn(t, ep, nil, []string{"job", "other"}, "trap '' TERM HUP INT\n"+leaveBehind+"wait", "--kill-grace", "300ms")
+		next := nextHolderOf(t, g, "other")
+		if r := cli(t, ep, nil, "break", "job", "--token", tokenOf(t, ep)); r.code != 0 {
+			t.Fatalf("break: exit %d, stderr %q", r.code, r.stderr)
+		}
+		h := <-next
+		h.check(t)
 	})
 }
 
@@ -143,7 +162,7 @@ func TestCLIBreakForce(t *testing.T) {
 	g := runGuarded(t, ep, "trap '' TERM HUP INT\n"+leaveBehind+"wait")
 	next := nextHolder(t, g)
 	r := cli(t, ep, nil, "break", "job", "--token", tokenOf(t, ep), "--force")
-	if r.code != 0 || !strings.Contains(r.stdout, "key deleted") {
+	if r.code != 0 || !strings.Contains(r.stdout, "removed: key deleted") {
 		t.Fatalf("break --force: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	if h := <-next; h.err != nil {
@@ -152,5 +171,36 @@ func TestCLIBreakForce(t *testing.T) {
 	g.deadAt(t, 10*time.Second)
 	if err := g.cmd.Wait(); exitCodeOf(err) != 79 {
 		t.Errorf("the broken run: %v, want exit 79", err)
+	}
+}
+
+// Where the system refuses PID namespaces (here root without capabilities
+// in a user namespace that may create none, the case of a container
+// without CAP_SYS_ADMIN), auto runs
+// the command in the process tree with a one-line note saying why, and
+// pid-namespace refuses to run it: a configuration error (78).
+func TestCLIContainmentRefused(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatalf("unshare (util-linux) is needed: %v", err)
+	}
+	refused := func(args ...string) *exec.Cmd {
+		cmd := cliCommand(t, shared.Endpoints()[0], nil, args...)
+		cmd.Args = append([]string{"unshare", "--user", "--map-root-user", "sh", "-c",
+			`echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --inh-caps=-all --bounding-set=-all "$@"`, "sh"}, cmd.Args...)
+		cmd.Path, _ = exec.LookPath("unshare")
+		return cmd
+	}
+	var stderr bytes.Buffer
+	auto := refused("run", "job", "--", "true")
+	auto.Stderr = &stderr
+	if err := auto.Run(); err != nil || !strings.Contains(stderr.String(), "without a PID namespace (the system refused one") {
+		t.Errorf("auto where namespaces are refused: %v, stderr %q; want exit 0 and the note", err, stderr.String())
+	}
+	stderr.Reset()
+	strict := refused("run", "--containment", "pid-namespace", "job", "--", "true")
+	strict.Stderr = &stderr
+	if err := strict.Run(); exitCodeOf(err) != 78 || !strings.Contains(stderr.String(), "no PID namespace") {
+		t.Errorf("pid-namespace where namespaces are refused: %v, stderr %q; want exit 78", err, stderr.String())
 	}
 }

@@ -58,8 +58,14 @@ func runGuarded(t *testing.T, endpoint string, script string, flags ...string) *
 // pipe the test controls) when out is not nil.
 func runGuardedTo(t *testing.T, endpoint string, out *os.File, script string, flags ...string) *guarded {
 	t.Helper()
+	return runGuardedOn(t, endpoint, out, []string{"job"}, script, flags...)
+}
+
+// runGuardedOn is runGuardedTo for a run of names.
+func runGuardedOn(t *testing.T, endpoint string, out *os.File, names []string, script string, flags ...string) *guarded {
+	t.Helper()
 	g := &guarded{stderr: &lockedBuffer{}, dir: t.TempDir()}
-	args := append([]string{"run", "job"}, flags...)
+	args := append(append([]string{"run"}, names...), flags...)
 	g.cmd = cliCommand(t, endpoint, []string{"D=" + g.dir}, append(args, "--shell", "--", script)...)
 	g.cmd.Stderr = g.stderr
 	if out != nil {
@@ -133,13 +139,19 @@ type handover struct {
 // moment it has the lock, records which of g's processes are alive.
 func nextHolder(t *testing.T, g *guarded) <-chan handover {
 	t.Helper()
+	return nextHolderOf(t, g, "job")
+}
+
+// nextHolderOf is nextHolder for another name than job.
+func nextHolderOf(t *testing.T, g *guarded, name string) <-chan handover {
+	t.Helper()
 	// A TTL that a loaded machine's late renewals do not end: this session
 	// only waits its turn, and what the test times is when it gets it.
 	s := session(t, etcdtest.Client(t, shared.Endpoints()[0]), "next", lock.WithTTL(10*time.Second))
 	out := make(chan handover, 1)
 	ctx := testCtx(t, time.Minute)
 	go func() {
-		l, err := s.Acquire(ctx, "job")
+		l, err := s.Acquire(ctx, name)
 		h := handover{at: time.Now(), err: err}
 		if err == nil {
 			h.alive = g.alive()

@@ -75,12 +75,12 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 			return err
 		}
 		v := viewOf(h)
-		how := "released it"
+		how := "let go of it: its key is gone (released, or its lease expired)"
 		switch {
 		case o.force:
-			how = fmt.Sprintf("key deleted and lease %s revoked", v.Lease)
+			how = fmt.Sprintf("removed: key deleted and lease %s revoked", v.Lease)
 		case !released:
-			how = fmt.Sprintf("did not release it: lease %s revoked, its keys kept until it releases or its TTL passes", v.Lease)
+			how = fmt.Sprintf("fenced: it did not release it, lease %s is revoked, and the name stays taken until it releases or its TTL passes once more", v.Lease)
 		}
 		g.printer.Print(v, func(w io.Writer) {
 			fmt.Fprintf(w, "broke %s: holder %s (token %s) %s\n", printable(name), v.who(), v.Token, how)

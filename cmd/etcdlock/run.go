@@ -228,7 +228,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}, contain)
 	if err != nil {
-		return fmt.Errorf("cannot start the guardian: %w", err)
+		return guardianErr(fmt.Errorf("cannot start the guardian: %w", err))
 	}
 	defer gd.Close()
 
@@ -496,6 +496,16 @@ func lockNames(names []string) string {
 func lostWaiting(err error, name string) error {
 	if errors.Is(err, lock.ErrLost) || errors.Is(err, lock.ErrSessionLost) {
 		return withCode(exitcode.LostWaiting, fmt.Errorf("session lost while waiting for lock %q, before the command ran: %w", name, err))
+	}
+	return err
+}
+
+// guardianErr is err, a guardian that could not start, with the exit code
+// of a configuration error when --containment pid-namespace asked for what
+// the system refuses.
+func guardianErr(err error) error {
+	if errors.Is(err, guardian.ErrNoNamespace) {
+		return withCode(exitcode.Config, err)
 	}
 	return err
 }

@@ -47,7 +47,7 @@ func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *
 	// The guardian started while the lock was acquired; the deadlines it
 	// gets are read once it is ready (a broken one is replaced first).
 	if err := gd.Ready(); err != nil {
-		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+		return 0, 0, guardianErr(fmt.Errorf("cannot run %s: %w", argv[0], err))
 	}
 	if _, why := gd.Containment(); why != "" {
 		g.printer.Note("the command runs in etcdlock's process tree, without a PID namespace (%s): if etcdlock and its guardian are both killed, its processes outlive the lock (--containment process-tree: this note is not shown)", why)

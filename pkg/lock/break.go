@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Break asks the holder of name whose token is token (for a read-write
@@ -188,8 +189,13 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 			if clientv3.LeaseID(kv.Lease) != b.h.LeaseID {
 				continue
 			}
+			value := kv.Value
+			if r, ok := keyspace.Decode(value); ok && r.BreakRequested.IsZero() {
+				r.BreakRequested = time.Now().UTC() // Inspect shows the name as being broken
+				value = []byte(r.Encode())
+			}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
-			puts = append(puts, clientv3.OpPut(string(kv.Key), string(kv.Value), clientv3.WithLease(lease)))
+			puts = append(puts, clientv3.OpPut(string(kv.Key), string(value), clientv3.WithLease(lease)))
 		}
 	}
 	if len(puts) == 0 {

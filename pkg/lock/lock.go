@@ -300,7 +300,9 @@ func (l *Lock) lose(cause, detail error) {
 		l.mu.Lock() // a semaphore's acquisition may still be claiming a slot
 		tok, others := l.Token(), l.otherKeys()
 		l.mu.Unlock()
-		if len(others) > 0 {
+		// A break request leaves every key to the holder's Release: the
+		// names stay taken until its work has stopped.
+		if len(others) > 0 && !errors.Is(cause, ErrBreakRequested) {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.

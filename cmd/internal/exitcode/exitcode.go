@@ -49,7 +49,7 @@ func Table() []Row {
 		{fmt.Sprint(NotAcquired), "not acquired: held by someone else (`run --try`, `acquire`)"},
 		{fmt.Sprint(Mismatch), "`run --limit N` or `--shared` disagrees with how the name's holders and waiters use it (another limit, a semaphore against a plain lock or a read-write lock, or the other way round); not changed by `-E`"},
 		{fmt.Sprint(Permission), "permission denied by etcd (authentication, RBAC)"},
-		{fmt.Sprint(Config), "configuration error: TLS files missing, unreadable or not PEM, bad certificate; TLS that does not match the server's (TLS to a plain server, plain to a TLS server, a certificate the CA does not verify); `dev`: a data directory it cannot use, in use, or holding another kind of cluster, or etcd that cannot start (a port taken)"},
+		{fmt.Sprint(Config), "configuration error: TLS files missing, unreadable or not PEM, bad certificate; TLS that does not match the server's (TLS to a plain server, plain to a TLS server, a certificate the CA does not verify); `dev`: a data directory it cannot use, in use, or holding another kind of cluster, or etcd that cannot start (a port taken); `run`/`elect --containment pid-namespace` where the system refuses a PID namespace"},
 		{fmt.Sprint(Lost), "lock lost while the command ran, whatever the command's own exit status (the command was stopped, or had exited before the loss was seen: etcdlock confirms the lock with etcd once the command exits); " +
 			"`renew`: the token's lock is gone (expired, released, broken), is another owner's or is not the holder; " +
 			"`release`: the token is a lock of another owner (a lock already gone is a success); " +

@@ -190,7 +190,7 @@ func (g *Guardian) start(exe string) (*process, error) {
 		case g.want == ContainNamespace:
 			return nil, err
 		}
-		g.weak = err.Error()
+		g.weak = refusal(err)
 	}
 	return spawn(exe, g.stdio, nil)
 }
@@ -209,7 +209,38 @@ func spawnInNamespace(exe string, stdio Stdio) (*process, error) {
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("%w (%w)", ErrNoNamespace, err)
+	why := fmt.Sprintf("the system refused one: %v", errnoOf(err))
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		why += ": no user namespace may be created (sysctl user.max_user_namespaces)"
+	case errors.Is(err, syscall.EPERM):
+		why += ": neither CAP_SYS_ADMIN nor unprivileged user namespaces"
+	}
+	return nil, &namespaceError{why}
+}
+
+// namespaceError says why the guardian has no PID namespace; it wraps
+// ErrNoNamespace.
+type namespaceError struct{ why string }
+
+func (e *namespaceError) Error() string { return ErrNoNamespace.Error() + ": " + e.why }
+func (e *namespaceError) Unwrap() error { return ErrNoNamespace }
+
+// refusal is why err says a namespace could not be had.
+func refusal(err error) string {
+	if ne, ok := errors.AsType[*namespaceError](err); ok {
+		return ne.why
+	}
+	return err.Error()
+}
+
+// errnoOf is the system's error in err, if it has one: what a failed
+// start of a process says beyond its path.
+func errnoOf(err error) error {
+	if errno, ok := errors.AsType[syscall.Errno](err); ok {
+		return errno
+	}
+	return err
 }
 
 // Containment reports how the command is held: ContainNamespace or
@@ -304,7 +335,7 @@ func (g *Guardian) Ready() error {
 	case g.want == ContainNamespace:
 		return err
 	default:
-		g.weak = err.Error()
+		g.weak = refusal(err)
 		p, err = spawn(g.p.exe, g.stdio, nil)
 	}
 	if err != nil {
@@ -410,7 +441,7 @@ func (p *process) awaitReady() error {
 	case <-p.ready:
 		if p.nsErr != "" {
 			<-p.done
-			return fmt.Errorf("%w: %s", ErrNoNamespace, p.nsErr)
+			return &namespaceError{p.nsErr}
 		}
 		return nil
 	case <-p.done:

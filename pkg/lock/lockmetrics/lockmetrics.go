@@ -73,7 +73,7 @@ func New(reg prometheus.Registerer, constLabels prometheus.Labels) (*Recorder, e
 		}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "etcdlock", Subsystem: "lock", Name: "lost_total", ConstLabels: constLabels,
-			Help: "Active locks lost, by reason (deadline, lease_revoked, lease_expired, key_deleted, watch_refused, other).",
+			Help: "Active locks lost, by reason (deadline, lease_revoked, lease_expired, key_deleted, break_requested, watch_refused, other).",
 		}, []string{"reason"}),
 		renew: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "etcdlock", Subsystem: "lease", Name: "renew_duration_seconds", ConstLabels: constLabels,
