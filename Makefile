@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint cross release bench bench-scale chaos tidy-check clean
+.PHONY: all build test demo lint cross release bench bench-scale chaos surface tidy-check clean
 
 all: lint build test
 
@@ -94,6 +94,14 @@ bench-scale:
 
 clean:
 	rm -rf bin dist
+
+## surface: pkg/lock's size and readability beside etcd's concurrency
+## package: exported identifiers, go doc lines, doc comment length, the
+## files and functions one contended Acquire runs (by coverage), kind
+## checks outside the kinds' files, the Session type, cmd/'s longest
+## function.
+surface:
+	$(GO) run ./hack/surface
 
 ## chaos: long randomized runs, each part ending with a totals table: the
 ## fault suite (CHAOS_RUNS, CHAOS_SEED), the session-reuse checker
