@@ -260,7 +260,8 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
-	code, sig, err := superviseCommand(g, gd, l, s, argv, o, killSig, sigc)
+	r := superviseCommand(&supervisor{g: g, gd: gd, l: l, s: s, o: o, argv: argv, killSig: killSig}, sigc)
+	code, sig, err := r.code, r.sig, r.err
 	if errors.Is(err, lock.ErrBreakRequested) {
 		// Every process of the command is gone: release now. The key
 		// may be on a lease of its own (break fenced the run), which the

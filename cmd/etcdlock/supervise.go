@@ -39,166 +39,223 @@ const deadlineEvery = 50 * time.Millisecond
 // command is gone; or an error wrapping the loss (lock.ErrLost) if the
 // lock was lost, the command then stopped; or an error if the guardian
 // could not run the command or died.
-func superviseCommand(g *globalOptions, gd *guardian.Guardian, l *lock.Lock, s *lock.Session, argv []string, o *runOptions, killSig syscall.Signal, sigc <-chan os.Signal) (int, syscall.Signal, error) {
-	if o.shell {
+func superviseCommand(sv *supervisor, sigc <-chan os.Signal) result {
+	if err := sv.start(); err != nil {
+		return result{err: err}
+	}
+	contc := make(chan os.Signal, 1)
+	if sv.fg {
+		signal.Notify(contc, syscall.SIGCONT)
+		defer signal.Stop(contc)
+	}
+	tick := time.NewTicker(deadlineEvery)
+	defer tick.Stop()
+	if sv.o.runTimeout > 0 {
+		t := time.NewTimer(sv.o.runTimeout)
+		defer t.Stop()
+		sv.runOut = t.C
+	}
+	for {
+		select {
+		case ev, ok := <-sv.gd.Events():
+			if r, done := sv.event(ev, ok); done {
+				return r
+			}
+		case sig := <-sigc:
+			sv.signal(sig.(syscall.Signal))
+		case <-contc:
+			_ = sv.gd.Continue(inForeground(sv.g.stdin))
+		case <-sv.lost:
+			sv.onLost()
+		case <-sv.runOut:
+			sv.onRunTimeout()
+		case <-sv.ack:
+			sv.onUnacknowledged()
+		case <-tick.C:
+			sv.onTick()
+		}
+	}
+}
+
+// start gives the guardian, once it is ready, the command with the lock's
+// environment and the first deadlines.
+func (sv *supervisor) start() error {
+	g, l := sv.g, sv.l
+	argv := sv.argv
+	if sv.o.shell {
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
-	fg := inForeground(g.stdin)
+	sv.fg = inForeground(g.stdin)
+	sv.lost = l.Lost()
 	// The guardian started while the lock was acquired; the deadlines it
 	// gets are read once it is ready (a broken one is replaced first).
-	if err := gd.Ready(); err != nil {
-		return 0, 0, guardianErr(fmt.Errorf("cannot run %s: %w", argv[0], err))
+	if err := sv.gd.Ready(); err != nil {
+		return guardianErr(fmt.Errorf("cannot run %s: %w", argv[0], err))
 	}
-	if _, why := gd.Containment(); why != "" {
+	if _, why := sv.gd.Containment(); why != "" {
 		g.printer.Note("the command runs in etcdlock's process tree, without a PID namespace (%s): if etcdlock and its guardian are both killed, its processes outlive the lock (--containment process-tree: this note is not shown)", why)
 	}
-	soft, hard := guardDeadlines(s)
-	env := map[string]string{
-		"ETCDLOCK_NAME":     l.Name(),
-		"ETCDLOCK_KEY":      l.Key(),
-		fencing.EnvVar:      l.Token().String(),
-		"ETCDLOCK_OWNER":    l.Owner(),
-		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
-	}
-	base := os.Environ()
-	env["ETCDLOCK_NAMES"] = strings.Join(l.Names(), "\n")
-	if l.Slot() >= 0 {
-		env["ETCDLOCK_SLOT"] = strconv.Itoa(l.Slot())
-	} else {
-		// Not a semaphore's: a slot inherited from an outer run is not ours.
-		base = slices.DeleteFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "ETCDLOCK_SLOT=") })
-	}
-	err := gd.Run(guardian.Config{
+	soft, hard := guardDeadlines(sv.s)
+	sv.soft = soft
+	err := sv.gd.Run(guardian.Config{
 		Argv:       argv,
-		Env:        childEnv(base, env),
-		KillSignal: killSig,
-		KillGrace:  o.killGrace,
-		Foreground: fg,
+		Env:        lockEnv(l),
+		KillSignal: sv.killSig,
+		KillGrace:  sv.o.killGrace,
+		Foreground: sv.fg,
 		JSONNotes:  g.printer.format == "json",
 		Quiet:      g.quiet,
 		Soft:       soft,
 		Hard:       hard,
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+		return fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
-	contc := make(chan os.Signal, 1)
-	if fg {
-		signal.Notify(contc, syscall.SIGCONT)
-		defer signal.Stop(contc)
-	}
-	tick := time.NewTicker(deadlineEvery)
-	defer tick.Stop()
-	var runOut <-chan time.Time // --run-timeout
-	if o.runTimeout > 0 {
-		t := time.NewTimer(o.runTimeout)
-		defer t.Stop()
-		runOut = t.C
-	}
-	timedOut := false
-	var renewals renewWarning
+	return nil
+}
 
-	var (
-		forwarded bool // a signal etcdlock received was forwarded to the command
-		lostErr   error
-		lost      = l.Lost()
-		pgid      int
-		ack       <-chan time.Time // set while a stop waits for the guardian's acknowledgement
-		asked     time.Time        // when the stop was sent
-	)
-	for {
+// lockEnv is the command's environment: etcdlock's, with the lock's
+// ETCDLOCK_* variables set over inherited ones.
+func lockEnv(l *lock.Lock) []string {
+	env := map[string]string{
+		"ETCDLOCK_NAME":     l.Name(),
+		"ETCDLOCK_KEY":      l.Key(),
+		fencing.EnvVar:      l.Token().String(),
+		"ETCDLOCK_OWNER":    l.Owner(),
+		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
+		"ETCDLOCK_NAMES":    strings.Join(l.Names(), "\n"),
+	}
+	base := os.Environ()
+	if l.Slot() >= 0 {
+		env["ETCDLOCK_SLOT"] = strconv.Itoa(l.Slot())
+	} else {
+		// Not a semaphore's: a slot inherited from an outer run is not ours.
+		base = slices.DeleteFunc(base, func(kv string) bool { return strings.HasPrefix(kv, "ETCDLOCK_SLOT=") })
+	}
+	return childEnv(base, env)
+}
+
+// event handles what the guardian reported (ok false: it is gone); done
+// says the command's supervision is over, with r.
+func (sv *supervisor) event(ev guardian.Event, ok bool) (r result, done bool) {
+	switch {
+	case !ok:
+		return sv.guardianDied(), true
+	case ev.Stopping:
+		sv.ack = nil
+	case ev.Started != 0:
+		sv.g.logger.Debug("command started", zap.Int("pid", ev.Started))
+	case ev.Stopped:
+		// Ctrl-Z stopped the command: stop this job as the terminal
+		// would have. Renewals stop with it.
+		_ = unix.Kill(0, unix.SIGTSTP)
+	case ev.Exited:
+		return sv.exited(ev), true
+	}
+	return result{}, false
+}
+
+// guardianDied handles a guardian that died without reporting (it was
+// killed): everything below it moved up to this process, a subreaper too,
+// or died with its PID namespace; kill what is left before the lock is
+// released.
+func (sv *supervisor) guardianDied() result {
+	if kerr := sv.gd.Kill(); kerr != nil {
+		sv.g.printer.Note("%v", kerr)
+	}
+	err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", sv.gd.Err())
+	if sv.lostErr != nil {
+		err = fmt.Errorf("%s lost while the command ran (%w); %v", someOf(sv.l.Names()), sv.lostErr, err)
+	}
+	return result{err: err}
+}
+
+// exited is the end of a command whose every process is gone.
+func (sv *supervisor) exited(ev guardian.Event) result {
+	for range sv.gd.Events() { // until the guardian is waited for
+	}
+	l := sv.l
+	if sv.lostErr == nil && !time.Now().Before(sv.s.Deadline()) {
+		// The guardian stopped the command at the deadline while this
+		// process was stopped or starved: the session sees the loss as
+		// soon as it runs.
 		select {
-		case ev, ok := <-gd.Events():
-			switch {
-			case !ok:
-				// The guardian died without reporting (it was killed):
-				// everything below it moved up to this process, a
-				// subreaper too; kill it all before the lock is released.
-				kerr := gd.Kill()
-				if kerr != nil {
-					g.printer.Note("%v", kerr)
-				}
-				err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", gd.Err())
-				if lostErr != nil {
-					err = fmt.Errorf("%s lost while the command ran (%w); %v", someOf(l.Names()), lostErr, err)
-				}
-				return 0, 0, err
-			case ev.Stopping:
-				ack = nil
-			case ev.Started != 0:
-				pgid = ev.Started
-				g.logger.Debug("command started", zap.Int("pid", pgid))
-			case ev.Stopped:
-				// Ctrl-Z stopped the command: stop this job as the
-				// terminal would have. Renewals stop with it.
-				_ = unix.Kill(0, unix.SIGTSTP)
-			case ev.Exited:
-				for range gd.Events() { // until the guardian is waited for
-				}
-				if lostErr == nil && !time.Now().Before(s.Deadline()) {
-					// The guardian stopped the command at the deadline
-					// while this process was stopped or starved: the
-					// session sees the loss as soon as it runs.
-					select {
-					case <-l.Lost():
-					case <-time.After(time.Second):
-					}
-					lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))
-				}
-				if lostErr != nil {
-					return 0, 0, fmt.Errorf("%s lost while the command ran; the command was stopped: %w", someOf(l.Names()), lostErr)
-				}
-				if timedOut {
-					return 0, 0, fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", o.runTimeout, errRunTimeout)
-				}
-				if ev.StartError != "" {
-					return 0, 0, withCode(ev.Code, errors.New(ev.StartError))
-				}
-				if fg && !forwarded && (ev.Signal == syscall.SIGINT || ev.Signal == syscall.SIGQUIT) {
-					g.terminalSignal = true // the terminal's: etcdlock received none
-				}
-				return ev.Code, ev.Signal, nil
-			}
-		case sig := <-sigc:
-			forwarded = true
-			g.logger.Info("forwarding signal", zap.String("signal", signals.Name(sig.(syscall.Signal))))
-			_ = gd.Signal(sig.(syscall.Signal))
-		case <-contc:
-			_ = gd.Continue(inForeground(g.stdin))
-		case <-lost:
-			lost = nil
-			lostErr = l.Err()
-			_ = gd.Stop(fmt.Sprintf("%s lost (%v)", someOf(l.Names()), lostErr), killGrace(o.killGrace, s, lostErr))
-			ack, asked = time.After(guardian.StopAck), time.Now()
-		case <-runOut:
-			runOut = nil
-			if lost != nil { // not already stopping for a loss
-				timedOut = true
-				_ = gd.Stop(fmt.Sprintf("--run-timeout %v passed", o.runTimeout), killGrace(o.killGrace, s, nil))
-				ack, asked = time.After(guardian.StopAck), time.Now()
-			}
-		case <-ack:
-			if time.Since(asked) > 2*guardian.StopAck {
-				// This process was stopped or starved since it asked:
-				// the acknowledgement may be waiting. Ask for one more.
-				ack, asked = time.After(guardian.StopAck), time.Now()
-				continue
-			}
-			ack = nil
-			g.printer.Note("the guardian did not acknowledge the stop within %v (it is frozen or hung): killing it and every process of the command", guardian.StopAck)
-			if err := gd.Kill(); err != nil {
-				g.printer.Note("%v", err)
-			}
-		case <-tick.C:
-			if lost == nil {
-				continue
-			}
-			renewals.check(g.printer, s)
-			if next, nextHard := guardDeadlines(s); next.After(soft) {
-				soft = next
-				_ = gd.SetDeadline(soft, nextHard)
-			}
+		case <-l.Lost():
+		case <-time.After(time.Second):
 		}
+		sv.lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))
+	}
+	switch {
+	case sv.lostErr != nil:
+		return result{err: fmt.Errorf("%s lost while the command ran; the command was stopped: %w", someOf(l.Names()), sv.lostErr)}
+	case sv.timedOut:
+		return result{err: fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", sv.o.runTimeout, errRunTimeout)}
+	case ev.StartError != "":
+		return result{err: withCode(ev.Code, errors.New(ev.StartError))}
+	}
+	if sv.fg && !sv.forwarded && (ev.Signal == syscall.SIGINT || ev.Signal == syscall.SIGQUIT) {
+		sv.g.terminalSignal = true // the terminal's: etcdlock received none
+	}
+	return result{code: ev.Code, sig: ev.Signal}
+}
+
+// signal forwards a signal etcdlock received to the command.
+func (sv *supervisor) signal(sig syscall.Signal) {
+	sv.forwarded = true
+	sv.g.logger.Info("forwarding signal", zap.String("signal", signals.Name(sig)))
+	_ = sv.gd.Signal(sig)
+}
+
+// onLost stops the command of a lock that was lost.
+func (sv *supervisor) onLost() {
+	sv.lost = nil
+	sv.lostErr = sv.l.Err()
+	sv.stop(fmt.Sprintf("%s lost (%v)", someOf(sv.l.Names()), sv.lostErr), killGrace(sv.o.killGrace, sv.s, sv.lostErr))
+}
+
+// onRunTimeout stops a command that ran past --run-timeout, unless a loss
+// is stopping it already.
+func (sv *supervisor) onRunTimeout() {
+	sv.runOut = nil
+	if sv.lost != nil {
+		sv.timedOut = true
+		sv.stop(fmt.Sprintf("--run-timeout %v passed", sv.o.runTimeout), killGrace(sv.o.killGrace, sv.s, nil))
+	}
+}
+
+// stop asks the guardian to stop the command, and expects its
+// acknowledgement within guardian.StopAck.
+func (sv *supervisor) stop(why string, grace time.Duration) {
+	_ = sv.gd.Stop(why, grace)
+	sv.ack, sv.asked = time.After(guardian.StopAck), time.Now()
+}
+
+// onUnacknowledged handles a stop the guardian did not acknowledge in
+// time: it is frozen or hung, and cannot be trusted to stop the command.
+func (sv *supervisor) onUnacknowledged() {
+	if time.Since(sv.asked) > 2*guardian.StopAck {
+		// This process was stopped or starved since it asked: the
+		// acknowledgement may be waiting. Ask for one more.
+		sv.ack, sv.asked = time.After(guardian.StopAck), time.Now()
+		return
+	}
+	sv.ack = nil
+	sv.g.printer.Note("the guardian did not acknowledge the stop within %v (it is frozen or hung): killing it and every process of the command", guardian.StopAck)
+	if err := sv.gd.Kill(); err != nil {
+		sv.g.printer.Note("%v", err)
+	}
+}
+
+// onTick tells the guardian the lease's newer deadline, while the lock
+// is held, and notes failing renewals.
+func (sv *supervisor) onTick() {
+	if sv.lost == nil {
+		return
+	}
+	sv.renewals.check(sv.g.printer, sv.s)
+	if next, nextHard := guardDeadlines(sv.s); next.After(sv.soft) {
+		sv.soft = next
+		_ = sv.gd.SetDeadline(next, nextHard)
 	}
 }
 

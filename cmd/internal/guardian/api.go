@@ -125,5 +125,9 @@ type Event struct {
 	StartError string
 }
 
+// ErrNoNamespace is returned by Spawn and Ready under ContainNamespace
+// where the guardian cannot have a PID namespace.
+var ErrNoNamespace = errors.New("guardian: no PID namespace")
+
 // ErrExited is returned by Guardian's methods once the guardian is gone.
 var ErrExited = errors.New("guardian: the guardian process has exited")

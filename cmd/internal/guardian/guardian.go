@@ -172,10 +172,6 @@ func Spawn(stdio Stdio, c Containment) (*Guardian, error) {
 	return g, nil
 }
 
-// ErrNoNamespace is returned by Spawn and Ready under ContainNamespace
-// where the guardian cannot have a PID namespace.
-var ErrNoNamespace = errors.New("guardian: no PID namespace")
-
 // start starts exe as a guardian process, in a PID namespace unless g
 // wants the process tree or was refused one already; under ContainAuto a
 // refusal falls back to the tree and is recorded (Containment).
