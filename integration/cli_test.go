@@ -426,6 +426,18 @@ func TestCLIDevServer(t *testing.T) {
 	if r := cli(t, "127.0.0.1:1", nil, "dev", "--listen", "0.0.0.0:2379"); r.code == 0 {
 		t.Errorf("dev accepted a non-loopback address")
 	}
+	// Alone in its directory, with no etcdlock-dev on PATH either: the
+	// hint says how to get it from the source, which works.
+	alone := filepath.Join(t.TempDir(), "etcdlock")
+	if b, err := os.ReadFile(cliPath); err != nil || os.WriteFile(alone, b, 0o755) != nil {
+		t.Fatalf("copy etcdlock: %v", err)
+	}
+	lone := exec.Command(alone, "dev", "--listen", "127.0.0.1:0")
+	lone.Env = append(cleanEnv(), "PATH=/nonexistent")
+	msg, _ := lone.CombinedOutput()
+	if !strings.Contains(string(msg), "make build") || !strings.Contains(string(msg), "go install ./cmd/etcdlock-dev") || strings.Contains(string(msg), "@latest") {
+		t.Errorf("dev without etcdlock-dev: %q; want how to build it from the source", msg)
+	}
 }
 
 // acquire makes up a new owner for every call unless --owner names one on

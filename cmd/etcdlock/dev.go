@@ -33,8 +33,8 @@ too, the same command restarts that cluster on its data, on the same
 endpoints.
 
 This runs the etcdlock-dev program, found next to etcdlock or on PATH
-(go install github.com/etcdlock/etcdlock/cmd/etcdlock-dev@latest), with the
-flags below; etcdlock's global flags do not apply, and dev's flags are read
+(make build puts it in bin/ beside etcdlock; go install ./cmd/... from
+etcdlock's source puts both in your GOBIN), with the flags below; etcdlock's global flags do not apply, and dev's flags are read
 from the command line only.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -65,5 +65,5 @@ func findDevBinary() (string, error) {
 	if p, err := exec.LookPath(devBinary); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%s not found next to etcdlock or on PATH: go install github.com/etcdlock/etcdlock/cmd/%s@latest", devBinary, devBinary)
+	return "", fmt.Errorf("%s not found next to etcdlock or on PATH: build it from etcdlock's source with make build (bin/ beside etcdlock) or go install ./cmd/%s", devBinary, devBinary)
 }
