@@ -8,8 +8,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -410,107 +408,6 @@ func someOf(names []string) string {
 		return lockNames(names)
 	}
 	return "one of " + lockNames(names)
-}
-
-// acquireWaiting acquires names, reporting who holds each of them while
-// it waits.
-func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
-	name := names[0]
-	// --timeout bounds the wait for holders, not the requests that take a
-	// free lock, however short it is: try first (a lock-delay is a wait
-	// that --timeout bounds, and a set has no try).
-	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
-	if o.try || firstTry {
-		// A --try waits for no holder, but does wait out a lock-delay.
-		// Bounded as every request, so that a try that gets no answer
-		// has its diagnosis when it fails (see diagnose).
-		rctx, cancel := g.requestCtxFor(ctx, g.requestTimeout+o.lockDelay)
-		defer cancel()
-		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
-		var locked *lock.LockedError
-		switch {
-		case err == nil:
-			return l, nil
-		case o.try || !errors.As(err, &locked):
-			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
-		}
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if o.timeout > 0 {
-		var c2 context.CancelFunc
-		wctx, c2 = context.WithTimeoutCause(wctx, o.timeout, errWaitTimeout)
-		defer c2()
-	}
-	rctx, stopReport := context.WithCancel(wctx)
-	defer stopReport()
-	// A reporter per name: a set waits for whichever of its names is held.
-	var reporters sync.WaitGroup
-	defer reporters.Wait() // the reporters end when rctx does
-	var waited atomic.Bool // a reporter said who holds a name
-	waiting := make(chan struct{})
-	var waits sync.Once
-	hook := lock.WithWaitHook(func() { waits.Do(func() { close(waiting) }) })
-	began := time.Now()
-	for _, n := range names {
-		reporters.Go(func() {
-			if reportHolders(rctx, g, s, n, waiting) {
-				waited.Store(true)
-			}
-		})
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reporters.Wait()
-	}()
-	intr := make(chan os.Signal, 1)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case sig := <-sigc:
-			intr <- sig
-			cancel(errors.New("interrupted"))
-		case <-rctx.Done():
-		}
-	}()
-	var l *lock.Lock
-	var err error
-	if len(names) > 1 {
-		l, err = s.AcquireAll(wctx, names, hook)
-	} else {
-		l, err = s.Acquire(wctx, name, append(o.acquireOptions(), hook)...)
-	}
-	stopReport()
-	<-watched
-	<-done
-	var interrupted os.Signal
-	select {
-	case interrupted = <-intr:
-	default:
-	}
-	if err == nil && interrupted != nil {
-		// The signal came as the lock was granted: honour it.
-		relCtx, relCancel := g.requestCtx(context.WithoutCancel(ctx))
-		defer relCancel()
-		_ = l.Release(relCtx)
-	}
-	if err == nil && interrupted == nil {
-		if waited.Load() {
-			g.printer.Note("acquired %s (token %s) after waiting %v", lockNames(names), l.Token(), time.Since(began).Round(time.Millisecond))
-		}
-		return l, nil
-	}
-	switch cause := context.Cause(wctx); {
-	case interrupted != nil:
-		sig := interrupted.(syscall.Signal)
-		return nil, &exitErr{code: exitcode.SignalBase + int(sig), signal: sig,
-			err: fmt.Errorf("interrupted by %s while waiting for %s", signals.Name(sig), lockNames(names))}
-	case errors.Is(cause, errWaitTimeout):
-		return nil, fmt.Errorf("%w after %v waiting for %s", errWaitTimeout, o.timeout, lockNames(names))
-	}
-	return nil, lostWaiting(err, name)
 }
 
 // lockNames is names as messages show them: lock "a", or locks "a", "b".
