@@ -23,6 +23,13 @@ type memberProc struct {
 	err      error         // cmd.Wait's result, set before exited is closed
 }
 
+// memberStart is what a member's goroutine says once the member serves
+// (err nil) or cannot.
+type memberStart struct {
+	p   *memberProc
+	err error
+}
+
 // runCluster starts o.Members member processes — this program again, each
 // serving one member with the production defaults (fsync on, 100 ms
 // heartbeat, 1 s election timeout) — and serves until ctx ends, then stops
@@ -36,26 +43,11 @@ func runCluster(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("cannot find this program to start the members: %w", err)
 	}
-	base := o.DataDir
-	if base == "" {
-		if base, err = os.MkdirTemp("", "etcdlock-dev-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(base)
+	base, release, err := clusterDir(o.DataDir)
+	if err != nil {
+		return err
 	}
-	if o.DataDir != "" {
-		// The directory's lock, held while the cluster runs: another
-		// etcdlock dev on it, a cluster or a single member, fails at once
-		// rather than record a layout of its own over this one's.
-		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-			return fmt.Errorf("--data-dir: %w", err)
-		}
-		lock, err := lockDataDir(o.DataDir, "")
-		if err != nil {
-			return err
-		}
-		defer lock.Close()
-	}
+	defer release()
 	lay, err := clusterLayout(o.DataDir, o.Members)
 	if err != nil {
 		return err
@@ -73,57 +65,103 @@ func runCluster(ctx context.Context, o *options) error {
 		procs[i] = &memberProc{name: fmt.Sprintf("m%d", i)}
 	}
 	defer stopMembers(procs)
-	type started struct {
-		p   *memberProc
-		err error // nil once it serves
-	}
-	ready := make(chan started, len(procs))
+	ready := make(chan memberStart, len(procs))
 	for i, p := range procs {
-		p.cmd = exec.Command(self, "--member-name", p.name, "--initial-cluster", strings.Join(lay.initial, ","),
+		err := p.start(ready, self, "--member-name", p.name, "--initial-cluster", strings.Join(lay.initial, ","),
 			"--cluster-token", lay.token, "--listen", lay.clients[i], "--data-dir", base, "--log-level", o.LogLevel)
-		dieWithParent(p.cmd)
-		p.cmd.Stderr = os.Stderr
-		out, err := p.cmd.StdoutPipe()
 		if err != nil {
 			return err
 		}
-		if err := p.cmd.Start(); err != nil {
-			return fmt.Errorf("start member %s: %w", p.name, err)
-		}
-		p.exited = make(chan struct{})
-		go func() {
-			// The member prints its endpoint once it serves.
-			line, err := bufio.NewReader(out).ReadString('\n')
-			p.endpoint = strings.TrimSpace(line)
-			if err != nil || p.endpoint == "" {
-				ready <- started{p, fmt.Errorf("member %s did not start (%v)", p.name, err)}
-			} else {
-				ready <- started{p, nil}
-			}
-			_, _ = io.Copy(io.Discard, out)
-			p.err = p.cmd.Wait()
-			close(p.exited)
-		}()
 	}
-	serving := map[*memberProc]bool{}
+	if serving, err := awaitMembers(ctx, procs, ready); !serving {
+		return err
+	}
+	announceMembers(procs)
+	reportExits(ctx, procs)
+	return nil
+}
+
+// clusterDir is the members' data directory: dataDir, locked until release
+// so that another etcdlock dev on it, a cluster or a single member, fails
+// at once rather than record a layout of its own over this one's; or, if
+// dataDir is "", a temporary directory that release removes.
+func clusterDir(dataDir string) (dir string, release func(), err error) {
+	if dataDir == "" {
+		dir, err := os.MkdirTemp("", "etcdlock-dev-")
+		if err != nil {
+			return "", nil, err
+		}
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	lock, err := lockDataDir(dataDir, "")
+	if err != nil {
+		return "", nil, err
+	}
+	return dataDir, func() { lock.Close() }, nil
+}
+
+// start starts p as self with args. Its goroutine sends p's memberStart
+// on ready (which has room for it), then waits for the process and closes
+// p.exited; stopMembers ends the process.
+func (p *memberProc) start(ready chan<- memberStart, self string, args ...string) error {
+	p.cmd = exec.Command(self, args...)
+	dieWithParent(p.cmd)
+	p.cmd.Stderr = os.Stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start member %s: %w", p.name, err)
+	}
+	p.exited = make(chan struct{})
+	go func() {
+		// The member prints its endpoint once it serves.
+		line, err := bufio.NewReader(out).ReadString('\n')
+		p.endpoint = strings.TrimSpace(line)
+		if err != nil || p.endpoint == "" {
+			ready <- memberStart{p, fmt.Errorf("member %s did not start (%v)", p.name, err)}
+		} else {
+			ready <- memberStart{p, nil}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return nil
+}
+
+// awaitMembers waits until every one of procs serves: serving is false if
+// one could not start (err) or ctx ended first (err nil, said on stderr).
+func awaitMembers(ctx context.Context, procs []*memberProc, ready <-chan memberStart) (serving bool, err error) {
+	started := map[*memberProc]bool{}
 	for range procs {
 		select {
 		case st := <-ready:
 			if st.err != nil {
-				return st.err
+				return false, st.err
 			}
-			serving[st.p] = true
+			started[st.p] = true
 		case <-ctx.Done():
 			var waiting []string
 			for _, p := range procs {
-				if !serving[p] {
+				if !started[p] {
 					waiting = append(waiting, p.name)
 				}
 			}
 			fmt.Fprintf(os.Stderr, "etcdlock dev: stopped before the cluster served (not serving yet: %s)\n", strings.Join(waiting, ", "))
-			return nil
+			return false, nil
 		}
 	}
+	return true, nil
+}
+
+// announceMembers prints the serving cluster: its endpoints and each
+// member on stdout, how to stop it on stderr.
+func announceMembers(procs []*memberProc) {
 	eps := make([]string, len(procs))
 	for i, p := range procs {
 		eps[i] = p.endpoint
@@ -133,6 +171,11 @@ func runCluster(ctx context.Context, o *options) error {
 		fmt.Printf("%s %d %s\n", p.name, p.cmd.Process.Pid, p.endpoint)
 	}
 	fmt.Fprintf(os.Stderr, "etcdlock dev: %d-member etcd cluster serving on %s; stop with Ctrl-C\n", len(procs), strings.Join(eps, ","))
+}
+
+// reportExits says on stderr which member exits until ctx ends, then that
+// the cluster stops.
+func reportExits(ctx context.Context, procs []*memberProc) {
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		wg.Add(1)
@@ -148,7 +191,6 @@ func runCluster(ctx context.Context, o *options) error {
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "etcdlock dev: stopping the cluster")
 	wg.Wait()
-	return nil
 }
 
 // stopMembers sends every running member SIGTERM and waits for them, with

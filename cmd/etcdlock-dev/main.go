@@ -26,13 +26,8 @@ type options struct {
 	memberName, initialCluster, clusterToken string
 }
 
-func main() {
-	o := &options{}
-	code := 0
-	cmd := &cobra.Command{
-		Use:   "etcdlock-dev [--data-dir D] [--listen 127.0.0.1:2379 | --members N]",
-		Short: "Run an etcd for local development: one member, or a cluster of member processes",
-		Long: `Start a real etcd server (embedded, single member) listening on --listen, print
+// devLong is the command's help text.
+const devLong = `Start a real etcd server (embedded, single member) listening on --listen, print
 its endpoint, and serve until SIGINT or SIGTERM. Without --data-dir the data
 lives in a temporary directory removed on exit. Only loopback addresses are
 accepted: this is a development server. Also available as 'etcdlock dev'.
@@ -46,7 +41,15 @@ runs; the member is not restarted. With --data-dir, the cluster's peer
 and client ports are recorded there (file "cluster"): the same command
 restarts it on its data, on the same endpoints, and needs those ports
 free; it waits, up to 20 s and saying so, for members of an earlier run
-that are still stopping (their parent was killed).`,
+that are still stopping (their parent was killed).`
+
+func main() {
+	o := &options{}
+	code := 0
+	cmd := &cobra.Command{
+		Use:   "etcdlock-dev [--data-dir D] [--listen 127.0.0.1:2379 | --members N]",
+		Short: "Run an etcd for local development: one member, or a cluster of member processes",
+		Long:  devLong,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.NoArgs(cmd, args); err != nil {
 				code = exitcode.Usage

@@ -169,20 +169,7 @@ func leaderless(ctx context.Context, cli *clientv3.Client, ep string) string {
 // reason it fails ("" if it answers as configured), and whether the reason
 // is the configuration's.
 func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, isConfig bool) {
-	// The address as the client reads ep (endpoint.Interpret), then gRPC:
-	// a URL's host without its user, a socket's path unescaped.
-	network, addr := "tcp", ep
-	switch {
-	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
-		network, addr = "unix", socketPath(ep)
-		if p, err := url.PathUnescape(addr); err == nil {
-			addr = p
-		}
-	case strings.Contains(ep, "://"):
-		if u, err := url.Parse(ep); err == nil {
-			addr = u.Host
-		}
-	}
+	network, addr := dialAddr(ep)
 	ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -193,28 +180,7 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 		return fmt.Sprintf("%s: %v", ep, err), false
 	}
 	defer conn.Close()
-	// The TLS flags apply to every endpoint but http://, for which the
-	// client drops them.
-	wantTLS := isTLSEndpoint(ep) || g.tlsConfig != nil && !strings.HasPrefix(ep, "http://")
-	cfg := &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
-	if wantTLS {
-		// As the client's: the TLS flags', or else the system's roots.
-		cfg = &tls.Config{}
-		if g.tlsConfig != nil {
-			cfg = g.tlsConfig.Clone()
-		}
-	}
-	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
-		// The name etcd's client gives the address (endpoint.Interpret):
-		// a socket's file name.
-		host, _, err := net.SplitHostPort(addr)
-		if network == "unix" {
-			host, err = path.Base(addr), nil
-		}
-		if err == nil {
-			cfg.ServerName = host
-		}
-	}
+	cfg, wantTLS := g.probeTLS(ep, network, addr)
 	herr := tls.Client(conn, cfg).HandshakeContext(ctx)
 	var rec tls.RecordHeaderError
 	switch {
@@ -236,4 +202,52 @@ func (g *globalOptions) probe(ctx context.Context, ep string) (reason string, is
 		return fmt.Sprintf("%s speaks TLS: give --cacert (or https://)", ep), true
 	}
 	return "", false
+}
+
+// dialAddr is the network and address of ep as the client reads ep
+// (endpoint.Interpret), then gRPC: a URL's host without its user, a
+// socket's path unescaped.
+func dialAddr(ep string) (network, addr string) {
+	network, addr = "tcp", ep
+	switch {
+	case strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:"):
+		network, addr = "unix", socketPath(ep)
+		if p, err := url.PathUnescape(addr); err == nil {
+			addr = p
+		}
+	case strings.Contains(ep, "://"):
+		if u, err := url.Parse(ep); err == nil {
+			addr = u.Host
+		}
+	}
+	return network, addr
+}
+
+// probeTLS is the TLS configuration of a probe of ep at addr: the
+// client's if it speaks TLS to ep (wantTLS), else one that only learns
+// whether the server speaks TLS.
+func (g *globalOptions) probeTLS(ep, network, addr string) (cfg *tls.Config, wantTLS bool) {
+	// The TLS flags apply to every endpoint but http://, for which the
+	// client drops them.
+	wantTLS = isTLSEndpoint(ep) || g.tlsConfig != nil && !strings.HasPrefix(ep, "http://")
+	cfg = &tls.Config{InsecureSkipVerify: true} // only to learn whether the server speaks TLS
+	if wantTLS {
+		// As the client's: the TLS flags', or else the system's roots.
+		cfg = &tls.Config{}
+		if g.tlsConfig != nil {
+			cfg = g.tlsConfig.Clone()
+		}
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		// The name etcd's client gives the address (endpoint.Interpret):
+		// a socket's file name.
+		host, _, err := net.SplitHostPort(addr)
+		if network == "unix" {
+			host, err = path.Base(addr), nil
+		}
+		if err == nil {
+			cfg.ServerName = host
+		}
+	}
+	return cfg, wantTLS
 }

@@ -36,22 +36,29 @@ etcd's absences.`,
 	return cmd
 }
 
+// runLeader prints name's leader, once or, with --watch, at every change.
 func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name string) error {
 	if err := lock.ValidateName(name); err != nil {
 		return usageErr("%v", err)
 	}
-	if !o.watch {
-		var v leaderView
-		err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-			st, err := lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix))
-			v = leaderOf(ctx, cli, st)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		return printLeader(g, v)
+	if o.watch {
+		return watchLeader(ctx, g, name)
 	}
+	var v leaderView
+	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) error {
+		st, err := lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix))
+		v = leaderOf(ctx, cli, st)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return printLeader(g, v)
+}
+
+// watchLeader prints name's leader, then again at every change until
+// SIGINT or SIGTERM (exit 0) or until a change cannot be printed.
+func watchLeader(ctx context.Context, g *globalOptions, name string) error {
 	cli, err := g.client()
 	if err != nil {
 		return err
@@ -61,25 +68,7 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	// signal, as status does.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	leaders := make(chan leaderView)
-	followed := make(chan error, 1)
-	go func() {
-		defer close(leaders)
-		var last *leaderView
-		followed <- lock.Follow(ctx, cli, name, func(st lock.Status) bool {
-			v := leaderOf(ctx, cli, st)
-			if last != nil && last.token() == v.token() {
-				return true // another holder change than the leader's
-			}
-			select {
-			case leaders <- v:
-				last = &v
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}, lock.WithPrefix(g.prefix))
-	}()
+	leaders, followed := followLeader(ctx, cli, name, g.prefix)
 	defer func() {
 		stop()
 		for range leaders { // until Follow has returned
@@ -111,6 +100,33 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 		}
 	}
 	return nil
+}
+
+// followLeader sends name's leader on leaders, and again whenever it
+// changes, until ctx ends or Follow fails; then it sends Follow's error on
+// followed and closes leaders. The caller ends ctx and reads leaders until
+// it is closed.
+func followLeader(ctx context.Context, cli *clientv3.Client, name, prefix string) (leaders <-chan leaderView, followed <-chan error) {
+	lc := make(chan leaderView)
+	fc := make(chan error, 1)
+	go func() {
+		defer close(lc)
+		var last *leaderView
+		fc <- lock.Follow(ctx, cli, name, func(st lock.Status) bool {
+			v := leaderOf(ctx, cli, st)
+			if last != nil && last.token() == v.token() {
+				return true // another holder change than the leader's
+			}
+			select {
+			case lc <- v:
+				last = &v
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}, lock.WithPrefix(prefix))
+	}()
+	return lc, fc
 }
 
 // leaderView is shaped as status's JSON: the leader is the holder, with

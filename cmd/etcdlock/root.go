@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -136,11 +137,8 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int
 	return code, diedOf(err), g.terminalSignal
 }
 
-func newRootCommand(g *globalOptions) *cobra.Command {
-	root := &cobra.Command{
-		Use:   "etcdlock",
-		Short: "Distributed locks on etcd that stay safe when networks fail",
-		Long: `etcdlock runs commands under etcd locks and exposes lock operations to scripts.
+// rootLong is etcdlock's help text.
+const rootLong = `etcdlock runs commands under etcd locks and exposes lock operations to scripts.
 
 A lock holder keeps an etcd lease alive and stops before etcd could expire it.
 Every holder gets a fencing token (ETCDLOCK_TOKEN), strictly larger than any
@@ -157,30 +155,16 @@ only renew, release and break of that lock read them, so that an etcdlock called
 by a run's command on another lock, or a nested run, does not act as the outer
 holder.
 
-See 'etcdlock help exit-codes' for the exit codes.`,
-		SilenceErrors: true,
-		SilenceUsage:  true,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
-				// A completion parses the command line it completes
-				// itself, after this: the environment applied now, before
-				// its --endpoints, would be added to the flag's (a slice
-				// flag appends). completeNames applies it.
-				return nil
-			}
-			if err := applyEnv(cmd, args); err != nil {
-				return err
-			}
-			if err := g.setup(); err != nil {
-				return err
-			}
-			for _, old := range renamed {
-				if f := cmd.Flags().Lookup(old); f != nil && f.Changed {
-					g.printer.Note("flag --%s is deprecated, %s", old, deprecated[old])
-				}
-			}
-			return nil
-		},
+See 'etcdlock help exit-codes' for the exit codes.`
+
+func newRootCommand(g *globalOptions) *cobra.Command {
+	root := &cobra.Command{
+		Use:               "etcdlock",
+		Short:             "Distributed locks on etcd that stay safe when networks fail",
+		Long:              rootLong,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: g.preRun,
 	}
 	if g.printer != nil {
 		// cobra's own output (help, completion scripts) is a result too.
@@ -189,26 +173,7 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 		root.SetOut(g.printer.out)
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitcode.Usage, err) })
-	f := root.PersistentFlags()
-	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated: host:port, http:// or https:// with host:port, or unix:path; others are refused (exit 64)")
-	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
-	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request, a clean-up after a failed one included; an etcd that does not answer fails the call once it has passed, with the reason found meanwhile (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
-	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
-	// Hidden rather than marked deprecated: pflag would print its notice
-	// on stdout, into the output scripts eval or parse; the note above
-	// goes to stderr.
-	_ = f.MarkHidden("command-timeout")
-	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
-	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
-	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
-	f.StringVar(&g.key, "key", "", "client private key file for TLS (environment: ETCDLOCK_KEY_FILE)")
-	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe); applies to TLS, which --cacert, --cert or https:// endpoints turn on: alone it is refused (exit 64)")
-	f.StringVar(&g.user, "user", "", "etcd user name, or user:password")
-	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
-	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
-	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
-	f.BoolVarP(&g.quiet, "quiet", "q", false, "no notes on stderr, etcdlock's nor its guardian's (waits, stops of the command, leftovers stopped), and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors that end etcdlock are still printed")
-	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
+	g.bind(root.PersistentFlags())
 
 	root.AddCommand(
 		newRunCommand(g), newElectCommand(g),
@@ -221,6 +186,53 @@ See 'etcdlock help exit-codes' for the exit codes.`,
 	refuseUnknownCommands(root)
 	registerCompletions(g, root)
 	return root
+}
+
+// bind binds the global flags to g.
+func (g *globalOptions) bind(f *pflag.FlagSet) {
+	f.StringSliceVar(&g.endpoints, "endpoints", []string{"127.0.0.1:2379"}, "etcd endpoints, comma separated: host:port, http:// or https:// with host:port, or unix:path; others are refused (exit 64)")
+	f.DurationVar(&g.dialTimeout, "dial-timeout", 5*time.Second, "timeout for connecting to etcd")
+	f.DurationVar(&g.requestTimeout, "request-timeout", 5*time.Second, "timeout for each etcd request, a clean-up after a failed one included; an etcd that does not answer fails the call once it has passed, with the reason found meanwhile (not for waiting on a lock, nor for the command: see run's --timeout and --run-timeout)")
+	f.DurationVar(&g.requestTimeout, "command-timeout", 5*time.Second, "old name of --request-timeout")
+	// Hidden rather than marked deprecated: pflag would print its notice
+	// on stdout, into the output scripts eval or parse; preRun's note goes
+	// to stderr.
+	_ = f.MarkHidden("command-timeout")
+	f.StringVar(&g.prefix, "prefix", lock.DefaultPrefix, "etcd key prefix of all locks; must end in '/'")
+	f.StringVar(&g.cacert, "cacert", "", "verify the etcd server's certificate with this CA bundle")
+	f.StringVar(&g.cert, "cert", "", "client certificate file for TLS")
+	f.StringVar(&g.key, "key", "", "client private key file for TLS (environment: ETCDLOCK_KEY_FILE)")
+	f.BoolVar(&g.insecureTLS, "insecure-skip-tls-verify", false, "do not verify the server's certificate (unsafe); applies to TLS, which --cacert, --cert or https:// endpoints turn on: alone it is refused (exit 64)")
+	f.StringVar(&g.user, "user", "", "etcd user name, or user:password")
+	f.StringVar(&g.password, "password", "", "etcd password (prefer ETCDLOCK_PASSWORD to keep it out of ps)")
+	f.StringVarP(&g.output, "write-out", "w", "simple", "output format: simple or json")
+	f.StringVar(&g.logLevel, "log-level", "error", "log level on stderr: debug, info, warn, error")
+	f.BoolVarP(&g.quiet, "quiet", "q", false, "no notes on stderr, etcdlock's nor its guardian's (waits, stops of the command, leftovers stopped), and no message when the lock is held (--try, acquire: exit 75) or --timeout passed; other errors that end etcdlock are still printed")
+	f.IntVarP(&g.conflictCode, "conflict-exit-code", "E", 0, "exit with this code instead of 75 when the lock is held (--try, acquire) and instead of 124 when --timeout passes, as flock's -E; 1-255 (default: 75 and 124)")
+}
+
+// preRun applies the environment to cmd's flags and checks the global
+// flags, before any command but a completion request runs.
+func (g *globalOptions) preRun(cmd *cobra.Command, args []string) error {
+	if cmd.Name() == cobra.ShellCompRequestCmd || cmd.Name() == cobra.ShellCompNoDescRequestCmd {
+		// A completion parses the command line it completes itself,
+		// after this: the environment applied now, before its
+		// --endpoints, would be added to the flag's (a slice flag
+		// appends). completeNames applies it.
+		return nil
+	}
+	if err := applyEnv(cmd, args); err != nil {
+		return err
+	}
+	if err := g.setup(); err != nil {
+		return err
+	}
+	for _, old := range renamed {
+		if f := cmd.Flags().Lookup(old); f != nil && f.Changed {
+			g.printer.Note("flag --%s is deprecated, %s", old, deprecated[old])
+		}
+	}
+	return nil
 }
 
 // newExitCodesTopic is `etcdlock help exit-codes`. Its text is built when

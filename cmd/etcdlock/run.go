@@ -8,8 +8,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,12 +51,8 @@ func (o *runOptions) bind(cmd *cobra.Command, try bool) {
 	secondsVar(f, &o.runTimeout, "run-timeout", 0, "stop COMMAND once it has run this long, in seconds or as a duration, as a lost lock stops it (--kill-signal, SIGKILL after --kill-grace), then release and exit 124; 0: no limit")
 }
 
-func newRunCommand(g *globalOptions) *cobra.Command {
-	o := &runOptions{}
-	cmd := &cobra.Command{
-		Use:   "run [flags] NAME [NAME...] [--] COMMAND [ARGS...]",
-		Short: "Run a command while holding a lock",
-		Long: `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
+// runLong is run's help text.
+const runLong = `Acquire the lock NAME (waiting in FIFO order unless --try), run COMMAND in its
 own process group while renewing the lease, then release the lock and exit with
 COMMAND's exit code. If SIGINT, SIGTERM or SIGHUP killed COMMAND, etcdlock then
 dies of the same signal, as flock does, so that a shell stops a script or a
@@ -128,8 +122,10 @@ etcdlock. A stopped job does not renew the lease: stopped for longer than the
 lease's remaining time, COMMAND is stopped for good and the lock is lost.
 SIGINT, SIGTERM and SIGHUP sent to etcdlock are forwarded to COMMAND's process
 group; a signal etcdlock was started with ignored (SIGHUP under nohup, SIGINT
-in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
-		Example: `  # nightly job, at most one running across all hosts:
+in a script's background job) stays ignored, by etcdlock and by COMMAND.`
+
+// runExample is run's examples.
+const runExample = `  # nightly job, at most one running across all hosts:
   etcdlock run nightly-report --ttl 30s -- /usr/local/bin/report --since yesterday
 
   # skip this run if another host is already doing it:
@@ -146,8 +142,16 @@ in a script's background job) stays ignored, by etcdlock and by COMMAND.`,
   etcdlock run db-eu db-us -- ./migrate
 
   # a shell pipeline:
-  etcdlock run deploy --shell -- 'make build && make deploy'`,
-		Args: commandArgs,
+  etcdlock run deploy --shell -- 'make build && make deploy'`
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:     "run [flags] NAME [NAME...] [--] COMMAND [ARGS...]",
+		Short:   "Run a command while holding a lock",
+		Long:    runLong,
+		Example: runExample,
+		Args:    commandArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names, argv, _ := splitCommand(cmd, args)
 			return runLocked(cmd.Context(), g, o, names, argv)
@@ -177,7 +181,9 @@ func (o *runOptions) acquireOptions() []lock.AcquireOption {
 	return opts
 }
 
-func (o *runOptions) validate() (syscall.Signal, error) {
+// validate checks the flags, and names and argv against them, before
+// anything starts; it returns --kill-signal's signal.
+func (o *runOptions) validate(names, argv []string) (syscall.Signal, error) {
 	if err := lock.ValidateTTL(o.ttl); err != nil {
 		return 0, usageErr("--ttl: %w", err)
 	}
@@ -197,38 +203,34 @@ func (o *runOptions) validate() (syscall.Signal, error) {
 	if err := lock.ValidateAcquireOptions(o.acquireOptions()...); err != nil {
 		return 0, usageErr("--limit, --shared and --lock-delay: %w", err)
 	}
-	return parseSignal(o.killSignal)
+	sig, err := parseSignal(o.killSignal)
+	if err != nil {
+		return 0, err
+	}
+	if len(names) > 1 && (o.try || o.limit > 1 || o.shared || o.lockDelay > 0) {
+		return 0, usageErr("several names take neither --try, --limit, --shared nor --lock-delay")
+	}
+	if o.shell && len(argv) != 1 {
+		return 0, usageErr("--shell takes COMMAND as one string; quote it")
+	}
+	return sig, nil
 }
 
 // runLocked is run and elect: acquire names (one, or an AcquireAll set),
 // supervise the command, release.
 func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []string, argv []string) (rerr error) {
-	killSig, err := o.validate()
+	killSig, err := o.validate(names, argv)
 	if err != nil {
 		return err
-	}
-	name := names[0]
-	if len(names) > 1 && (o.try || o.limit > 1 || o.shared || o.lockDelay > 0) {
-		return usageErr("several names take neither --try, --limit, --shared nor --lock-delay")
-	}
-	if o.shell && len(argv) != 1 {
-		return usageErr("--shell takes COMMAND as one string; quote it")
 	}
 	// Catch signals from the start: while waiting they abort the wait,
 	// while the command runs they are forwarded to it.
 	sigc := make(chan os.Signal, 8)
 	signals.Notify(sigc, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigc)
-	// The guardian starts now, so that its start-up overlaps connecting
-	// and acquiring; it is given the command once the lock is held, and
-	// ended (Close) if the lock never is.
-	contain, err := guardian.ParseContainment(o.contain)
+	gd, err := spawnGuardian(g, o)
 	if err != nil {
-		return usageErr("--containment: %v", err)
-	}
-	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}, contain)
-	if err != nil {
-		return guardianErr(fmt.Errorf("cannot start the guardian: %w", err))
+		return err
 	}
 	defer gd.Close()
 
@@ -237,14 +239,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
-		lock.WithCleanupTimeout(g.requestTimeout)}
-	if o.owner != "" {
-		opts = append(opts, lock.WithOwner(o.owner))
-	}
-	sctx, cancel := g.requestCtx(ctx)
-	s, err := lock.NewSession(sctx, cli, opts...)
-	cancel()
+	s, err := openSession(ctx, g, cli, o)
 	if err != nil {
 		return err
 	}
@@ -261,39 +256,76 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	}
 	g.logger.Info("acquired", fieldsOf(l)...)
 	r := superviseCommand(&supervisor{g: g, gd: gd, l: l, s: s, o: o, argv: argv, killSig: killSig}, sigc)
-	code, sig, err := r.code, r.sig, r.err
-	if errors.Is(err, lock.ErrBreakRequested) {
-		// Every process of the command is gone: release now. The key
-		// may be on a lease of its own (break fenced the run), which the
-		// session's end would not take with it.
-		rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
-		if rerr := l.Release(rctx); rerr != nil {
-			g.printer.Note("release of %s after the break request failed: %v", lockNames(l.Names()), rerr)
-		}
-		cancel()
+	if errors.Is(r.err, lock.ErrBreakRequested) {
+		g.releaseBroken(ctx, l)
 	}
-	if err != nil {
-		return err
+	if r.err != nil {
+		return r.err
 	}
 	if err := heldThroughout(ctx, g, s, l); err != nil {
 		return err
 	}
-	// Closing the session releases the lock: revoking the lease deletes
-	// the key, and only this lease's key, in one write (a Release first
-	// would be a second).
 	closed = true
+	g.releaseAtEnd(ctx, s, l, names[0])
+	if r.code != 0 {
+		return &exitErr{code: r.code, signal: r.sig}
+	}
+	return nil
+}
+
+// spawnGuardian starts the guardian of --containment now, so that its
+// start-up overlaps connecting and acquiring; it is given the command once
+// the lock is held, and ended (Close) if the lock never is.
+func spawnGuardian(g *globalOptions, o *runOptions) (*guardian.Guardian, error) {
+	contain, err := guardian.ParseContainment(o.contain)
+	if err != nil {
+		return nil, usageErr("--containment: %v", err)
+	}
+	gd, err := guardian.Spawn(guardian.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}, contain)
+	if err != nil {
+		return nil, guardianErr(fmt.Errorf("cannot start the guardian: %w", err))
+	}
+	return gd, nil
+}
+
+// openSession opens the session of a run on cli, with --ttl and --owner,
+// within --request-timeout.
+func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o *runOptions) (*lock.Session, error) {
+	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
+		lock.WithCleanupTimeout(g.requestTimeout)}
+	if o.owner != "" {
+		opts = append(opts, lock.WithOwner(o.owner))
+	}
+	sctx, cancel := g.requestCtx(ctx)
+	defer cancel()
+	return lock.NewSession(sctx, cli, opts...)
+}
+
+// releaseBroken releases l once a break request stopped its command:
+// every process of the command is gone. The key may be on a lease of its
+// own (break fenced the run), which the session's end would not take with
+// it.
+func (g *globalOptions) releaseBroken(ctx context.Context, l *lock.Lock) {
+	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
+	if err := l.Release(rctx); err != nil {
+		g.printer.Note("release of %s after the break request failed: %v", lockNames(l.Names()), err)
+	}
+	cancel()
+}
+
+// releaseAtEnd releases l, held until its command exited, by closing s:
+// revoking the lease deletes the key, and only this lease's key, in one
+// write (a Release first would be a second). A release that fails is a
+// note; the lease then expires on its own.
+func (g *globalOptions) releaseAtEnd(ctx context.Context, s *lock.Session, l *lock.Lock, name string) {
 	switch abandoned, err := g.endSession(ctx, s, false); {
-	case abandoned: // the check above got no answer
+	case abandoned: // heldThroughout got no answer
 		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(l.Names()), s.TTL())
 	case errors.Is(err, lock.ErrMarkersKept):
 		g.printer.Note("%s released, but its lock-delay marker stayed: the next holder waits the delay: %v", lockNames(l.Names()), err)
 	case err != nil:
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
-	if code != 0 {
-		return &exitErr{code: code, signal: sig}
-	}
-	return nil
 }
 
 // endSession ends s, releasing its locks: it closes s (a revoke), or, when
@@ -376,107 +408,6 @@ func someOf(names []string) string {
 		return lockNames(names)
 	}
 	return "one of " + lockNames(names)
-}
-
-// acquireWaiting acquires names, reporting who holds each of them while
-// it waits.
-func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
-	name := names[0]
-	// --timeout bounds the wait for holders, not the requests that take a
-	// free lock, however short it is: try first (a lock-delay is a wait
-	// that --timeout bounds, and a set has no try).
-	firstTry := o.timeout > 0 && len(names) == 1 && o.lockDelay == 0
-	if o.try || firstTry {
-		// A --try waits for no holder, but does wait out a lock-delay.
-		// Bounded as every request, so that a try that gets no answer
-		// has its diagnosis when it fails (see diagnose).
-		rctx, cancel := g.requestCtxFor(ctx, g.requestTimeout+o.lockDelay)
-		defer cancel()
-		l, err := s.TryAcquire(rctx, name, o.acquireOptions()...)
-		var locked *lock.LockedError
-		switch {
-		case err == nil:
-			return l, nil
-		case o.try || !errors.As(err, &locked):
-			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
-		}
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if o.timeout > 0 {
-		var c2 context.CancelFunc
-		wctx, c2 = context.WithTimeoutCause(wctx, o.timeout, errWaitTimeout)
-		defer c2()
-	}
-	rctx, stopReport := context.WithCancel(wctx)
-	defer stopReport()
-	// A reporter per name: a set waits for whichever of its names is held.
-	var reporters sync.WaitGroup
-	defer reporters.Wait() // the reporters end when rctx does
-	var waited atomic.Bool // a reporter said who holds a name
-	waiting := make(chan struct{})
-	var waits sync.Once
-	hook := lock.WithWaitHook(func() { waits.Do(func() { close(waiting) }) })
-	began := time.Now()
-	for _, n := range names {
-		reporters.Go(func() {
-			if reportHolders(rctx, g, s, n, waiting) {
-				waited.Store(true)
-			}
-		})
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		reporters.Wait()
-	}()
-	intr := make(chan os.Signal, 1)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case sig := <-sigc:
-			intr <- sig
-			cancel(errors.New("interrupted"))
-		case <-rctx.Done():
-		}
-	}()
-	var l *lock.Lock
-	var err error
-	if len(names) > 1 {
-		l, err = s.AcquireAll(wctx, names, hook)
-	} else {
-		l, err = s.Acquire(wctx, name, append(o.acquireOptions(), hook)...)
-	}
-	stopReport()
-	<-watched
-	<-done
-	var interrupted os.Signal
-	select {
-	case interrupted = <-intr:
-	default:
-	}
-	if err == nil && interrupted != nil {
-		// The signal came as the lock was granted: honour it.
-		relCtx, relCancel := g.requestCtx(context.WithoutCancel(ctx))
-		defer relCancel()
-		_ = l.Release(relCtx)
-	}
-	if err == nil && interrupted == nil {
-		if waited.Load() {
-			g.printer.Note("acquired %s (token %s) after waiting %v", lockNames(names), l.Token(), time.Since(began).Round(time.Millisecond))
-		}
-		return l, nil
-	}
-	switch cause := context.Cause(wctx); {
-	case interrupted != nil:
-		sig := interrupted.(syscall.Signal)
-		return nil, &exitErr{code: exitcode.SignalBase + int(sig), signal: sig,
-			err: fmt.Errorf("interrupted by %s while waiting for %s", signals.Name(sig), lockNames(names))}
-	case errors.Is(cause, errWaitTimeout):
-		return nil, fmt.Errorf("%w after %v waiting for %s", errWaitTimeout, o.timeout, lockNames(names))
-	}
-	return nil, lostWaiting(err, name)
 }
 
 // lockNames is names as messages show them: lock "a", or locks "a", "b".

@@ -129,6 +129,9 @@ type guard struct {
 	denied    bool // the refusal was reported
 }
 
+// run runs the command of the supervisor's first message and watches it
+// until it and every process below it are gone; it returns the guardian's
+// exit status.
 func (g *guard) run(ctrl *os.File) int {
 	msgs := make(chan message)
 	go readControl(ctrl, msgs) // ends when the supervisor's end closes
@@ -141,12 +144,7 @@ func (g *guard) run(ctrl *os.File) int {
 		g.note("guardian: no command from the supervisor")
 		return exitcode.Internal
 	}
-	g.killSignal = syscall.Signal(cfg.KillSignal)
-	g.killGrace = time.Duration(cfg.KillGrace)
-	g.foreground = cfg.Foreground
-	g.jsonNotes = cfg.JSONNotes
-	g.quiet = cfg.Quiet
-	g.soft, g.hard = cfg.Soft, cfg.Hard
+	g.configure(cfg)
 
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, parentDeathSignal)
@@ -155,15 +153,36 @@ func (g *guard) run(ctrl *os.File) int {
 	// Never stopped: the guardian exits once run returns, and each signal
 	// stopped would cost a round trip to the runtime's signal-mask thread.
 
+	if code, started := g.start(cfg); !started {
+		return code
+	}
+	return g.loop(msgs, sigs)
+}
+
+// configure takes the command's settings from cfg, the supervisor's
+// first message.
+func (g *guard) configure(cfg message) {
+	g.killSignal = syscall.Signal(cfg.KillSignal)
+	g.killGrace = time.Duration(cfg.KillGrace)
+	g.foreground = cfg.Foreground
+	g.jsonNotes = cfg.JSONNotes
+	g.quiet = cfg.Quiet
+	g.soft, g.hard = cfg.Soft, cfg.Hard
+}
+
+// start makes the guardian a subreaper and starts the command of cfg,
+// and tells the supervisor it started. If it cannot, it tells the
+// supervisor and returns the guardian's exit status, started false.
+func (g *guard) start(cfg message) (code int, started bool) {
 	if Limits != "" {
 		g.progress("%s", Limits)
 	}
 	if err := becomeSubreaper(); err != nil {
 		g.note("guardian: cannot become a child subreaper: %v", err)
-		return g.exit(exitcode.CannotExecute)
+		return g.exit(exitcode.CannotExecute), false
 	}
 	if os.Getppid() != g.supervisor {
-		return g.exit(exitcode.CannotExecute) // the supervisor died before we were ready
+		return g.exit(exitcode.CannotExecute), false // the supervisor died before we were ready
 	}
 	if g.foreground && !g.ns {
 		g.jobPgrp, _ = unix.Getpgid(g.supervisor)
@@ -173,10 +192,17 @@ func (g *guard) run(ctrl *os.File) int {
 	}
 	if code, why := g.startCommand(fromBytes(cfg.Argv), fromBytes(cfg.Env)); why != "" {
 		_ = writeMessage(g.status, message{Op: opExit, Code: code, Reason: why})
-		return code
+		return code, false
 	}
 	_ = writeMessage(g.status, message{Op: opStarted, Pid: g.cmdPid})
+	return 0, true
+}
 
+// loop reaps, enforces the deadlines and handles the supervisor's
+// messages and the guardian's signals, one method per event, until the
+// command has exited and nothing is left below the guardian; it returns
+// the command's exit status.
+func (g *guard) loop(msgs <-chan message, sigs <-chan os.Signal) int {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	wake := newWakeTimer()
@@ -197,18 +223,25 @@ func (g *guard) run(ctrl *os.File) int {
 			}
 			g.handle(m)
 		case sig := <-sigs:
-			switch sig {
-			case syscall.SIGCHLD:
-				// reaped at the top of the loop
-			case parentDeathSignal:
-				if os.Getppid() != g.supervisor {
-					g.stopAll("etcdlock exited")
-				}
-			default:
-				g.stopAll(fmt.Sprintf("the guardian received %s", signals.Name(sig.(syscall.Signal))))
-			}
+			g.signal(sig)
 		case <-timer.C:
 		}
+	}
+}
+
+// signal handles a signal the guardian received: it stops the command,
+// unless the signal is SIGCHLD (the loop reaps) or a hint of the
+// supervisor's death that its parent contradicts.
+func (g *guard) signal(sig os.Signal) {
+	switch sig {
+	case syscall.SIGCHLD:
+		// reaped at the top of the loop
+	case parentDeathSignal:
+		if os.Getppid() != g.supervisor {
+			g.stopAll("etcdlock exited")
+		}
+	default:
+		g.stopAll(fmt.Sprintf("the guardian received %s", signals.Name(sig.(syscall.Signal))))
 	}
 }
 

@@ -179,6 +179,35 @@ func walkChildren(root int, seen map[int]bool) (out []int, ok bool) {
 
 // scan lists the live processes below root from /proc/PID/stat.
 func (w *walker) scan() []int {
+	candidates := w.candidates()
+	procs := make(map[int]proc, len(candidates))
+	for _, pid := range candidates {
+		if p, ok := readProc(pid); ok {
+			procs[pid] = p
+		}
+	}
+	t := &ancestry{procs: procs, in: map[int]bool{w.root: true}}
+	w.members = map[int]bool{}
+	var out []int
+	for _, pid := range candidates {
+		p, ok := procs[pid]
+		if !ok || pid == w.root || !t.isIn(pid, 0) {
+			continue
+		}
+		w.seen[pid] = p.zombie
+		if !p.zombie {
+			w.members[pid] = true
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// candidates are the pids a scan reads: every process in /proc on the
+// first scan, else the members of the previous one and the pids allocated
+// since it began (all of /proc when there are too many or the kernel does
+// not say).
+func (w *walker) candidates() []int {
 	last, lastOK := lastPid()
 	var candidates []int
 	if w.last == 0 || !lastOK || last < w.last || last-w.last > maxProbe {
@@ -196,50 +225,37 @@ func (w *walker) scan() []int {
 	} else {
 		w.last = 0
 	}
+	return candidates
+}
 
-	procs := make(map[int]proc, len(candidates))
-	for _, pid := range candidates {
-		if p, ok := readProc(pid); ok {
-			procs[pid] = p
-		}
-	}
-	// in[pid]: pid is below root; decided from the processes read, or, for
-	// an ancestor that was not a candidate, by reading it now.
-	in := map[int]bool{w.root: true}
-	var isIn func(pid int, depth int) bool
-	isIn = func(pid int, depth int) bool {
-		if v, ok := in[pid]; ok {
-			return v
-		}
-		if pid <= 1 || depth > 4096 { // a cycle read mid-change
-			return false
-		}
-		p, ok := procs[pid]
-		if !ok {
-			if p, ok = readProc(pid); !ok {
-				in[pid] = false
-				return false
-			}
-			procs[pid] = p
-		}
-		v := isIn(p.ppid, depth+1)
-		in[pid] = v
+// ancestry decides which processes are below a root, from the processes
+// a scan read, reading an ancestor that was not a candidate when it is
+// asked about.
+type ancestry struct {
+	procs map[int]proc // by pid; gains the ancestors read
+	in    map[int]bool // pid is below the root; the root is in it, true
+}
+
+// isIn reports whether pid is below the root, depth levels below the
+// process first asked about.
+func (t *ancestry) isIn(pid int, depth int) bool {
+	if v, ok := t.in[pid]; ok {
 		return v
 	}
-	w.members = map[int]bool{}
-	var out []int
-	for _, pid := range candidates {
-		p, ok := procs[pid]
-		if !ok || pid == w.root || !isIn(pid, 0) {
-			continue
-		}
-		w.seen[pid] = p.zombie
-		if !p.zombie {
-			w.members[pid] = true
-			out = append(out, pid)
-		}
+	if pid <= 1 || depth > 4096 { // a cycle read mid-change
+		return false
 	}
-	return out
+	p, ok := t.procs[pid]
+	if !ok {
+		if p, ok = readProc(pid); !ok {
+			t.in[pid] = false
+			return false
+		}
+		t.procs[pid] = p
+	}
+	v := t.isIn(p.ppid, depth+1)
+	t.in[pid] = v
+	return v
 }
 
 // allPids lists every process in /proc.
