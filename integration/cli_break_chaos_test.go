@@ -37,7 +37,8 @@ func sleepers(n int) string {
 // the next holder gets the name; with --force (the key deleted at once)
 // the table shows how many still were. It ends with a table: per shape
 // and mode, the overlaps, the most processes alive at a handover, and the
-// time from the last one's death to the handover (negative: an overlap).
+// time from when one was last seen alive to the handover (negative: an
+// overlap).
 func TestChaosCLIBreak(t *testing.T) {
 	runs, _ := longRuns(t, "BREAK")
 	began := time.Now()
@@ -75,7 +76,7 @@ func TestChaosCLIBreak(t *testing.T) {
 		if len(r.gaps) == 0 {
 			continue
 		}
-		tab.row(key, fmt.Sprintf("%d of %d overlapped, up to %d processes alive; last death → handover min %v, median %v, max %v",
+		tab.row(key, fmt.Sprintf("%d of %d overlapped, up to %d processes alive; last seen alive → handover min %v, median %v, max %v",
 			r.overlaps, len(r.gaps), r.maxAlive, r.gaps[0].Round(time.Millisecond), r.gaps[len(r.gaps)/2].Round(time.Millisecond), r.gaps[len(r.gaps)-1].Round(time.Millisecond)))
 	}
 	t.Log("\n" + tab.String())
@@ -84,7 +85,8 @@ func TestChaosCLIBreak(t *testing.T) {
 // breakTrial holds job with script, breaks it (with --force if force)
 // while a second holder waits, and returns how many of the first
 // holder's processes were alive when the second got the name, and the
-// time from the last one's death to then.
+// time from when one was last seen alive to then (negative: one was seen
+// alive after it).
 func breakTrial(t *testing.T, script string, force bool) (alive int, gap time.Duration) {
 	mark := fmt.Sprintf("ETCDLOCK_TEST_MARK=%d", time.Now().UnixNano())
 	ep := shared.Endpoints()[0]
@@ -103,21 +105,23 @@ func breakTrial(t *testing.T, script string, force bool) (alive int, gap time.Du
 	}, "the holder's processes did not start")
 	g := &guarded{cmd: holder, stderr: &lockedBuffer{}, dir: dir}
 	next := nextHolder(t, g)
-	// The last death, as a poller sees it every few milliseconds: the
-	// first of three scans in a row that find none (one scan can miss a
-	// hopper, which forks between the listing of /proc and its reads).
-	var lastDeath atomic.Int64
+	// When a process was last seen alive: the start of the last scan, of
+	// a poller scanning every few milliseconds, that found one. A scan
+	// that found none may have missed a hopper (it forks between the
+	// listing of /proc and its reads), so the poller ends only after
+	// three in a row.
+	var lastAlive atomic.Int64
 	stop := make(chan struct{})
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		var first time.Time
 		for zeros := 0; zeros < 3; {
 			now := time.Now()
 			if marked(mark) > 0 {
+				lastAlive.Store(now.UnixNano())
 				zeros = 0
-			} else if zeros++; zeros == 1 {
-				first = now
+			} else {
+				zeros++
 			}
 			select {
 			case <-stop:
@@ -125,7 +129,6 @@ func breakTrial(t *testing.T, script string, force bool) (alive int, gap time.Du
 			case <-time.After(2 * time.Millisecond):
 			}
 		}
-		lastDeath.Store(first.UnixNano())
 	}()
 	args := []string{"break", "job", "--token", tokenOf(t, ep)}
 	if force {
@@ -145,12 +148,7 @@ func breakTrial(t *testing.T, script string, force bool) (alive int, gap time.Du
 		t.Fatal("the broken holder's processes did not die")
 	}
 	close(stop)
-	if d := lastDeath.Load(); d != 0 {
-		gap = h.at.Sub(time.Unix(0, d))
-	} else {
-		gap = h.at.Sub(time.Now()) // died after the handover: an overlap
-	}
-	return alive, gap
+	return alive, h.at.Sub(time.Unix(0, lastAlive.Load()))
 }
 
 // marked counts the live processes whose environment holds mark (the
