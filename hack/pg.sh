@@ -15,10 +15,13 @@ cmd=${1:-}; dir=${2:-}
 
 log() { echo "pg.sh: $*" >&2; }
 
-# as_pg runs a command as the postgres user (PostgreSQL refuses to run as root).
+# as_pg runs a command as the postgres user (PostgreSQL refuses to run as
+# root), from / : the caller's directory, a checkout under /root say, may be
+# one the postgres user cannot enter ("could not change directory ...:
+# Permission denied").
 as_pg() {
 	if [[ $(id -u) -eq 0 ]]; then
-		runuser -u postgres -- "$@"
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
 	fi
@@ -69,7 +72,7 @@ start() {
 
 stop() {
 	if [[ -d $dir/data ]]; then
-		as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >&2 || true
+		as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null || true
 	fi
 	rm -rf "$dir"
 }

@@ -36,10 +36,19 @@ if [[ $# -eq 0 || "$*" == "./..." ]]; then
 		pids+=($!) logs+=("$log")
 	done
 fi
-gotest "${@:-./...}" || rc=$?
+all=$(mktemp /tmp/etcdlock-test.XXXXXX)
+gotest "${@:-./...}" 2>&1 | tee "$all" || rc=$?
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || rc=$?
-	cat "${logs[$i]}"
+	cat "${logs[$i]}" | tee -a "$all"
 	rm -f "${logs[$i]}"
 done
+# A failing run ends with what failed, which goroutine dumps and logs
+# above may have buried.
+if [[ $rc -ne 0 ]]; then
+	echo
+	echo "make test failed:"
+	grep -E '^(--- FAIL|FAIL|panic:)' "$all" | grep -v '^FAIL$' | sort -u | sed 's/^/  /'
+fi
+rm -f "$all"
 exit $rc
