@@ -3,10 +3,11 @@
 // programs that do not export metrics — the etcdlock command among them —
 // do not link the Prometheus client.
 //
-//	m, err := lockmetrics.New(prometheus.DefaultRegisterer)
+//	m, err := lockmetrics.New(prometheus.DefaultRegisterer, nil)
 //	...
 //	s, err := lock.NewSession(ctx, cli, lock.WithMetrics(m))
 //
+// (ExampleNew, which the tests compile.)
 // One Recorder may serve any number of sessions: the gauges are totals
 // over them.
 package lockmetrics
