@@ -36,7 +36,19 @@ if [[ $# -eq 0 || "$*" == "./..." ]]; then
 		pids+=($!) logs+=("$log")
 	done
 fi
+# The alert rules' unit tests, by promtool (Debian's prometheus package,
+# installed here when missing and this runs as root, as pg.sh installs
+# PostgreSQL).
+if ! command -v promtool >/dev/null && [[ $(id -u) -eq 0 ]]; then
+	echo "installing prometheus (promtool)" >&2
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >&2
+fi
 all=$(mktemp /tmp/etcdlock-test.XXXXXX)
+if ! (cd pkg/lock/lockmetrics/monitoring && promtool test rules alerts_test.yaml); then
+	echo "FAIL	pkg/lock/lockmetrics/monitoring/alerts_test.yaml (promtool test rules)" | tee -a "$all"
+	rc=1
+fi
 gotest "${@:-./...}" 2>&1 | tee "$all" || rc=$?
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || rc=$?
