@@ -45,10 +45,11 @@ cross:
 	  (cd $$m && GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./...) || exit 1; done; \
 	  for os in $(VET_GOOS); do echo "go vet ($$m, $$os)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; done
 
-## release: static binaries of the three commands for every target, with the
-## version and commit stamped (etcdlock version prints them), shell
-## completions and man pages, one archive per target and SHA256SUMS, in
-## dist/. VERSION defaults to git describe.
+## release: static binaries of the three commands for every target (Windows:
+## no guardian, as run and elect refuse there), with the version and commit
+## stamped (etcdlock version prints them), README, MANUAL (the CLI's),
+## LICENSE, shell completions and man pages, one archive per target and
+## SHA256SUMS, in dist/. VERSION defaults to git describe.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
@@ -65,11 +66,12 @@ release:
 	for sh in bash zsh fish powershell; do dist/gendocs completion $$sh > dist/share/completion/etcdlock.$$sh; done
 	dist/gendocs gen-man dist/share/man/man1
 	rm dist/gendocs
-	@for t in $(TARGETS); do os=$${t%/*}; arch=$${t#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+	@for t in $(TARGETS); do os=$${t%/*}; arch=$${t#*/}; ext=; cmds="etcdlock etcdlock-dev etcdlock-guardian"; \
+	  [ $$os = windows ] && ext=.exe && cmds="etcdlock etcdlock-dev"; \
 	  d=etcdlock-$(VERSION)-$$os-$$arch; echo "build $$d"; mkdir -p dist/$$d; \
-	  for c in etcdlock etcdlock-dev etcdlock-guardian; do \
+	  for c in $$cmds; do \
 	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$d/$$c$$ext ./cmd/$$c || exit 1; done; \
-	  cp LICENSE dist/$$d/ && cp -r dist/share dist/$$d/ && \
+	  cp LICENSE dist/$$d/ && cp README.md dist/$$d/ && cp cmd/etcdlock/README.md dist/$$d/MANUAL.md && cp -r dist/share dist/$$d/ && \
 	  $(TAR) -C dist -cf - $$d | gzip -n > dist/$$d.tar.gz && rm -rf dist/$$d || exit 1; done
 	rm -rf dist/share
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS

@@ -26,7 +26,8 @@ func extraCommands() []*cobra.Command {
 			}
 			root := cmd.Root()
 			root.DisableAutoGenTag = true
-			hdr := &doc.GenManHeader{Title: "ETCDLOCK", Section: "1", Source: "etcdlock " + versionString(), Manual: "etcdlock manual"}
+			// No title: each page gets its command's (ETCDLOCK-RUN for etcdlock run).
+			hdr := &doc.GenManHeader{Section: "1", Source: "etcdlock " + versionString(), Manual: "etcdlock manual"}
 			// The pages' date: SOURCE_DATE_EPOCH when set, as reproducible
 			// builds define it (make release sets the commit's time), so
 			// that two builds of one commit give the same pages.
