@@ -3,100 +3,72 @@ package election
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// confirmer proves, every third of the handover delay, that a term's key
-// is still its own (lock.Lock.Confirm), and ends the term when its last
-// proof is older than the delay less the session's safety margin: the
-// next leader, which waits the delay after an unclean end, does not start
-// before. See the package documentation.
-type confirmer struct {
-	l       *lock.Lock
-	confirm func(context.Context, *lock.Lock) error // lock.Lock.Confirm, or a test's
-	clock   lock.Clock                              // the session's
-	every   time.Duration                           // between proofs, from the last one's send time
-	bound   time.Duration                           // how long a proof lasts, from its send time
-	retry   time.Duration                           // between tries after a failure
-	log     *zap.Logger
-
-	mu       sync.Mutex
-	deadline time.Time // the last proof's send time + bound
-	lastErr  error     // the last failure since the last proof
-}
-
-// newConfirmer returns the confirmer of l, a term of session s whose
-// successor waits delay after an unclean end; confirm is cfg.confirm.
-func newConfirmer(s *lock.Session, l *lock.Lock, delay time.Duration, confirm func(context.Context, *lock.Lock) error, log *zap.Logger) *confirmer {
-	if confirm == nil {
-		confirm = func(ctx context.Context, l *lock.Lock) error { return l.Confirm(ctx) }
-	}
-	every := delay / 3
-	return &confirmer{l: l, confirm: confirm, clock: s.Clock(), every: every, bound: delay - s.SafetyMargin(),
-		retry: min(every/4, 250*time.Millisecond), log: log}
-}
-
-// Deadline is when the term ends unless a proof comes first.
-func (c *confirmer) Deadline() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deadline
-}
-
-// first proves the key once, before the term starts, retrying etcd's
-// errors. It fails once the lock ends or ctx does.
-func (c *confirmer) first(ctx context.Context) error {
-	for {
-		sent, err := c.prove(ctx)
-		if err == nil {
-			c.proven(sent)
-			return nil
-		}
-		if err := c.l.Err(); err != nil {
-			return err
-		}
-		t := time.NewTimer(c.retry) // paces requests to etcd: the real clock
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-c.l.Context().Done():
-			t.Stop()
-			return c.l.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// prove sends one proof, bounded by the time between proofs, and returns
-// its send time.
-func (c *confirmer) prove(ctx context.Context) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.every)
+// prove proves once, bounded by the time between proofs, that the leader
+// key and the tenure key are still the term's, and only then renews the
+// tenure lease. It returns the proof's send time: the tenure key cannot
+// expire before it + ttl. It fails with errTenureGone when the tenure key
+// or its lease is gone, with the lock's error when the leader key is.
+func (t *tenure) prove(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.every)
 	defer cancel()
-	sent := c.clock.Now()
-	return sent, c.confirm(ctx, c.l)
+	sent := t.clock.Now()
+	if t.fault != nil {
+		if err := t.fault(); err != nil {
+			return sent, err
+		}
+	}
+	// etcd serves a transaction of comparisons only from the member's own
+	// state (serializably); a Get in it makes the read linearizable.
+	resp, err := t.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.l.Key()), "=", int64(t.l.Token())),
+			clientv3.Compare(clientv3.LeaseValue(t.key), "=", t.lease)).
+		Then(clientv3.OpGet(t.l.Key(), clientv3.WithCountOnly())).
+		Commit()
+	if err != nil {
+		return sent, err
+	}
+	if !resp.Succeeded {
+		if err := t.l.Confirm(ctx); err != nil {
+			return sent, err // the leader key is gone, or etcd did not say
+		}
+		return sent, errTenureGone
+	}
+	// Renewed only after the proof: a renewal never outlives the leader
+	// key by more than one round trip.
+	if _, err := t.client.KeepAliveOnce(ctx, t.lease); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return sent, errTenureGone
+		}
+		return sent, err
+	}
+	return sent, nil
 }
 
 // proven moves the deadline on after a proof sent at sent.
-func (c *confirmer) proven(sent time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lastErr = nil
-	if d := sent.Add(c.bound); d.After(c.deadline) {
-		c.deadline = d
+func (t *tenure) proven(sent time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastErr = nil
+	if d := sent.Add(t.ttl - t.margin); d.After(t.deadline) {
+		t.deadline = d
 	}
 }
 
-// run proves the key until ctx, the term's, ends, and ends the term with
-// end when the deadline passes first: with a *lock.LostError wrapping
-// lock.ErrLost and lock.ErrDeadlinePassed. A proof in flight does not
-// hold the deadline back.
-func (c *confirmer) run(ctx context.Context, end context.CancelCauseFunc) {
+// keep proves the term every third of the TTL until ctx, the term's,
+// ends, and ends the term with end, with a *lock.LostError wrapping
+// lock.ErrLost, when its deadline passes first (lock.ErrDeadlinePassed)
+// or its tenure key is gone (lock.ErrKeyDeleted). A proof in flight does
+// not hold the deadline back.
+func (t *tenure) keep(ctx context.Context, end context.CancelCauseFunc) {
 	type result struct {
 		sent time.Time
 		err  error
@@ -110,18 +82,21 @@ func (c *confirmer) run(ctx context.Context, end context.CancelCauseFunc) {
 			<-results
 		}
 	}()
-	next := c.clock.NewTimer(c.every)
+	lost := func(cause, detail error) {
+		end(&lock.LostError{Kind: lock.ErrLost, Cause: cause, Detail: detail, At: t.clock.Now()})
+	}
+	next := t.clock.NewTimer(t.every) // claim has just proven the term
 	defer next.Stop()
 	for {
-		left := c.Deadline().Sub(c.clock.Now())
+		left := t.Deadline().Sub(t.clock.Now())
 		if left <= 0 {
-			c.mu.Lock()
-			detail := c.lastErr
-			c.mu.Unlock()
-			end(&lock.LostError{Kind: lock.ErrLost, Cause: lock.ErrDeadlinePassed, Detail: detail, At: c.clock.Now()})
+			t.mu.Lock()
+			detail := t.lastErr
+			t.mu.Unlock()
+			lost(lock.ErrDeadlinePassed, detail)
 			return
 		}
-		dl := c.clock.NewTimer(left)
+		dl := t.clock.NewTimer(left)
 		select {
 		case <-ctx.Done():
 			dl.Stop()
@@ -129,20 +104,25 @@ func (c *confirmer) run(ctx context.Context, end context.CancelCauseFunc) {
 		case <-dl.C():
 		case r := <-results:
 			inflight = false
-			if r.err == nil {
-				c.proven(r.sent)
-				next.Reset(max(c.every-c.clock.Since(r.sent), 0))
-			} else {
-				c.mu.Lock()
-				c.lastErr = r.err
-				c.mu.Unlock()
-				c.log.Warn("could not confirm the leader key; retrying until the term's deadline", zap.Error(r.err))
-				next.Reset(c.retry)
+			switch {
+			case r.err == nil:
+				t.proven(r.sent)
+				next.Reset(max(t.every-t.clock.Since(r.sent), 0))
+			case errors.Is(r.err, errTenureGone):
+				dl.Stop()
+				lost(lock.ErrKeyDeleted, r.err)
+				return
+			default:
+				t.mu.Lock()
+				t.lastErr = r.err
+				t.mu.Unlock()
+				t.log.Warn("could not prove the term; retrying until its deadline", zap.Error(r.err))
+				next.Reset(t.retry)
 			}
 		case <-next.C():
 			inflight = true
 			go func() {
-				sent, err := c.prove(pctx)
+				sent, err := t.prove(pctx)
 				results <- result{sent, err}
 			}()
 		}
@@ -150,8 +130,8 @@ func (c *confirmer) run(ctx context.Context, end context.CancelCauseFunc) {
 	}
 }
 
-// termLost is the term's loss, if it was lost: the confirmer's (the
-// cause of ctx, the term's) or the lock's; nil if it ended by choice.
+// termLost is the term's loss, if it was lost: the tenure's (the cause of
+// ctx, the term's) or the lock's; nil if it ended by choice.
 func termLost(ctx context.Context, l *lock.Lock) error {
 	if cause := context.Cause(ctx); errors.Is(cause, lock.ErrLost) {
 		return cause
