@@ -20,7 +20,7 @@ var ErrRunning = errors.New("election: already running")
 
 // cleanupTimeout bounds each clean-up the elector runs on a fresh context,
 // because the context it would otherwise use may have ended: a resign
-// (Lock.Release), the revoke of a term's tenure key and the close of a
+// (Lock.Release), the delete of a term's tenure key and the close of a
 // session (Session.Close, which revokes its lease). It is lock's default,
 // so that the elector's clean-ups and its session's are bounded alike. A
 // clean-up cut short only delays the handover: the leader key and the
@@ -130,10 +130,10 @@ func (e *Elector) Run(ctx context.Context) error {
 		}()
 	}
 
-	// The revokes of ended terms' tenure keys: they may outlast their
+	// The deletes of ended terms' tenure keys: they may outlast their
 	// term, beside the session's clean-up and the next campaign.
-	var revokes sync.WaitGroup
-	defer revokes.Wait()
+	var drops sync.WaitGroup
+	defer drops.Wait()
 	var s *lock.Session
 	keepLease := false
 	defer func() {
@@ -174,7 +174,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			continue
 		}
 		retry.Reset()
-		keepLease = e.lead(ctx, s, l, mux, &revokes, log)
+		keepLease = e.lead(ctx, s, l, mux, &drops, log)
 	}
 	return nil
 }
@@ -182,8 +182,8 @@ func (e *Elector) Run(ctx context.Context) error {
 // lead runs one term of l, won on session s, and reports whether the lease
 // must be left to expire (Run's context ended without ReleaseOnCancel).
 // The term starts once its tenure key is written and every earlier term's
-// is gone, watched on mux. The revoke of its tenure key joins revokes.
-func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *watchmux.Mux, revokes *sync.WaitGroup, log *zap.Logger) (keepLease bool) {
+// is gone, watched on mux. The delete of its tenure key joins drops.
+func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *watchmux.Mux, drops *sync.WaitGroup, log *zap.Logger) (keepLease bool) {
 	termCtx, endTerm := context.WithCancelCause(l.Context())
 	var t *tenure
 	var wg sync.WaitGroup // the tenure's keeper
@@ -196,10 +196,10 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 	finish := func(release bool) {
 		endTerm(nil)
 		if t != nil {
-			revokes.Add(1)
+			drops.Add(1)
 			go func() {
-				defer revokes.Done()
-				t.revoke()
+				defer drops.Done()
+				t.drop()
 			}()
 		}
 		if release {

@@ -230,7 +230,7 @@ func TestTenureKeyGoneEndsTerm(t *testing.T) {
 }
 
 // After the only etcd member restarts from an outage longer than the TTL
-// and than the clean-up timeout of the old leader's revokes (README:
+// and than the clean-up timeout of the old leader's clean-ups (README:
 // Failover), the old term's leader key and tenure key outlive the restart
 // — etcd extends every lease when it becomes leader — and the next term
 // starts only once both are gone.
@@ -270,7 +270,7 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 		t.Fatalf("%s's term ended, want %s's", who, old.who)
 	}
 	// The outage is the fault: past the clean-up timeout, the old
-	// sessions' revokes have failed.
+	// session's revoke and the tenure key's delete have failed.
 	time.Sleep(lock.DefaultCleanupTimeout + time.Second)
 	if err := member.Restart(ctx); err != nil {
 		t.Fatal(err)

@@ -235,16 +235,17 @@ func remaining(awaited, kvs []*mvccpb.KeyValue) []*mvccpb.KeyValue {
 	})
 }
 
-// revoke deletes the tenure key with its lease, on a fresh context bounded
-// by cleanupTimeout. Call it only once the term's context has ended. A
-// revoke that fails leaves the key to expire with the lease.
-func (t *tenure) revoke() {
+// drop deletes the tenure key, on a fresh context bounded by
+// cleanupTimeout; its lease, renewed no more, expires. Call it only once
+// the term's context has ended. A delete that fails leaves the key to
+// expire with the lease.
+func (t *tenure) drop() {
 	if t.lease == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := t.client.Revoke(ctx, t.lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if _, err := t.client.Delete(ctx, t.key); err != nil {
 		t.log.Warn("could not delete the tenure key; it expires with its lease", zap.Error(err), zap.Duration("ttl", t.ttl))
 	}
 }
