@@ -131,7 +131,7 @@ func (t *tenure) retrying(ctx context.Context, try func(context.Context) error) 
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		t.log.Debug("etcd error while claiming the tenure key; retrying", zap.Error(err))
+		t.log.Debug("etcd error; retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -155,18 +155,27 @@ func (t *tenure) keyGone(ctx context.Context) error {
 // tenure keys from the revision etcd creates the watch at, on mux, then
 // reads them again, linearizably, and again after each deletion. (etcd
 // serves a watch from a past revision from its "unsynced" group, caught up
-// only every 100 ms.) It fails when etcd refuses the watch, or when ctx or
-// claim ends (with claim's cause).
-func (t *tenure) awaitOthers(ctx, claim context.Context, mux *watchmux.Mux, others []*mvccpb.KeyValue) error {
+// only every 100 ms.) It fails when etcd refuses the watch, or when ctx
+// (Run's) or term (the term's) ends: with term's cause, or ctx's error.
+func (t *tenure) awaitOthers(ctx, term context.Context, mux *watchmux.Mux, others []*mvccpb.KeyValue) error {
+	wctx, cancel := context.WithCancel(term)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
 	for {
 		fired, created := make(chan error, 1), make(chan struct{}, 1)
 		w := mux.WatchRange(watchmux.Range{Key: t.others, End: clientv3.GetPrefixRangeEnd(t.others)}, nil,
 			func(err error) { fired <- err }, func() { created <- struct{}{} })
-		err := t.awaitOne(ctx, claim, fired, created, others)
+		err := t.awaitOne(wctx, fired, created, others)
 		mux.Remove(w)
-		if !errors.Is(err, errWatchAgain) {
+		switch {
+		case errors.Is(err, errWatchAgain):
+			continue
+		case err == nil || ctx.Err() != nil:
 			return err
+		case term.Err() != nil:
+			return context.Cause(term)
 		}
+		return err
 	}
 }
 
@@ -176,7 +185,7 @@ var errWatchAgain = errors.New("watch again")
 
 // awaitOne is one watch of awaitOthers: nil once every key of others is
 // gone, errWatchAgain once the watch fired before.
-func (t *tenure) awaitOne(ctx, claim context.Context, fired chan error, created chan struct{}, others []*mvccpb.KeyValue) error {
+func (t *tenure) awaitOne(ctx context.Context, fired chan error, created chan struct{}, others []*mvccpb.KeyValue) error {
 	wait := func(ch <-chan struct{}) error {
 		select {
 		case err := <-fired:
@@ -186,10 +195,8 @@ func (t *tenure) awaitOne(ctx, claim context.Context, fired chan error, created 
 			return errWatchAgain
 		case <-ch:
 			return nil
-		case <-claim.Done():
-			return context.Cause(claim)
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		}
 	}
 	if err := wait(created); err != nil {
