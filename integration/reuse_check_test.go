@@ -26,12 +26,13 @@ const (
 	invLeak       = "leaked goroutines"          // 4
 	invLeftover   = "keys left after close"      // 5
 	invLockDelay  = "lock-delays cut short"      // 6
+	invTenure     = "tenure keys cut short"      // 6
 )
 
-var reuseInvariants = []string{invOverlap, invLateNotice, invRegression, invShared, invForeign, invLeak, invLeftover, invLockDelay}
+var reuseInvariants = []string{invOverlap, invLateNotice, invRegression, invShared, invForeign, invLeak, invLeftover, invLockDelay, invTenure}
 
 // reuseInvariantNumber is each counter's invariant, as numbered on reuseResult.
-var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRegression: 2, invShared: 2, invForeign: 3, invLeak: 4, invLeftover: 5, invLockDelay: 6}
+var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRegression: 2, invShared: 2, invForeign: 3, invLeak: 4, invLeftover: 5, invLockDelay: 6, invTenure: 6}
 
 // reuseResult is what one run found. Its invariants:
 //
@@ -52,15 +53,19 @@ var reuseInvariantNumber = map[string]int{invOverlap: 1, invLateNotice: 1, invRe
 //  5. No key is left under the prefix once every session is closed, but
 //     the lock-delay markers of unclean ends and of acquisitions that
 //     failed on a session lost, abandoned or not closed cleanly (and
-//     delay keys and records); and a Release that returned nil left no
-//     key of its grant (read back at once).
-//  6. On a lock-delay name (see reuseConfig.delayed), and on the
-//     election's, whose handover delay is its TTL, no grant starts
+//     delay keys and records), and election tenure keys for at most a
+//     TTL and a bit; and a Release that returned nil left no key of its
+//     grant (read back at once).
+//  6. On a lock-delay name (see reuseConfig.delayed), no grant starts
 //     less than the delay after an unclean end of the previous one —
 //     any deletion of its key but by its own Release or its session's
 //     Close called before it (an operator's delete or Break, the expiry
 //     of a lost or abandoned session's lease) — as etcd's own watch of
-//     the deletion times it, whatever the ending session does next.
+//     the deletion times it, whatever the ending session does next. On
+//     the election's name, a term's tenure key is deleted only after the
+//     term's context ended, and the next term starts only once it is
+//     gone, as the observer's watch times its deletion (less
+//     tenureRoom), however the term ended.
 type reuseResult struct {
 	seed       uint64
 	control    string
@@ -82,6 +87,9 @@ type reuseResult struct {
 	// wait.
 	uncleanEnds, delayed int
 	minDelay             time.Duration
+	// followedTerms counts the election terms another term followed,
+	// checked against their tenure keys.
+	followedTerms int
 
 	leakedGoroutines int      // measured by runReuse
 	left             []string // keys under the prefix after the run
@@ -105,7 +113,7 @@ func (r reuseResult) String() string {
 			fmt.Fprintf(&b, "(first at %v)", at.Round(time.Millisecond))
 		}
 	}
-	fmt.Fprintf(&b, " unclean-ends=%d next-holders=%d shortest-wait=%v", r.uncleanEnds, r.delayed, r.minDelay.Round(time.Millisecond))
+	fmt.Fprintf(&b, " unclean-ends=%d next-holders=%d shortest-wait=%v followed-terms=%d", r.uncleanEnds, r.delayed, r.minDelay.Round(time.Millisecond), r.followedTerms)
 	fmt.Fprintf(&b, " stats=%v", r.stats)
 	for _, sig := range slices.Sorted(maps.Keys(r.signatures)) {
 		fmt.Fprintf(&b, "\n  found %q ×%d, first at %v", sig, r.signatures[sig], r.sigFirst[sig].Round(time.Millisecond))
@@ -177,6 +185,7 @@ func (c *reuseRun) check(res *reuseResult) {
 	c.checkOverlaps(res)
 	c.checkTokens(res)
 	unclean := c.checkLockDelay(res)
+	c.checkTenures(res)
 	c.checkLeftovers(res, unclean)
 }
 
@@ -228,12 +237,12 @@ func (c *reuseRun) racing(g *grant, at time.Duration) []opAction {
 	return as
 }
 
-// checkLockDelay checks invariant 6 and returns the tokens of the grants
-// that ended uncleanly.
+// checkLockDelay checks invariant 6 on the lock-delay names and returns
+// the tokens of their grants that ended uncleanly.
 func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 	owners := map[keyToken]*grant{}
 	for _, g := range c.grants {
-		if g.kind == "term" || c.cfg.delayed(g.name) {
+		if c.cfg.delayed(g.name) {
 			owners[keyToken{g.key, g.real}] = g
 		}
 	}
@@ -262,7 +271,7 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 				res.minDelay = wait
 			}
 			res.delayed++
-			if want := c.delayOf(g); wait < want {
+			if want := c.cfg.lockDelay; wait < want {
 				c.violation(res, invLockDelay, "next holder too soon", h.start, "%v started %v after the unclean end of %v (its key deleted at %v, revision %d; its marker deleted at revision %d; released at %v; operator actions before: %+v), want >= %v",
 					h, wait, g, d.at, d.modRev, markerDeleted[g.real], g.release, c.racing(g, d.at), want)
 			}
@@ -272,15 +281,50 @@ func (c *reuseRun) checkLockDelay(res *reuseResult) map[fencing.Token]bool {
 	return unclean
 }
 
-// delayOf is the wait invariant 6 requires after an unclean end of g: the
-// lock-delay of its name, or for a term the election's handover delay,
-// its TTL in whole seconds, less the same room for the observer's late
-// notice as the lock-delay's (see reuseLockDelay).
-func (c *reuseRun) delayOf(g *grant) time.Duration {
-	if g.kind == "term" {
-		return c.cfg.ttl.Truncate(time.Second) - 500*time.Millisecond
+// tenureRoom is how much earlier than the observer's watch a term may see
+// the tenure key before it deleted: its own watch, served beside the
+// observer's, may deliver the deletion first.
+const tenureRoom = 250 * time.Millisecond
+
+// checkTenures checks invariant 6 on the election's terms: a term's
+// tenure key is not deleted while the term is active, and the next term
+// starts only once it is gone.
+func (c *reuseRun) checkTenures(res *reuseResult) {
+	gone := map[fencing.Token]deletion{}
+	for _, d := range c.deletions {
+		if tok, ok := tenureOf(d.key); ok {
+			gone[tok] = d
+		}
 	}
-	return c.cfg.lockDelay
+	for _, gs := range c.byName() {
+		var terms []*grant
+		for _, g := range gs {
+			if g.kind == "term" && g.token == g.real {
+				terms = append(terms, g)
+			}
+		}
+		for i, g := range terms {
+			d, deleted := gone[g.real]
+			if deleted && d.at < g.end {
+				c.violation(res, invTenure, "tenure key gone while its term was active", d.at,
+					"the tenure key %s of %v was deleted at %v (revision %d), before the term's context ended", d.key, g, d.at, d.modRev)
+			}
+			if i+1 == len(terms) {
+				continue
+			}
+			h := terms[i+1]
+			res.followedTerms++
+			switch {
+			case !deleted:
+				c.violation(res, invTenure, "next term while the tenure key was there", h.start,
+					"%v started after %v, whose tenure key was never seen deleted", h, g)
+			case h.start < d.at-tenureRoom:
+				c.violation(res, invTenure, "next term before the tenure key was gone", h.start,
+					"%v started %v before the tenure key %s of %v was deleted (at %v, revision %d; the term ended at %v)",
+					h, d.at-h.start, d.key, g, d.at, d.modRev, g.end)
+			}
+		}
+	}
 }
 
 // checkLeftovers checks invariant 5: a lock-delay marker may stay only
@@ -298,6 +342,10 @@ func (c *reuseRun) checkLeftovers(res *reuseResult, unclean map[fencing.Token]bo
 		}
 	}
 	for _, key := range res.left {
+		if tok, ok := tenureOf(key); ok {
+			c.violation(res, invLeftover, "a tenure key left past its lease's TTL", res.took, "%s of %v", key, granted[tok])
+			continue
+		}
 		if !lockDelayKey(key) {
 			c.violation(res, invLeftover, "", res.took, "%s", key)
 			continue
@@ -345,6 +393,21 @@ func (c *reuseRun) cleanlyFailed(lease clientv3.LeaseID, tok fencing.Token) bool
 // lockDelayKey reports whether key is a lock-delay marker or delay key.
 func lockDelayKey(key string) bool {
 	return strings.Contains(key, "%held/") || strings.Contains(key, "%delay/") || strings.Contains(key, "%delayed/")
+}
+
+// tenureOf is the token of the term whose tenure key is key,
+// <name>%tenure/<lease-hex>-<token-hex>; ok is false for another key.
+func tenureOf(key string) (tok fencing.Token, ok bool) {
+	i := strings.Index(key, "%tenure/")
+	if i < 0 {
+		return 0, false
+	}
+	_, tokHex, ok := strings.Cut(key[i+len("%tenure/"):], "-")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(tokHex, 16, 64)
+	return fencing.Token(v), err == nil
 }
 
 // markerOf is the lease and the token of the acquisition that wrote the

@@ -51,8 +51,8 @@ func TestReuseCheckerExcusesAnOperatorsDeleteSeenLate(t *testing.T) {
 // ended the hold, not the release. Without it the same history is an
 // overlap nobody explains; with a delete that may not have happened (its
 // reply lost), the release is taken for the deleter, as before. For an
-// election's terms nothing excuses it: the next term waits out the old
-// one's confirmation bound after an unclean end.
+// election's terms nothing excuses it: the next term waits until the old
+// one's tenure key is gone, which outlives its context.
 func TestReuseCheckerExcusesAnOperatorsDeleteBeforeARelease(t *testing.T) {
 	t.Parallel()
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -157,6 +157,55 @@ func TestReuseCheckerFlagsAFailedAcquisitionsMarker(t *testing.T) {
 	} {
 		if n != 0 {
 			t.Errorf("%s: %d violations, want 0", name, n)
+		}
+	}
+}
+
+// TestReuseCheckerFlagsATermBeforeTheTenureKeyWasGone is the negative
+// control of invariant 6 on the election's terms: a term that starts
+// while the tenure key of the term before it is still there — not yet
+// deleted, or never — is a violation, and so is a tenure key deleted
+// while its own term was active; a term that starts once the key is gone
+// (or within tenureRoom of the observer seeing it go) is not.
+func TestReuseCheckerFlagsATermBeforeTheTenureKeyWasGone(t *testing.T) {
+	t.Parallel()
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	const tenure = "/p/leader%tenure/11-a"
+	history := func(tenureGone time.Duration) reuseResult {
+		s1, s2 := &sessionRec{worker: "e1", lease: 0x11, closed: -1}, &sessionRec{worker: "e0", lease: 0x22, closed: -1}
+		old := &grant{kind: "term", worker: "e1", session: s1, name: "leader", key: "/p/leader/11", lease: 0x11, token: 10, real: 10,
+			start: ms(0), end: ms(100), release: -1, deletedAt: -1}
+		next := &grant{kind: "term", worker: "e0", session: s2, name: "leader", key: "/p/leader/22", lease: 0x22, token: 12, real: 12,
+			start: ms(1000), end: ms(1500), release: ms(1500), deletedAt: -1}
+		c := &reuseRun{t: t, grants: []*grant{old, next}, sessions: []*sessionRec{s1, s2}, stats: map[string]int{},
+			deletions: []deletion{{key: old.key, createRev: 10, modRev: 11, at: ms(50)}}}
+		if tenureGone >= 0 {
+			c.deletions = append(c.deletions, deletion{key: tenure, createRev: 10, modRev: 12, at: tenureGone})
+		}
+		res := reuseResult{took: ms(2000)}
+		c.check(&res)
+		return res
+	}
+	for name, tc := range map[string]struct {
+		gone time.Duration // -1: never seen deleted
+		sig  string
+	}{
+		"gone before the next term":          {ms(900), ""},
+		"gone just after, within the room":   {ms(1000) + tenureRoom, ""},
+		"gone after the next term started":   {ms(2000), "next term before the tenure key was gone"},
+		"never gone":                         {-1, "next term while the tenure key was there"},
+		"gone while its own term was active": {ms(90), "tenure key gone while its term was active"},
+	} {
+		res := history(tc.gone)
+		want := 0
+		if tc.sig != "" {
+			want = 1
+		}
+		if got := res.counters[invTenure]; got != want || tc.sig != "" && res.signatures[invTenure+": "+tc.sig] != 1 {
+			t.Errorf("%s: %d violations of invariant 6 (%v), want %d %q", name, got, res.signatures, want, tc.sig)
+		}
+		if res.followedTerms != 1 {
+			t.Errorf("%s: %d followed terms checked, want 1", name, res.followedTerms)
 		}
 	}
 }

@@ -132,6 +132,7 @@ type reuseTotals struct {
 	maxNotice                         time.Duration
 	uncleanEnds, delayed              int
 	minDelay                          time.Duration
+	followedTerms                     int
 }
 
 func (t *reuseTotals) add(r reuseResult) {
@@ -147,6 +148,7 @@ func (t *reuseTotals) add(r reuseResult) {
 	t.deletions += r.deletions
 	t.maxNotice = max(t.maxNotice, r.maxNotice)
 	t.uncleanEnds += r.uncleanEnds
+	t.followedTerms += r.followedTerms
 	if r.delayed > 0 && (t.delayed == 0 || r.minDelay < t.minDelay) {
 		t.minDelay = r.minDelay
 	}
@@ -179,6 +181,7 @@ func (t *reuseTotals) table(took time.Duration) string {
 	if t.delayed > 0 {
 		row("shortest wait after an unclean end (required)", fmt.Sprintf("%v (%v)", t.minDelay.Round(time.Millisecond), reuseLockDelay))
 	}
+	row("election terms followed by another, checked against their tenure keys", t.followedTerms)
 	row("negative controls caught", fmt.Sprintf("%d/%d", t.controlsCaught, t.controlRuns))
 	return tab.String()
 }

@@ -23,12 +23,11 @@ type Config struct {
 	Name string
 	// Identity names this candidate to the others (default host:pid:random).
 	Identity string
-	// TTL is the lease TTL (default 10s, at most lock.MaxLockDelay),
-	// and the handover delay: after a term that ended uncleanly (a crash,
+	// TTL is the lease TTL (default 10s). The leader stops by TTL minus
+	// the safety margin after its last successful renewal, and after its
+	// last proof of its keys; after a term that ended uncleanly (a crash,
 	// a lost deadline, a deleted key, a revoked lease) the next leader
-	// waits one TTL more. A crashed leader is replaced after about 2×TTL;
-	// the leader stops by TTL minus the safety margin after its last
-	// successful renewal, and after its last confirmation of its key.
+	// waits until the old leader must have stopped: at most about one TTL.
 	TTL time.Duration
 	// Prefix is the etcd key prefix (default lock.DefaultPrefix).
 	Prefix string
@@ -49,19 +48,20 @@ type Config struct {
 	Callbacks Callbacks
 	// SessionOptions are extra options for the term's lock.Session
 	// (safety margin, clock, ...). The session's TTL, owner, prefix and
-	// logger are set in one place, the fields above, and so are its
-	// lock-delay (the TTL) and, when Metrics is set, its renew hook: New
-	// rejects WithTTL, WithOwner, WithPrefix, WithLogger and WithLockDelay
-	// here, and WithRenewHook with Metrics.
+	// logger are set in one place, the fields above, and so is, when
+	// Metrics is set, its renew hook; the wait after an unclean end is
+	// the election's own. New rejects WithTTL, WithOwner, WithPrefix,
+	// WithLogger and WithLockDelay here, and WithRenewHook with Metrics.
 	SessionOptions []lock.SessionOption
 
-	// noHandoverDelay turns the handover delay and the key's
-	// confirmations off: the negative control of the tests' overlap
+	// noTenure turns the tenure keys off — no wait after an unclean end,
+	// no proofs of the keys: the negative control of the tests' overlap
 	// check (export_test.go), never set otherwise.
-	noHandoverDelay bool
-	// confirm, if set, confirms the leader key instead of
-	// lock.Lock.Confirm: the tests' fault injection (export_test.go).
-	confirm func(context.Context, *lock.Lock) error
+	noTenure bool
+	// proofFault, if set, is called before each proof of a term's keys,
+	// which fails with its error: the tests' fault injection
+	// (export_test.go).
+	proofFault func() error
 }
 
 // Callbacks are called by Run. Within one Elector they never run
@@ -82,8 +82,8 @@ type Callbacks struct {
 	OnStoppedLeading func()
 	// OnNewLeader runs, in Run's observer goroutine, with the identity of
 	// each new leader as soon as this candidate observes it (by watch),
-	// this candidate included: after an unclean end, a leader waiting out
-	// the handover delay is observed before its term starts. It is not
+	// this candidate included: after an unclean end, a leader waiting for
+	// the old leader to stop is observed before its term starts. It is not
 	// called for vacancies, nor again when the same identity wins
 	// consecutive terms.
 	OnNewLeader func(identity string)
@@ -97,10 +97,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: nil OnStartedLeading", ErrInvalidConfig)
 	case c.TTL < 0 || c.RetryMin < 0 || c.RetryMax < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
-	case c.TTL > lock.MaxLockDelay:
-		// The next leader waits one TTL after an unclean end, as a
-		// lock-delay.
-		return fmt.Errorf("%w: TTL %v above lock.MaxLockDelay %v", ErrInvalidConfig, c.TTL, lock.MaxLockDelay)
 	}
 	if err := lock.ValidateName(c.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
@@ -160,7 +156,7 @@ func setByField(o lock.SessionOption, metrics bool) string {
 			return "Metrics"
 		}
 	case lock.LockDelayOption:
-		return "TTL" // the handover delay
+		return "TTL" // the wait after an unclean end: the tenure key's
 	}
 	return ""
 }

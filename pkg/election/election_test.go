@@ -235,7 +235,9 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 }
 
 // A leader whose process dies (its client connection closes, no resign) is
-// replaced once etcd expires its lease; its own context ended before that.
+// replaced once etcd expires its lease and its tenure key, which stop
+// being renewed together: about one TTL, not two. Its own context ended
+// before.
 func TestCrashHandoff(t *testing.T) {
 	t.Parallel()
 	ended := make(chan time.Time, 1)
@@ -259,6 +261,9 @@ func TestCrashHandoff(t *testing.T) {
 	t.Logf("crash handoff (TTL 2s): a stopped %v after the crash, b led %v after the crash", aEnd.Sub(crashed), bStart.Sub(crashed))
 	if !aEnd.Before(bStart) {
 		t.Errorf("a still led (until %v) when b started (%v)", aEnd, bStart)
+	}
+	if took := bStart.Sub(crashed); took >= 4*time.Second {
+		t.Errorf("b led %v after the crash, want less than two TTLs (4s)", took)
 	}
 }
 
@@ -438,8 +443,6 @@ func TestConfigValidation(t *testing.T) {
 		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(-time.Second)}},
 		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{nil}},
 		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
-		// The TTL is the handover delay, a lock-delay.
-		"TTL above lock.MaxLockDelay": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxLockDelay + time.Second},
 		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
 			SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(2 * time.Second)}},
 		// Config's fields set these; SessionOptions' values used to be

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -19,10 +20,11 @@ var ErrRunning = errors.New("election: already running")
 
 // cleanupTimeout bounds each clean-up the elector runs on a fresh context,
 // because the context it would otherwise use may have ended: a resign
-// (Lock.Release) and the close of a session (Session.Close, which revokes
-// its lease). It is lock's default, so that the elector's clean-ups and
-// its session's are bounded alike. A clean-up cut short only delays the
-// handover: the leader key still goes away when its lease expires.
+// (Lock.Release), the delete of a term's tenure key and the close of a
+// session (Session.Close, which revokes its lease). It is lock's default,
+// so that the elector's clean-ups and its session's are bounded alike. A
+// clean-up cut short only delays the handover: the leader key and the
+// tenure key still go away when their leases expire.
 const cleanupTimeout = lock.DefaultCleanupTimeout
 
 // Term is one period of leadership.
@@ -35,18 +37,18 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
-	confirm *confirmer // nil for an elector without the handover delay
+	tenure  *tenure    // nil for an elector without tenure keys
 	clock   lock.Clock // the session's, on which Deadline is a time
 }
 
 // Deadline returns the term's conservative deadline: the term is valid
 // only before it. It is the earlier of the lease's deadline, which every
-// successful renewal moves forward, and the leader key's, which every
-// successful confirmation of the key moves forward (see the package doc).
+// successful renewal moves forward, and the term's own, which every
+// successful proof of its keys moves forward (see the package doc).
 func (t Term) Deadline() time.Time {
 	d := t.lock.Deadline()
-	if t.confirm != nil {
-		if c := t.confirm.Deadline(); c.Before(d) {
+	if t.tenure != nil {
+		if c := t.tenure.Deadline(); c.Before(d) {
 			return c
 		}
 	}
@@ -102,6 +104,14 @@ func (e *Elector) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer func() { stopObs(); wg.Wait() }()
+	// The watches of earlier terms' tenure keys: a stream only while a
+	// term waits for one.
+	mux := watchmux.ForClient(e.cfg.Client, log)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		mux.Run(obsCtx)
+	}()
 	if e.cfg.Callbacks.OnNewLeader != nil {
 		leaders, err := Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix))
 		if err != nil {
@@ -120,6 +130,10 @@ func (e *Elector) Run(ctx context.Context) error {
 		}()
 	}
 
+	// The deletes of ended terms' tenure keys: they may outlast their
+	// term, beside the session's clean-up and the next campaign.
+	var drops sync.WaitGroup
+	defer drops.Wait()
 	var s *lock.Session
 	keepLease := false
 	defer func() {
@@ -150,7 +164,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		l, err := s.Acquire(ctx, e.cfg.Name, e.acquireOptions(s)...)
+		l, err := s.Acquire(ctx, e.cfg.Name)
 		if err != nil {
 			if ctx.Err() == nil {
 				d := retry.Next()
@@ -160,62 +174,72 @@ func (e *Elector) Run(ctx context.Context) error {
 			continue
 		}
 		retry.Reset()
-		keepLease = e.lead(ctx, s, l, log)
+		keepLease = e.lead(ctx, s, l, mux, &drops, log)
 	}
 	return nil
 }
 
-// acquireOptions are the options of a campaign on session s: the
-// handover delay, one TTL (see the package doc).
-func (e *Elector) acquireOptions(s *lock.Session) []lock.AcquireOption {
-	if e.cfg.noHandoverDelay {
-		return nil
-	}
-	return []lock.AcquireOption{lock.WithLockDelay(s.TTL())}
-}
-
 // lead runs one term of l, won on session s, and reports whether the lease
 // must be left to expire (Run's context ended without ReleaseOnCancel).
-// The term starts once the key is confirmed.
-func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *zap.Logger) (keepLease bool) {
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		if err := l.Release(rctx); err != nil {
-			log.Warn("resign failed; the lease will expire", zap.Error(err))
+// The term starts once its tenure key is written and every earlier term's
+// is gone, watched on mux. The delete of its tenure key joins drops.
+func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *watchmux.Mux, drops *sync.WaitGroup, log *zap.Logger) (keepLease bool) {
+	termCtx, endTerm := context.WithCancelCause(l.Context())
+	var t *tenure
+	var wg sync.WaitGroup // the tenure's keeper
+	defer func() {
+		endTerm(nil) // the keeper returns once the term ends
+		wg.Wait()
+	}()
+	// finish ends the term's context, then deletes the tenure key — the
+	// next leader may start — and, if release, the leader key, at once.
+	finish := func(release bool) {
+		endTerm(nil)
+		if t != nil {
+			drops.Add(1)
+			go func() {
+				defer drops.Done()
+				t.drop()
+			}()
+		}
+		if release {
+			e.release(l, log)
 		}
 	}
+	// stop ends the term because Run's context ended.
 	stop := func() (keepLease bool) {
 		if e.cfg.ReleaseOnCancel {
-			release()
+			finish(true)
 			return false
 		}
-		s.Abandon()
+		endTerm(nil)
+		s.Abandon() // the tenure key expires with its lease
 		return true
 	}
-	var c *confirmer
-	if !e.cfg.noHandoverDelay {
-		c = newConfirmer(s, l, s.TTL(), e.cfg.confirm, log)
-		if err := c.first(ctx); err != nil {
+	if !e.cfg.noTenure {
+		t = newTenure(&e.cfg, s, l, log)
+		others, err := t.claim(ctx)
+		if err == nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t.keep(termCtx, endTerm)
+			}()
+			if len(others) > 0 {
+				log.Info("an earlier term ended without releasing: waiting until its tenure key is gone", zap.Int("keys", len(others)))
+				err = t.awaitOthers(ctx, termCtx, mux, others)
+			}
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return stop()
 			}
-			log.Warn("lost the leader key before the term started", zap.Error(err))
+			log.Warn("the term ended before it started", zap.Error(err))
+			finish(l.Err() == nil) // a clean end: the term never started
 			return false
 		}
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait() // after endTerm: the confirmer returns once the term ends
-	termCtx, endTerm := context.WithCancelCause(l.Context())
-	defer endTerm(nil)
-	if c != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.run(termCtx, endTerm)
-		}()
-	}
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, confirm: c, clock: s.Clock()}
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock()}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()
@@ -230,14 +254,11 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 	select {
 	case <-done:
 		log.Info("OnStartedLeading returned while leading: resigning")
-		release()
+		finish(true)
 	case <-termCtx.Done():
-		if l.Err() == nil {
-			// The key's deadline passed (the confirmer ended the term)
-			// while the lock still holds: a clean end, now that the
-			// term's context has ended.
-			release()
-		}
+		// Lost, resigned, or past the term's own deadline while the lock
+		// still holds: then a clean end, now that the context has ended.
+		finish(l.Err() == nil)
 	case <-ctx.Done():
 		keepLease = stop()
 	}
@@ -255,6 +276,15 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, log *
 	}
 	log.Info("stopped leading", zap.Stringer("token", term.Token))
 	return keepLease
+}
+
+// release resigns l on a fresh context bounded by cleanupTimeout.
+func (e *Elector) release(l *lock.Lock, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := l.Release(ctx); err != nil {
+		log.Warn("resign failed; the lease will expire", zap.Error(err))
+	}
 }
 
 // Resign ends the current term, if any: the leader key is deleted with a

@@ -1,22 +1,16 @@
 package election
 
-import (
-	"context"
-
-	"github.com/etcdlock/etcdlock/pkg/lock"
-)
-
-// WithoutHandoverDelay returns c for an elector whose successors do not
-// wait after an unclean end and that does not confirm its key: the
+// WithoutTenure returns c for an elector that writes no tenure key and
+// proves nothing: its successors do not wait after an unclean end. The
 // negative control of the overlap check.
-func WithoutHandoverDelay(c Config) Config {
-	c.noHandoverDelay = true
+func WithoutTenure(c Config) Config {
+	c.noTenure = true
 	return c
 }
 
-// WithConfirm returns c for an elector that confirms its leader key with
-// confirm instead of lock.Lock.Confirm.
-func WithConfirm(c Config, confirm func(context.Context, *lock.Lock) error) Config {
-	c.confirm = confirm
+// WithProofFault returns c for an elector that calls fault before each
+// proof of a term's keys: a proof fails with fault's error.
+func WithProofFault(c Config, fault func() error) Config {
+	c.proofFault = fault
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/election"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -25,15 +28,21 @@ const overlapSeed = 49
 
 // Whatever ends a term — here an operator deleting the leader key or
 // revoking the leader's lease, at a random moment of the term, often
-// within the first 100 ms, before the leader watches its key — the next
-// term's OnStartedLeading starts only after the old term's context was
-// canceled, and tokens rise. Each of 8 elections of two candidates (TTL
-// 1 s) goes through 25 such ends.
+// within the first 100 ms, before the leader watches its key, and one
+// time in six while the leader is cut off from etcd, so that it can
+// neither hear of it nor delete its tenure key — the next term's
+// OnStartedLeading starts only after the old term's context was canceled,
+// and tokens rise. Each of 8 elections of two candidates (TTL 1 s, which
+// etcd raises to its minimum, 2 s) goes through 25 such ends.
 func TestNoOverlapAfterOperatorEnds(t *testing.T) {
 	t.Parallel()
-	r := runOverlap(t, overlapConfig{seed: overlapSeed, elections: 8, ends: 25, actWithin: 300 * time.Millisecond})
-	t.Logf("seed %d: %d operator ends (%d deletes, %d revokes), %d terms, %d overlaps; the next term started %v after an operator end on average (%v at most), the old term's context ended %v after it at most",
-		overlapSeed, r.ends, r.deletes, r.revokes, r.terms, len(r.overlaps), r.meanGap, r.maxGap, r.maxNotice)
+	r := runOverlap(t, overlapConfig{seed: overlapSeed, elections: 8, ends: 25, actWithin: 300 * time.Millisecond, cutOne: 6})
+	t.Logf("seed %d: %d operator ends (%d deletes, %d revokes; %d with the leader cut off), %d terms, %d overlaps", overlapSeed,
+		r.ends, r.deletes, r.revokes, r.cuts, r.terms, len(r.overlaps))
+	t.Logf("the next term started after an operator end: median %v, at most %v (the leader reachable); median %v, at most %v (cut off)",
+		median(r.gaps[false]), slices.Max(append(r.gaps[false], 0)), median(r.gaps[true]), slices.Max(append(r.gaps[true], 0)))
+	t.Logf("the old term's context ended after it: median %v, at most %v (the leader reachable); median %v, at most %v (cut off)",
+		median(r.notices[false]), slices.Max(append(r.notices[false], 0)), median(r.notices[true]), slices.Max(append(r.notices[true], 0)))
 	for _, o := range r.overlaps {
 		t.Error(o)
 	}
@@ -45,16 +54,17 @@ func TestNoOverlapAfterOperatorEnds(t *testing.T) {
 	}
 }
 
-// The negative control of TestNoOverlapAfterOperatorEnds: electors whose
-// successors do not wait after an unclean end and that do not confirm
-// their key (the design before the handover delay) start the next term
-// while the old one runs, and the check says so.
+// The negative control of TestNoOverlapAfterOperatorEnds: electors
+// without tenure keys, whose successors do not wait after an unclean end
+// and which do not prove their keys (the design before the wait), start
+// the next term while the old one runs, and the check says so.
 func TestNoOverlapCheckCanFail(t *testing.T) {
 	t.Parallel()
-	r := runOverlap(t, overlapConfig{seed: overlapSeed, elections: 2, ends: 12, actWithin: 60 * time.Millisecond, control: true})
-	t.Logf("control, seed %d: %d operator ends, %d terms, %d overlaps, by up to %v", overlapSeed, r.ends, r.terms, len(r.overlaps), r.maxOverlap)
+	r := runOverlap(t, overlapConfig{seed: overlapSeed, elections: 2, ends: 12, actWithin: 60 * time.Millisecond, cutOne: 6, control: true})
+	t.Logf("control, seed %d: %d operator ends (%d with the leader cut off), %d terms, %d overlaps, by up to %v", overlapSeed,
+		r.ends, r.cuts, r.terms, len(r.overlaps), r.maxOverlap)
 	if len(r.overlaps) == 0 {
-		t.Errorf("negative control: electors without the handover delay never overlapped in %d operator ends; the check is blind", r.ends)
+		t.Errorf("negative control: electors without tenure keys never overlapped in %d operator ends; the check is blind", r.ends)
 	}
 }
 
@@ -63,7 +73,8 @@ type overlapConfig struct {
 	elections int           // run side by side, each with two candidates
 	ends      int           // operator ends per election
 	actWithin time.Duration // the operator acts this long after a term starts, at most
-	control   bool          // the electors without the handover delay
+	cutOne    int           // one end in cutOne, at random, cuts the leader off from etcd first
+	control   bool          // the electors without tenure keys
 }
 
 // termRec is one term as its candidate saw it.
@@ -71,18 +82,22 @@ type termRec struct {
 	who        string
 	token      fencing.Token
 	key        string
-	start, end time.Time // end: when OnStartedLeading saw its context end; zero until then
-	lost       error     // what Metrics.StoppedLeading was told
-	stopped    bool      // Metrics.StoppedLeading was called
-	ended      string    // "delete" or "revoke" when the operator ended it
-	endedAt    time.Time // when the operator's request was sent
+	start, end time.Time     // end: when OnStartedLeading saw its context end; zero until then
+	lost       error         // what Metrics.StoppedLeading was told
+	stopped    bool          // Metrics.StoppedLeading was called
+	ended      string        // "delete" or "revoke" when the operator ended it
+	endedAt    time.Time     // when the operator's request was sent
+	cut        bool          // the operator cut the leader off from etcd first
+	done       chan struct{} // closed once end is set
 }
 
 type overlapResult struct {
-	ends, deletes, revokes, terms int
-	overlaps, reasons             []string
-	meanGap, maxGap, maxNotice    time.Duration
-	maxOverlap                    time.Duration // how early a term started at most, of those with an end
+	ends, deletes, revokes, cuts, terms int
+	overlaps, reasons                   []string
+	// Per operator end, by whether the leader was cut off: the time until
+	// the next term started, until the old term's context ended.
+	gaps, notices map[bool][]time.Duration
+	maxOverlap    time.Duration // how early a term started at most, of those with an end
 }
 
 // runOverlap runs cfg's elections, each driven by an operator that ends
@@ -96,11 +111,11 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 	for i := range cfg.elections {
 		pfx := fmt.Sprintf("%se%d/", prefix(t), i)
 		started := make(chan *termRec, 16)
-		var cands []*candidate
-		for _, id := range []string{"a", "b"} {
+		proxies := map[string]proxy.Server{}
+		for j, id := range []string{fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)} {
 			m := &termMetrics{mu: &mu}
 			cb := election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
-				rec := &termRec{who: id, token: term.Token, key: term.Key, start: time.Now()}
+				rec := &termRec{who: id, token: term.Token, key: term.Key, start: time.Now(), done: make(chan struct{})}
 				mu.Lock()
 				terms[i] = append(terms[i], rec)
 				m.cur = rec
@@ -111,18 +126,24 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 				mu.Lock()
 				rec.end = end
 				mu.Unlock()
+				close(rec.done)
 			}}
-			ecfg := election.Config{Identity: id, Prefix: pfx, TTL: time.Second, Callbacks: cb, Metrics: m}
+			// Each candidate through a proxy of its own, which the
+			// operator may cut.
+			p, url := etcdtest.Proxy(t, cluster.Endpoints()[(i+j)%len(cluster.Endpoints())])
+			proxies[id] = p
+			ecfg := election.Config{Identity: id, Client: etcdtest.Client(t, url), Prefix: pfx, TTL: time.Second, Callbacks: cb, Metrics: m}
 			if cfg.control {
-				ecfg = election.WithoutHandoverDelay(ecfg)
+				ecfg = election.WithoutTenure(ecfg)
 			}
-			cands = append(cands, start(t, ecfg))
+			start(t, ecfg)
 		}
 		rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
+		cli := etcdtest.Client(t, cluster.Endpoints()...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			operate(t, cands[0].cli, rng, cfg, started, &mu)
+			operate(t, cli, proxies, rng, cfg, started, &mu)
 		}()
 	}
 	wg.Wait()
@@ -131,8 +152,7 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var r overlapResult
-	var gaps time.Duration
+	r := overlapResult{gaps: map[bool][]time.Duration{}, notices: map[bool][]time.Duration{}}
 	for i, ts := range terms {
 		r.terms += len(ts)
 		o, most := overlaps(fmt.Sprintf("election %d", i), ts)
@@ -148,34 +168,34 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 			} else {
 				r.revokes++
 			}
+			if tr.cut {
+				r.cuts++
+			}
 			if !tr.end.IsZero() {
-				r.maxNotice = max(r.maxNotice, tr.end.Sub(tr.endedAt))
+				r.notices[tr.cut] = append(r.notices[tr.cut], tr.end.Sub(tr.endedAt))
 			}
 			if j+1 < len(ts) {
-				gap := ts[j+1].start.Sub(tr.endedAt)
-				gaps += gap
-				r.maxGap = max(r.maxGap, gap)
+				r.gaps[tr.cut] = append(r.gaps[tr.cut], ts[j+1].start.Sub(tr.endedAt))
 			}
 			if e := reasonMismatch(tr); e != "" {
 				r.reasons = append(r.reasons, fmt.Sprintf("election %d: %s", i, e))
 			}
 		}
 	}
-	if r.ends > 0 {
-		r.meanGap = (gaps / time.Duration(r.ends)).Round(time.Millisecond)
-	}
 	return r
 }
 
 // operate ends cfg.ends terms of one election, each a random moment
 // within cfg.actWithin after it started, by deleting its key (compared on
-// its token) or revoking its lease.
-func operate(t *testing.T, cli *clientv3.Client, rng *rand.Rand, cfg overlapConfig, started <-chan *termRec, mu *sync.Mutex) {
+// its token) or revoking its lease; one time in cfg.cutOne it first cuts
+// the leader off from etcd (its proxy in proxies), and lets it back once
+// the term's context has ended.
+func operate(t *testing.T, cli *clientv3.Client, proxies map[string]proxy.Server, rng *rand.Rand, cfg overlapConfig, started <-chan *termRec, mu *sync.Mutex) {
 	ctx := context.Background()
 	for done := 0; done < cfg.ends; {
 		rec, ok := newestTerm(started, 30*time.Second)
 		if !ok {
-			t.Errorf("no term started within 30s after %d operator ends", done)
+			t.Errorf("%s: no term started within 30s after %d operator ends", slices.Sorted(maps.Keys(proxies)), done)
 			return
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(cfg.actWithin)))) // the moment of the fault
@@ -184,6 +204,14 @@ func operate(t *testing.T, cli *clientv3.Client, rng *rand.Rand, cfg overlapConf
 		mu.Unlock()
 		if !running {
 			continue // ended on its own: the next term is the operator's
+		}
+		p := proxies[rec.who]
+		cut := rng.IntN(cfg.cutOne) == 0
+		if cut {
+			// Paused, not dropped: TCP delivers what waited once it
+			// resumes, and the client's streams survive.
+			p.PauseTx()
+			p.PauseRx()
 		}
 		action, sent := "delete", time.Now()
 		var acted bool
@@ -202,11 +230,29 @@ func operate(t *testing.T, cli *clientv3.Client, rng *rand.Rand, cfg overlapConf
 		}
 		if acted {
 			mu.Lock()
-			rec.ended, rec.endedAt = action, sent
+			rec.ended, rec.endedAt, rec.cut = action, sent, cut
 			mu.Unlock()
 			done++
 		}
+		if cut {
+			select { // its deadline ends it
+			case <-rec.done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("the term of %s, cut off, still ran 30s later", rec.who)
+			}
+			p.UnpauseTx()
+			p.UnpauseRx()
+		}
 	}
+}
+
+// median is the median of ds, rounded to the millisecond (0 for none).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2].Round(time.Millisecond)
 }
 
 // newestTerm waits for a term to start and returns the newest one sent.

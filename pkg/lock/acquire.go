@@ -10,8 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Acquire blocks until the session owns name, ctx ends, or the session is

@@ -126,7 +126,8 @@ func TestBreakFencesAHolderThatDoesNotRelease(t *testing.T) {
 }
 
 // WithForce deletes the key at once: the waiter gets the name while the
-// holder learns of it by its watch (ErrKeyDeleted).
+// holder learns of it by its watch — as ErrKeyDeleted, or ErrLeaseRevoked
+// when the revoke that follows the delete is heard of first.
 func TestBreakForce(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // claim registers a new claim on name, or explains why there can be none.

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lease"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Detached performs single lock operations whose lease nobody renews in the

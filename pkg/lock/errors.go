@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // Sentinel errors. Errors returned by this package wrap them; test with

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // Follow calls fn with the status of name now and after every change of

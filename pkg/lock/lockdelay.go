@@ -10,9 +10,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxLockDelay is the longest delay WithLockDelay accepts.

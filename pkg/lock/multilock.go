@@ -6,8 +6,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // MaxNames is the most names one AcquireAll takes: its transaction puts

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // ValidateName reports whether name can be used as a lock name: it must be

@@ -4,7 +4,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // Record is the JSON value stored in every contender's key: owner, host,

@@ -9,8 +9,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
 )
 
 // slotsOp reads name's slot keys. Not keys-only: etcd's keys-only range

@@ -7,7 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/pkg/lock/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // TryAcquire acquires name if no one holds it or waits for it, in one round

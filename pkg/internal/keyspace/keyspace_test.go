@@ -11,7 +11,7 @@ import (
 // which must keep their meaning.
 func TestKeysKeepTheirWireLayout(t *testing.T) {
 	n := Of("/etcdlock/", "jobs/nightly%1")
-	got := []string{n.Contenders(), n.Contender(0x694d7a1b2c3d4e5f), n.Slots(), n.Slot(3), n.Markers(), n.Marker(0x2a, 0x10)}
+	got := []string{n.Contenders(), n.Contender(0x694d7a1b2c3d4e5f), n.Slots(), n.Slot(3), n.Markers(), n.Marker(0x2a, 0x10), n.Tenures(), n.Tenure(0x2a, 0x10)}
 	timer, started := n.Delay(0x1f, 5)
 	got = append(got, timer, started)
 	want := []string{
@@ -21,6 +21,8 @@ func TestKeysKeepTheirWireLayout(t *testing.T) {
 		"/etcdlock/jobs%2Fnightly%251%slot/3",
 		"/etcdlock/jobs%2Fnightly%251%held/",
 		"/etcdlock/jobs%2Fnightly%251%held/2a-10",
+		"/etcdlock/jobs%2Fnightly%251%tenure/",
+		"/etcdlock/jobs%2Fnightly%251%tenure/2a-10",
 		"/etcdlock/jobs%2Fnightly%251%delay/1f-5",
 		"/etcdlock/jobs%2Fnightly%251%delayed/1f-5",
 	}
@@ -44,6 +46,7 @@ func TestParse(t *testing.T) {
 		{"/e/jobs%held/2a-10", "", Other},
 		{"/e/jobs%delay/1f-5", "", Other},
 		{"/e/jobs%delayed/1f-5", "", Other},
+		{"/e/jobs%tenure/2a-10", "", Other},
 		{"/e/%slot/2", "", Other},    // no name before the slot segment
 		{"/e/a%2fb/1", "", Other},    // not how etcdlock escapes
 		{"/e/a%00b/1", "", Other},    // not a valid escape

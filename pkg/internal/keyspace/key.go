@@ -13,6 +13,7 @@ const (
 	markerSegment  = "%held"
 	timerSegment   = "%delay"
 	startedSegment = "%delayed"
+	tenureSegment  = "%tenure"
 )
 
 var (
@@ -80,12 +81,22 @@ func (n Name) Delay(rev, seconds int64) (timer, started string) {
 // Delay returns).
 func (n Name) DelayRecords() string { return n.base + startedSegment + "/" }
 
+// Tenures is the prefix of the tenure keys of an election of the name
+// (package election).
+func (n Name) Tenures() string { return n.base + tenureSegment + "/" }
+
+// Tenure is the tenure key of the election term whose leader key, of
+// lease, has create revision token.
+func (n Name) Tenure(lease, token int64) string {
+	return fmt.Sprintf("%s%x-%x", n.Tenures(), lease, token)
+}
+
 // Kind says what a key under a prefix is.
 type Kind int
 
 // The kinds of key that Parse tells apart.
 const (
-	Other     Kind = iota // not a contender's or a slot's: a marker, a timer, or a key etcdlock did not write
+	Other     Kind = iota // not a contender's or a slot's: a marker, a timer, a tenure key, or a key etcdlock did not write
 	Contender             // a contender's key
 	Slot                  // a semaphore's slot key
 )
