@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -72,18 +71,17 @@ func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) 
 // watched, the kind waits until l holds, and l becomes active. On failure
 // it cleans up (failAcquire, or failTry for a try that wrote nothing).
 func (s *Session) acquire(ctx context.Context, l *Lock, try bool) (*Lock, error) {
-	pfx := keyspace.Of(s.cfg.prefix, l.name).Contenders()
 	var q queued
 	var err error
 	if try {
-		if q, err = l.kind.try(ctx, l, pfx); err != nil {
+		if q, err = l.kind.try(ctx, l); err != nil {
 			return nil, s.failTry(ctx, l, err)
 		}
-	} else if q, err = s.enqueue(ctx, l, pfx); err != nil {
+	} else if q, err = s.enqueue(ctx, l); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	s.watchKey(l, q.rev)
-	if err := l.kind.wait(ctx, l, pfx, q); err != nil {
+	if err := l.kind.wait(ctx, l, q); err != nil {
 		return nil, s.failAcquire(ctx, l, err)
 	}
 	return s.activated(ctx, l)
@@ -100,12 +98,12 @@ type queued struct {
 	preds   []*mvccpb.KeyValue          // an AcquireAll's: each name's predecessor, or nil
 }
 
-// enqueue writes l's keys under pfx (kind.queue), first replacing the
+// enqueue writes l's keys (kind.queue), first replacing the
 // keys that an earlier acquisition of its names on this session left
 // (removeLeftover).
-func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, error) {
+func (s *Session) enqueue(ctx context.Context, l *Lock) (queued, error) {
 	for {
-		q, leftovers, err := l.kind.queue(ctx, l, pfx)
+		q, leftovers, err := l.kind.queue(ctx, l)
 		if err != nil || q.rev != 0 {
 			return q, err
 		}

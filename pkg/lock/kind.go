@@ -23,18 +23,18 @@ import (
 type kind interface {
 	// queue sends the acquiring transaction once, on the acquiring
 	// goroutine: it writes l's keys and reads what l needs of the keys
-	// older than its own under pfx, its name's contenders. If this
-	// session left keys under l's names, it writes nothing and returns
-	// them (leftovers, q.rev 0), for the caller to replace.
-	queue(ctx context.Context, l *Lock, pfx string) (q queued, leftovers []*mvccpb.KeyValue, err error)
+	// older than its own among its name's contenders. If this session
+	// left keys under l's names, it writes nothing and returns them
+	// (leftovers, q.rev 0), for the caller to replace.
+	queue(ctx context.Context, l *Lock) (q queued, leftovers []*mvccpb.KeyValue, err error)
 	// try is TryAcquire's write: l's keys only if l can hold at once,
 	// else a *LockedError or ErrLimitMismatch, with no key of l left.
 	// Its result is a queue's with no older key: wait does not wait.
-	try(ctx context.Context, l *Lock, pfx string) (queued, error)
+	try(ctx context.Context, l *Lock) (queued, error)
 	// wait returns once l, queued (q), holds: no key it must wait for is
 	// older, and what it holds beyond its key (a semaphore's slot, a
 	// lock-delay's marker) is its own.
-	wait(ctx context.Context, l *Lock, pfx string, q queued) error
+	wait(ctx context.Context, l *Lock, q queued) error
 	// watch watches the keys written with l's contender key, from
 	// revision created on. l.mu is held.
 	watch(l *Lock, created int64)

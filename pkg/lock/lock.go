@@ -71,9 +71,9 @@ func (s State) String() string {
 // a reconnect even then (and the lock is lost at the session's deadline
 // anyway if the connection carries no renewals either).
 type Lock struct {
-	s    *Session
-	name string
-	key  string
+	s *Session
+	lockName
+	key string // the contender key of name
 	// rev is key's create revision — every key's, for AcquireAll — once
 	// the acquiring write's reply came; 0 until then. It is the token of
 	// every kind but a semaphore, whose holder's is its slot key's

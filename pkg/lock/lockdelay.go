@@ -94,8 +94,8 @@ type delayHold struct {
 }
 
 // wait waits for l's turn as a plain lock's, then holds the marker.
-func (h *delayHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
-	if err := h.plain.wait(ctx, l, pfx, q); err != nil {
+func (h *delayHold) wait(ctx context.Context, l *Lock, q queued) error {
+	if err := h.plain.wait(ctx, l, q); err != nil {
 		return err
 	}
 	return l.s.holdMarker(ctx, l, h)
@@ -130,7 +130,7 @@ func (h *delayHold) closeOps(l *Lock) []clientv3.Op { return h.deleteOps(l) }
 // others, waits the delay if there are any, and deletes them. h is l's
 // kind.
 func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+	keys := l.keys
 	mpfx := keys.Markers()
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
@@ -202,7 +202,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 // holders' clean-up deletes a marker only while its key exists, and every
 // key older than l's is gone.
 func (s *Session) waitDelay(ctx context.Context, l *Lock, found []*mvccpb.KeyValue, rev int64, d time.Duration) (bool, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+	keys := l.keys
 	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.

@@ -50,7 +50,7 @@ type setHold struct {
 // none of them exists; Then, before the puts, it reads each name's newest
 // key: the set's predecessor under that name. Else it reads them: keys
 // of this session, leftovers, which it returns.
-func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvccpb.KeyValue, error) {
+func (h *setHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
 	names, keys := l.Names(), l.Keys()
 	cmps := make([]clientv3.Cmp, len(keys))
@@ -90,7 +90,7 @@ func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvcc
 // the other: once no key older than l's is left under a name, none can
 // appear there, so the names already waited for stay clear while l waits
 // for the next.
-func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
+func (h *setHold) wait(ctx context.Context, l *Lock, q queued) error {
 	for _, pred := range q.preds {
 		if pred != nil {
 			if err := behindSemaphore(l, pred); err != nil {
@@ -115,7 +115,7 @@ func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
 }
 
 // try is never called: TryAcquire takes one name, which is never a set.
-func (*setHold) try(context.Context, *Lock, string) (queued, error) {
+func (*setHold) try(context.Context, *Lock) (queued, error) {
 	return queued{}, errors.New("lock: TryAcquire of several names")
 }
 

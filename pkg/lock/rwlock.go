@@ -55,13 +55,13 @@ type reader struct{ noKeys }
 // queue writes l's key in the acquiring transaction (Session.queue),
 // which reads the newest readerPageSize older keys first, to find the
 // newest writer among them.
-func (reader) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
-	return l.s.queue(ctx, l, clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
+func (reader) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
+	return l.s.queue(ctx, l, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
 }
 
-// wait returns once no key under pfx that excludes readers is older
-// than l's.
-func (reader) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+// wait returns once no contender key of l's name that excludes readers
+// is older than l's.
+func (reader) wait(ctx context.Context, l *Lock, q queued) error {
 	older := q.older.GetKvs()
 	if len(older) > 0 {
 		if err := behindSemaphore(l, older[0]); err != nil {
@@ -74,7 +74,7 @@ func (reader) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
 	}
 	l.waits()
 	return l.s.waitTurn(ctx, l, pred, func(ctx context.Context) (string, error) {
-		return l.s.olderWriter(ctx, l, pfx)
+		return l.s.olderWriter(ctx, l)
 	})
 }
 
@@ -92,8 +92,8 @@ func readerTurn(older []*mvccpb.KeyValue, more bool) (wait bool, pred string) {
 }
 
 // try is TryAcquire for a reader (tryShared).
-func (reader) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	rev, err := l.s.tryShared(ctx, l, pfx)
+func (reader) try(ctx context.Context, l *Lock) (queued, error) {
+	rev, err := l.s.tryShared(ctx, l)
 	return queued{rev: rev}, err
 }
 
@@ -113,8 +113,8 @@ const readerPageSize = 64
 // there is none. Readers ahead of it are read in pages, newest first, at
 // most readerPageSize a round trip; keys older than l's can only go away,
 // so the pages need not be read at one revision.
-func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string, error) {
-	below := l.rev - 1
+func (s *Session) olderWriter(ctx context.Context, l *Lock) (string, error) {
+	below, pfx := l.rev-1, l.keys.Contenders()
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
@@ -152,7 +152,8 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 // writes l's key if no key under the name was written since the read
 // (a key deleted since does not matter: it can only have been a reader).
 // It returns the write's revision.
-func (s *Session) tryShared(ctx context.Context, l *Lock, pfx string) (int64, error) {
+func (s *Session) tryShared(ctx context.Context, l *Lock) (int64, error) {
+	pfx := l.keys.Contenders()
 	for {
 		get, err := s.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err != nil {

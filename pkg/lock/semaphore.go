@@ -83,16 +83,16 @@ type slotHold struct {
 // l (claimOrQueue), but for a first probe, when the session's last
 // acquisition of the name found it free (busy), which claims slot 0 or
 // only reads (probeSemaphore). See "Semaphore" in DESIGN.md.
-func (h *slotHold) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
+func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
 	if s.busy(l.name) {
-		q, leftovers, err := s.claimOrQueue(ctx, l, h, pfx, 0, s.emptyName(l, pfx))
+		q, leftovers, err := s.claimOrQueue(ctx, l, h, 0, s.emptyName(l))
 		if q.claimed {
 			s.setBusy(l.name, false)
 		}
 		return q, leftovers, err
 	}
-	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h)
 	if err != nil || claimed {
 		return queued{rev: rev, claimed: claimed}, nil, err
 	}
@@ -106,18 +106,18 @@ func (h *slotHold) queue(ctx context.Context, l *Lock, pfx string) (queued, []*m
 	if err := checkLimits(l, h.limit, queue); err != nil {
 		return queued{}, nil, err
 	}
-	order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+	order := slotOrder(l.keys, h.limit, queue, slots, 1)
 	if len(queue) >= h.limit || len(order) == 0 {
-		return s.claimOrQueue(ctx, l, h, pfx, -1, nil)
+		return s.claimOrQueue(ctx, l, h, -1, nil)
 	}
-	return s.claimOrQueue(ctx, l, h, pfx, order[0], s.stillFree(l, pfx, rev, order[0]))
+	return s.claimOrQueue(ctx, l, h, order[0], s.stillFree(l, rev, order[0]))
 }
 
 // wait returns once l holds a slot: at once if the acquiring transaction
 // claimed one; else it checks the older keys' limits, waits until fewer
 // than its limit are older (waitRank), and claims a free slot
 // (claimSlot).
-func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+func (h *slotHold) wait(ctx context.Context, l *Lock, q queued) error {
 	s := l.s
 	if q.claimed {
 		s.holdSlot(l, h, q.slot, fencing.Token(q.rev))
@@ -131,11 +131,11 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) erro
 		return err
 	}
 	q.slots.Kvs = kept
-	older, slots, err := s.waitRank(ctx, l, h, pfx, q.older.Kvs, q.slots)
+	older, slots, err := s.waitRank(ctx, l, h, q.older.Kvs, q.slots)
 	if err != nil {
 		return err
 	}
-	slot, tok, err := s.claimSlot(ctx, l, h, pfx, older, slots)
+	slot, tok, err := s.claimSlot(ctx, l, h, older, slots)
 	if err != nil {
 		return err
 	}
@@ -149,10 +149,10 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) erro
 // one transaction writes l's contender key and the key of the free slot
 // that slotOrder puts first if no key under the name was written since
 // the probe read it (takeSlot).
-func (h *slotHold) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
+func (h *slotHold) try(ctx context.Context, l *Lock) (queued, error) {
 	s := l.s
 	for {
-		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h)
 		if err != nil || claimed {
 			return queued{rev: rev, claimed: true}, err
 		}
@@ -166,11 +166,11 @@ func (h *slotHold) try(ctx context.Context, l *Lock, pfx string) (queued, error)
 		if err := checkLimits(l, h.limit, queue); err != nil {
 			return queued{}, err
 		}
-		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+		order := slotOrder(l.keys, h.limit, queue, slots, 1)
 		if len(queue) >= h.limit || len(order) == 0 {
 			return queued{}, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, h, pfx, rev, order[0]); err != nil || ok {
+		if rev, ok, err := s.takeSlot(ctx, l, h, rev, order[0]); err != nil || ok {
 			return queued{rev: rev, claimed: true, slot: order[0]}, err
 		}
 	}

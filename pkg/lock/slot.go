@@ -40,17 +40,17 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 }
 
 // emptyName returns the comparisons that hold when l's name has no key at
-// all: no contender key under pfx (no holder or waiter of any kind, no
+// all: no contender key of l's name (no holder or waiter of any kind, no
 // key this session left) and no slot key (a holder whose contender key is
 // gone still has its slot). etcd compares every key of a range, and the
 // range's absent key when it is empty, so a create revision of 0 over a
 // range holds exactly when the range is empty. A contender that writes
 // its key and slot 0's when they hold is first in FIFO order, and slot
 // 0's new key is created after every earlier holder's of that slot.
-func (s *Session) emptyName(l *Lock, pfx string) []clientv3.Cmp {
+func (s *Session) emptyName(l *Lock) []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slots()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys.Contenders()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys.Slots()), "=", 0).WithPrefix(),
 	}
 }
 
@@ -60,7 +60,7 @@ func (s *Session) emptyName(l *Lock, pfx string) []clientv3.Cmp {
 // records the slot's key as l's claim first (setClaiming); the caller
 // clears it when the transaction did not claim.
 func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
-	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
+	key := l.keys.Slot(slot)
 	h.setClaiming(l, key)
 	return []clientv3.Op{
 		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
@@ -74,9 +74,9 @@ func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
 // slot 0 and returns claimed and the write's revision; otherwise it
 // writes nothing and returns the name's contender keys, oldest first, and
 // its slot keys, read at revision rev.
-func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold, pfx string) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
-	resp, err := s.client.Txn(ctx).If(s.emptyName(l, pfx)...).Then(s.claimOps(l, h, 0)...).Else(
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
+	resp, err := s.client.Txn(ctx).If(s.emptyName(l)...).Then(s.claimOps(l, h, 0)...).Else(
+		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
 	).Commit()
 	if err != nil {
@@ -90,12 +90,12 @@ func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold, pfx 
 }
 
 // stillFree returns the comparisons that hold when no contender key under
-// pfx was written after revision read, so that the contenders are those
+// l's name was written after revision read, so that the contenders are those
 // read then or fewer, and slot is free.
-func (s *Session) stillFree(l *Lock, pfx string, read int64, slot int) []clientv3.Cmp {
+func (s *Session) stillFree(l *Lock, read int64, slot int) []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slot(slot)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(l.keys.Contenders()), "<", read+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys.Slot(slot)), "=", 0),
 	}
 }
 
@@ -104,8 +104,8 @@ func (s *Session) stillFree(l *Lock, pfx string, read int64, slot int) []clientv
 // every older key, and read the slot keys); with slot -1, only the Else.
 // It returns what the transaction did, or the leftover key of this
 // session that stopped it from queueing.
-func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx string, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
-	absent, then, mine := s.queueOps(l, clientv3.OpGet(pfx, clientv3.WithPrefix()))
+func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
 	txn := s.client.Txn(ctx)
 	if slot < 0 {
@@ -133,8 +133,8 @@ func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx st
 // takeSlot writes l's contender key and the key of slot in one
 // transaction, if stillFree holds since revision read, and returns the
 // write's revision; ok is false if the transaction did not apply.
-func (s *Session) takeSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
-	txn, err := s.client.Txn(ctx).If(s.stillFree(l, pfx, read, slot)...).Then(s.claimOps(l, h, slot)...).Commit()
+func (s *Session) takeSlot(ctx context.Context, l *Lock, h *slotHold, read int64, slot int) (rev int64, ok bool, err error) {
+	txn, err := s.client.Txn(ctx).If(s.stillFree(l, read, slot)...).Then(s.claimOps(l, h, slot)...).Commit()
 	if err != nil {
 		return 0, false, err
 	}
@@ -171,8 +171,8 @@ const maxSlotTries = 8
 // its slot until its lease goes), it waits for a slot key's deletion and
 // reads again. It returns the slot and its key's create revision, l's
 // token.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+	keys := l.keys
 	for {
 		order := slotOrder(keys, h.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
@@ -181,7 +181,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx strin
 				return 0, 0, err
 			}
 			var err error
-			if older, slots, err = s.readRank(ctx, l, pfx); err != nil {
+			if older, slots, err = s.readRank(ctx, l); err != nil {
 				return 0, 0, err
 			}
 			continue
@@ -277,7 +277,7 @@ func (s *Session) holdSlot(l *Lock, h *slotHold, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
+	h.n, h.key, h.claiming = slot, l.keys.Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
