@@ -132,7 +132,7 @@ func (s *Session) queue(ctx context.Context, l *Lock, older clientv3.Op) (queued
 // queueOps are the acquiring transaction's parts (see queue).
 func (s *Session) queueOps(l *Lock, older clientv3.Op) (absent []clientv3.Cmp, then, mine []clientv3.Op) {
 	absent = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
-	then = []clientv3.Op{older, clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+	then = []clientv3.Op{older, clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))}
 	mine = []clientv3.Op{clientv3.OpGet(l.key)}
 	return absent, then, mine
 }
@@ -152,7 +152,7 @@ func (s *Session) watchKey(l *Lock, created int64) {
 	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.unreleased) > 0 {
+	if len(s.ledger.unreleased) > 0 {
 		s.rewrote(l.Names())
 	}
 	if s.err != nil {

@@ -3,9 +3,47 @@ package lock
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
+
+// claimTable is a session's claims on names: a claim starts when an
+// acquisition of a name starts (Session.claim) and ends when its Lock's
+// clean-up is done (Session.unclaim), so that the session has one Lock
+// per name at a time. Guarded by Session.mu, but for inflight.
+type claimTable struct {
+	byName map[string]*Lock
+	// busy are semaphores' names whose last acquisition on this session
+	// found keys under them (see slotHold.queue).
+	busy map[string]struct{}
+	seq  uint64 // acquisitions so far (Record.Seq)
+	// inflight counts the acquisitions in progress (claim to return):
+	// Close waits for them, so that none writes a marker after Close
+	// deleted the markers.
+	inflight sync.WaitGroup
+}
+
+// holding returns the Lock that claims any of names, or nil.
+func (t *claimTable) holding(names []string) *Lock {
+	for _, name := range names {
+		if l, ok := t.byName[name]; ok {
+			return l
+		}
+	}
+	return nil
+}
+
+// all lists the Locks with a claim, each once.
+func (t *claimTable) all() []*Lock {
+	ls := make([]*Lock, 0, len(t.byName))
+	for name, l := range t.byName {
+		if l.name == name { // an AcquireAll's claims its names, its first among them
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
 
 // claim registers a new claim on name, or explains why there can be none.
 // A claim whose lock is already released or lost but whose clean-up (the
@@ -26,19 +64,13 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			s.mu.Unlock()
 			return nil, s.err
 		}
-		var old *Lock
-		for _, name := range names {
-			if o, ok := s.claims[name]; ok {
-				old = o
-				break
-			}
-		}
+		old := s.claims.holding(names)
 		if old == nil {
 			l := s.newLock(names, ac)
 			for _, name := range names {
-				s.claims[name] = l
+				s.claims.byName[name] = l
 			}
-			s.inflight.Add(1) // done by bind's stop; under mu, before Close's end
+			s.claims.inflight.Add(1) // done by bind's stop; under mu, before Close's end
 			s.mu.Unlock()
 			s.cfg.metrics.Waiting(1)
 			return l, nil
@@ -65,15 +97,15 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 // the kind they choose (newKind). s.mu must be held: it numbers the
 // acquisition (Record.Seq).
 func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
-	s.seq++
+	s.claims.seq++
 	ac.names = names
 	var keys []string // of the names after the first: an AcquireAll's
 	for _, name := range names[1:] {
-		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease)))
+		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.keeper.id)))
 	}
 	n := s.lockName(names[0])
-	l := &Lock{s: s, lockName: n, key: n.keys.Contender(int64(s.lease)), kind: newKind(ac, names[1:], keys),
-		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac), waitHook: ac.waitHook}
+	l := &Lock{s: s, lockName: n, key: n.keys.Contender(int64(s.keeper.id)), kind: newKind(ac, names[1:], keys),
+		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.claims.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)
 	l.since = s.cfg.clock.Now()
 	return l
@@ -83,8 +115,8 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
 	for _, name := range l.Names() {
-		if s.claims[name] == l {
-			delete(s.claims, name)
+		if s.claims.byName[name] == l {
+			delete(s.claims.byName, name)
 		}
 	}
 	if l.unclaimed != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -140,7 +139,7 @@ func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error
 	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
 	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
 	if name, kind := keyspace.Parse(s.cfg.prefix, string(kv.Key)); kind == keyspace.Contender {
-		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.lease), kv.CreateRevision)))
+		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.keeper.id), kv.CreateRevision)))
 	}
 	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
 	if err != nil {
@@ -160,41 +159,6 @@ func beforeRevoke(ls []*Lock) []clientv3.Op {
 		l.mu.Unlock()
 	}
 	return ops
-}
-
-// keepForClose remembers l, whose Release or failed acquisition's
-// clean-up could not delete its keys, for Close, if Close has anything to
-// delete for it (kind.closeOps): a lock-delay marker of a clean end must
-// not outlive the session.
-func (s *Session) keepForClose(l *Lock) {
-	l.mu.Lock()
-	keep := len(l.kind.closeOps(l)) > 0
-	l.mu.Unlock()
-	if !keep {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.unreleased, l) {
-		s.unreleased = append(s.unreleased, l)
-	}
-}
-
-// released forgets l, whose Release succeeded, if it was kept for Close.
-func (s *Session) released(l *Lock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
-}
-
-// rewrote forgets the locks kept for Close under names, of which the
-// session has just written new keys (s.mu held): a session has one key per
-// name, so their keys are gone — deleted with their markers, or by
-// someone else, which leaves the markers of those unclean ends to the
-// next holder — and Close would have nothing of theirs to delete. A
-// session reused for hours keeps at most one per name.
-func (s *Session) rewrote(names []string) {
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
 }
 
 // deleteMarkers commits ops, Close's deletes of lock-delay markers, again

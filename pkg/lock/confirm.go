@@ -55,7 +55,7 @@ func (s *Session) keyDeleted(l *Lock) {
 		return // a revoke deletes every key of the session: one question is enough
 	}
 	ctx, cancel := context.WithTimeout(s.alive, goneLookupTimeout)
-	resp, err := s.client.TimeToLive(ctx, s.lease)
+	resp, err := s.client.TimeToLive(ctx, s.keeper.id)
 	cancel()
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -70,9 +70,8 @@ func (s *Session) keyDeleted(l *Lock) {
 // with detail, the answer if it came as an error (see goneCause).
 func (s *Session) leaseGone(detail error) {
 	now := s.cfg.clock.Now()
-	s.mu.Lock()
-	earliest := s.deadline.Add(s.margin) // the last successful renewal's send time + TTL
-	s.mu.Unlock()
+	deadline, _ := s.keeper.lastDeadline()
+	earliest := deadline.Add(s.keeper.margin) // the last successful renewal's send time + TTL
 	s.lose(goneCause(now, earliest), detail)
 }
 

@@ -192,7 +192,7 @@ func (l *Lock) Err() error {
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
-	if l.s.abandoned.Load() {
+	if l.s.ledger.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
 	}
 	if err := l.deleteKeys(ctx, true); err != nil {
@@ -230,7 +230,7 @@ func (l *Lock) finish(state State, err error) bool {
 	// A holder asked to stop by Break that releases ends cleanly: it
 	// stopped before it released.
 	clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
-	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.abandoned.Load())...)
+	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.ledger.abandoned.Load())...)
 	l.watch = nil
 	acquiring := l.acquiring
 	l.mu.Unlock()
@@ -273,7 +273,7 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 		l.acquiring = nil
 		l.mu.Unlock()
 		cancel(nil)
-		l.s.inflight.Done()
+		l.s.claims.inflight.Done()
 	}
 }
 

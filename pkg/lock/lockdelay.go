@@ -135,7 +135,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := keys.Marker(int64(s.lease), l.rev)
+	marker := keys.Marker(int64(s.keeper.id), l.rev)
 	l.mu.Lock()
 	h.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()

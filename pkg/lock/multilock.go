@@ -62,7 +62,7 @@ func (h *setHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValu
 		elses[i] = clientv3.OpGet(key)
 	}
 	for _, key := range keys {
-		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
+		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)))
 	}
 	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
 	if err != nil {

@@ -45,7 +45,7 @@ func (plain) try(ctx context.Context, l *Lock) (queued, error) {
 	for {
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))).
 			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
 			Commit()
 		if err != nil {

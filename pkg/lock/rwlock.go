@@ -181,7 +181,7 @@ func (s *Session) tryShared(ctx context.Context, l *Lock) (int64, error) {
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(pfx), "<", get.Header.Revision+1).WithPrefix()).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))).
 			Commit()
 		if err != nil {
 			return 0, err

@@ -276,7 +276,7 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// maxBusyNames bounds busyNames: beyond it, a name's acquisitions are
+// maxBusyNames bounds claimTable.busy: beyond it, a name's acquisitions are
 // sent as if it were free, which costs a round trip when it is not.
 const maxBusyNames = 1024
 
@@ -285,7 +285,7 @@ const maxBusyNames = 1024
 func (s *Session) busy(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.busyNames[name]
+	_, ok := s.claims.busy[name]
 	return ok
 }
 
@@ -297,10 +297,10 @@ func (s *Session) setBusy(name string, busy bool) {
 	defer s.mu.Unlock()
 	switch {
 	case !busy:
-		delete(s.busyNames, name)
-	case s.busyNames == nil:
-		s.busyNames = map[string]struct{}{name: {}}
-	case len(s.busyNames) < maxBusyNames:
-		s.busyNames[name] = struct{}{}
+		delete(s.claims.busy, name)
+	case s.claims.busy == nil:
+		s.claims.busy = map[string]struct{}{name: {}}
+	case len(s.claims.busy) < maxBusyNames:
+		s.claims.busy[name] = struct{}{}
 	}
 }

@@ -28,7 +28,7 @@ func slotsOp(prefix, name string) clientv3.Op {
 func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
 	kept := slots[:0:0]
 	for _, kv := range slots {
-		if clientv3.LeaseID(kv.Lease) != s.lease {
+		if clientv3.LeaseID(kv.Lease) != s.keeper.id {
 			kept = append(kept, kv)
 			continue
 		}
@@ -63,8 +63,8 @@ func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
 	key := l.keys.Slot(slot)
 	h.setClaiming(l, key)
 	return []clientv3.Op{
-		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
-		clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)),
+		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id)),
+		clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)),
 	}
 }
 
@@ -191,7 +191,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, older []*
 		for i := len(order) - 1; i >= 0; i-- {
 			claims[i] = keys.Slot(order[i])
 			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
-				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.lease))}, []clientv3.Op{try})
+				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.keeper.id))}, []clientv3.Op{try})
 		}
 		h.setClaiming(l, claims...)
 		resp, err := s.client.Txn(ctx).

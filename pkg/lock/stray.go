@@ -23,7 +23,7 @@ type stray struct {
 // into it: its value (unique within the lease, see Record.Seq) under this
 // session's lease.
 func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.keeper.id)}
 }
 
 // deleteIfWritten deletes key, in a transaction's Then, only if it holds
@@ -52,26 +52,6 @@ func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i 
 	return done, err
 }
 
-// addStrays queues keys that l may have written for the renewal loop to
-// delete (see sweepStrays).
-func (s *Session) addStrays(l *Lock, keys ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.cfg.clock.Now()
-	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value, added: now})
-	}
-}
-
-// sweepSoon asks the renewal loop to sweep the strays now rather than
-// after its next renewal.
-func (s *Session) sweepSoon() {
-	select {
-	case s.sweepNow <- struct{}{}:
-	default:
-	}
-}
-
 // straySweeps is how many sweeps look for a stray key, and find it not
 // there, before it is forgotten, once a TTL has passed since it became a
 // stray (see lookAgain). A sweep that got no answer did not look.
@@ -84,7 +64,7 @@ const straySweeps = 3
 // key, and the session's next acquisition of the name replaces it.
 func (s *Session) lookAgain(st *stray) bool {
 	st.sweeps++
-	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
+	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.keeper.ttl
 }
 
 // sweepStrays deletes the stray keys that have landed, each only if it
@@ -93,13 +73,13 @@ func (s *Session) lookAgain(st *stray) bool {
 // bounded well within the renewal interval.
 func (s *Session) sweepStrays() {
 	s.mu.Lock()
-	strays := s.strays
-	s.strays = nil
+	strays := s.ledger.strays
+	s.ledger.strays = nil
 	s.mu.Unlock()
 	if len(strays) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
+	ctx, cancel := context.WithTimeout(s.alive, s.keeper.every/4)
 	defer cancel()
 	var keep []stray
 	done, err := s.deleteWrites(ctx, strays, func(i int, deleted bool) {
@@ -120,6 +100,6 @@ func (s *Session) sweepStrays() {
 		}
 	}
 	s.mu.Lock()
-	s.strays = append(s.strays, keep...)
+	s.ledger.strays = append(s.ledger.strays, keep...)
 	s.mu.Unlock()
 }
