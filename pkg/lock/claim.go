@@ -24,16 +24,6 @@ type claimTable struct {
 	inflight sync.WaitGroup
 }
 
-// holding returns the Lock that claims any of names, or nil.
-func (t *claimTable) holding(names []string) *Lock {
-	for _, name := range names {
-		if l, ok := t.byName[name]; ok {
-			return l
-		}
-	}
-	return nil
-}
-
 // all lists the Locks with a claim, each once.
 func (t *claimTable) all() []*Lock {
 	ls := make([]*Lock, 0, len(t.byName))
@@ -64,7 +54,13 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 			s.mu.Unlock()
 			return nil, s.err
 		}
-		old := s.claims.holding(names)
+		var old *Lock
+		for _, name := range names {
+			if o, ok := s.claims.byName[name]; ok {
+				old = o
+				break
+			}
+		}
 		if old == nil {
 			l := s.newLock(names, ac)
 			for _, name := range names {
@@ -103,7 +99,7 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 	for _, name := range names[1:] {
 		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.keeper.id)))
 	}
-	n := s.lockName(names[0])
+	n := lockName{name: names[0], keys: keyspace.Of(s.cfg.prefix, names[0])}
 	l := &Lock{s: s, lockName: n, key: n.keys.Contender(int64(s.keeper.id)), kind: newKind(ac, names[1:], keys),
 		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.claims.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)

@@ -45,7 +45,8 @@ func asCtxErr(ctx context.Context, err error) error {
 // stops l, removes its keys (on a fresh, bounded context), and returns err
 // annotated, or the session's, lock's or ctx's error when that explains
 // the failure better.
-func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
+func (l *Lock) failAcquire(ctx context.Context, err error) error {
+	s := l.s
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.leaseGone(err)
 	}
@@ -59,7 +60,7 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 	}
 	l.finish(StateReleased, ErrReleased)
 	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover
-	s.removeFailed(l)
+	l.removeFailed()
 	if err == nil {
 		return nil
 	}
@@ -69,7 +70,8 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 // removeFailed removes the keys of l, a failed acquisition, on a fresh
 // context bounded by the cleanup timeout; what it cannot remove goes with
 // the lease.
-func (s *Session) removeFailed(l *Lock) {
+func (l *Lock) removeFailed() {
+	s := l.s
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var err error
@@ -83,7 +85,7 @@ func (s *Session) removeFailed(l *Lock) {
 	case l.rev != 0:
 		err = l.deleteKeys(ctx, false)
 	default:
-		err = s.removeUnconfirmed(ctx, l)
+		err = l.removeUnconfirmed(ctx)
 	}
 	if err != nil {
 		s.keepForClose(l) // its lock-delay marker, if any, was a clean end's
@@ -106,7 +108,8 @@ func (s *Session) removeFailed(l *Lock) {
 // contender key (claimOps: when the name has no key, or after a read that
 // found a slot free), and a semaphore's TryAcquire, write the slot key in
 // the same transaction, with the same value: it is deleted likewise.
-func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
+func (l *Lock) removeUnconfirmed(ctx context.Context) error {
+	s := l.s
 	l.mu.Lock()
 	keys := append([]string{l.key}, l.kind.otherKeys()...)
 	l.mu.Unlock()

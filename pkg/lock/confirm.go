@@ -37,7 +37,7 @@ func (l *Lock) Confirm(ctx context.Context) error {
 		return fmt.Errorf("lock: confirm %q: %w", l.name, asCtxErr(ctx, err))
 	}
 	if !resp.Succeeded {
-		l.s.keyDeleted(l)
+		l.keyDeleted()
 	}
 	return l.Err()
 }
@@ -50,7 +50,8 @@ const goneLookupTimeout = 500 * time.Millisecond
 // whether the session's lease lives: if it is gone, the session ends (see
 // leaseGone) and l with it; otherwise, or without an answer within
 // goneLookupTimeout, l is lost with ErrKeyDeleted.
-func (s *Session) keyDeleted(l *Lock) {
+func (l *Lock) keyDeleted() {
+	s := l.s
 	if st := l.State(); st == StateLost || st == StateReleased {
 		return // a revoke deletes every key of the session: one question is enough
 	}

@@ -17,7 +17,7 @@ import (
 // a reader (reader), a semaphore's holder (*slotHold), a plain lock with
 // a lock-delay (*delayHold) and an AcquireAll of several names
 // (*setHold). A Lock's kind is chosen once, when it is claimed (newKind);
-// the acquisition's skeleton (Session.acquire), Release, Close and the
+// the acquisition's skeleton (Lock.acquire), Release, Close and the
 // clean-up call it, and nothing outside the kinds' files asks which kind
 // a Lock is. See "A type per kind" in DESIGN.md.
 type kind interface {
@@ -54,7 +54,7 @@ type kind interface {
 	end(clean bool) []*watchmux.Watch
 	// otherKeys lists the keys beyond the contender key that the lock
 	// holds or may have written: a loss's strays (Lock.lose), a lost
-	// reply's clean-up (Session.removeUnconfirmed). l.mu is held.
+	// reply's clean-up (Lock.removeUnconfirmed). l.mu is held.
 	otherKeys() []string
 	// deleteOps returns the operations that delete l's other keys, each
 	// only if it is still the one l wrote, for Lock.deleteKeys's

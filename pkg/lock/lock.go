@@ -277,6 +277,15 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// waits calls l's wait hook, the first time only (see WithWaitHook). Only
+// the acquiring goroutine calls it.
+func (l *Lock) waits() {
+	if fn := l.waitHook; fn != nil {
+		l.waitHook = nil
+		fn()
+	}
+}
+
 // lose marks the lock lost and drops the session's claim on its name.
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}

@@ -105,8 +105,8 @@ func (h *setHold) wait(ctx context.Context, l *Lock, q queued) error {
 		}
 		l.waits()
 		own, pfx := keys[i], keyspace.Of(l.s.cfg.prefix, names[i]).Contenders()
-		if err := l.s.waitTurn(ctx, l, string(pred.Key), func(ctx context.Context) (string, error) {
-			return l.s.olderKey(ctx, l, own, pfx)
+		if err := l.waitTurn(ctx, string(pred.Key), func(ctx context.Context) (string, error) {
+			return l.olderKey(ctx, own, pfx)
 		}); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 		l.finish(StateReleased, ErrReleased)
 		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
-	return s.acquire(ctx, l, false)
+	return l.acquire(ctx, false)
 }
 
 // validateSet checks the size of an AcquireAll's set and that no name

@@ -26,11 +26,6 @@ type lockName struct {
 	keys keyspace.Name
 }
 
-// lockName returns name's lockName under the session's prefix.
-func (s *Session) lockName(name string) lockName {
-	return lockName{name: name, keys: keyspace.Of(s.cfg.prefix, name)}
-}
-
 // NamePrefix returns the etcd key prefix under which the contenders for
 // name keep their keys, given the lock prefix (DefaultPrefix, or the one
 // given to WithPrefix): prefix, name with '%' written as %25 and '/' as %2F,

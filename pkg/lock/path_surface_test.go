@@ -29,7 +29,13 @@ func TestContendedAcquirePath(t *testing.T) {
 	base := os.Getenv("ETCDLOCK_PATH_BASE") != ""
 	switch os.Getenv("ETCDLOCK_PATH") {
 	case "lock":
-		s := newSession(t, cli, lock.WithTTL(time.Minute)) // no renewal while it waits
+		// The default options but for the prefix and the TTL: no renewal
+		// while it waits, and the default logger, which drops the debug
+		// lines newSession's test logger would have built.
+		s, err := lock.NewSession(ctx, cli, lock.WithPrefix(prefix(t)), lock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
 		contend(t, cli, namePrefix(t, prefix(t), "job"), base, func() {
 			if _, err := s.Acquire(ctx, "job"); err != nil {
 				t.Fatal(err)

@@ -12,11 +12,11 @@ import (
 // older than its own, its predecessor.
 type plain struct{ noKeys }
 
-// queue writes l's key in the acquiring transaction (Session.queue),
+// queue writes l's key in the acquiring transaction (Lock.queue),
 // which reads the newest older key first: the predecessor, which a waiter
 // watches without another read.
 func (plain) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
-	return l.s.queue(ctx, l, clientv3.OpGet(l.keys.Contenders(), clientv3.WithLastCreate()...))
+	return l.queue(ctx, clientv3.OpGet(l.keys.Contenders(), clientv3.WithLastCreate()...))
 }
 
 // wait returns once no contender key of l's name is older than l's: at once if the
@@ -30,8 +30,8 @@ func (plain) wait(ctx context.Context, l *Lock, q queued) error {
 		return err
 	}
 	l.waits()
-	return l.s.waitTurn(ctx, l, string(older[0].Key), func(ctx context.Context) (string, error) {
-		return l.s.olderKey(ctx, l, l.key, l.keys.Contenders())
+	return l.waitTurn(ctx, string(older[0].Key), func(ctx context.Context) (string, error) {
+		return l.olderKey(ctx, l.key, l.keys.Contenders())
 	})
 }
 

@@ -18,7 +18,8 @@ import (
 // the older keys' deletions from one range watch, and reads only when
 // the watch is created or breaks and once l is eligible: see "Semaphore"
 // in DESIGN.md.
-func (s *Session) waitRank(ctx context.Context, l *Lock, h *slotHold, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+func (h *slotHold) waitRank(ctx context.Context, l *Lock, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	s := l.s
 	w := &rankWait{s: s, l: l, limit: int64(h.limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	if w.older >= w.limit {
@@ -118,7 +119,7 @@ func (w *rankWait) unwatch() {
 // read counts the keys older than l's and lists them and the slot keys
 // (readRank).
 func (w *rankWait) read(ctx context.Context) error {
-	older, slots, err := w.s.readRank(ctx, w.l)
+	older, slots, err := w.l.readRank(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,15 +130,12 @@ func (w *rankWait) read(ctx context.Context) error {
 // readRank lists the contender keys of l's name older than l's, a semaphore's
 // contender key, and the slot keys (Header set), in one read, and checks
 // that l's key is still there.
-func (s *Session) readRank(ctx context.Context, l *Lock) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+func (l *Lock) readRank(ctx context.Context) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	s := l.s
 	mine := l.rev
-	resp, err := s.waitRead(ctx, l,
-		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
-		// Not count-only: etcd counts before it applies the create
+	resp, err := l.waitRead(ctx, clientv3.OpGet(l.key, clientv3.WithKeysOnly()), // Not count-only: etcd counts before it applies the create
 		// revision filter.
-		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
-		slotsOp(s.cfg.prefix, l.name),
-	)
+		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)), slotsOp(s.cfg.prefix, l.name))
 	if err != nil {
 		return nil, nil, err
 	}

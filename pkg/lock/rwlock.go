@@ -52,11 +52,11 @@ func (l *Lock) Shared() bool {
 // plain lock's one contender key, but it waits only for older writers.
 type reader struct{ noKeys }
 
-// queue writes l's key in the acquiring transaction (Session.queue),
+// queue writes l's key in the acquiring transaction (Lock.queue),
 // which reads the newest readerPageSize older keys first, to find the
 // newest writer among them.
 func (reader) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
-	return l.s.queue(ctx, l, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
+	return l.queue(ctx, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
 }
 
 // wait returns once no contender key of l's name that excludes readers
@@ -73,8 +73,8 @@ func (reader) wait(ctx context.Context, l *Lock, q queued) error {
 		return nil
 	}
 	l.waits()
-	return l.s.waitTurn(ctx, l, pred, func(ctx context.Context) (string, error) {
-		return l.s.olderWriter(ctx, l)
+	return l.waitTurn(ctx, pred, func(ctx context.Context) (string, error) {
+		return l.olderWriter(ctx)
 	})
 }
 
@@ -93,7 +93,7 @@ func readerTurn(older []*mvccpb.KeyValue, more bool) (wait bool, pred string) {
 
 // try is TryAcquire for a reader (tryShared).
 func (reader) try(ctx context.Context, l *Lock) (queued, error) {
-	rev, err := l.s.tryShared(ctx, l)
+	rev, err := l.tryShared(ctx)
 	return queued{rev: rev}, err
 }
 
@@ -113,14 +113,15 @@ const readerPageSize = 64
 // there is none. Readers ahead of it are read in pages, newest first, at
 // most readerPageSize a round trip; keys older than l's can only go away,
 // so the pages need not be read at one revision.
-func (s *Session) olderWriter(ctx context.Context, l *Lock) (string, error) {
+func (l *Lock) olderWriter(ctx context.Context) (string, error) {
+	s := l.s
 	below, pfx := l.rev-1, l.keys.Contenders()
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
 		var kvs []*mvccpb.KeyValue
 		if first {
-			resp, err := s.waitRead(ctx, l, clientv3.OpGet(l.key), page)
+			resp, err := l.waitRead(ctx, clientv3.OpGet(l.key), page)
 			if err != nil {
 				return "", err
 			}
@@ -152,7 +153,8 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock) (string, error) {
 // writes l's key if no key under the name was written since the read
 // (a key deleted since does not matter: it can only have been a reader).
 // It returns the write's revision.
-func (s *Session) tryShared(ctx context.Context, l *Lock) (int64, error) {
+func (l *Lock) tryShared(ctx context.Context) (int64, error) {
+	s := l.s
 	pfx := l.keys.Contenders()
 	for {
 		get, err := s.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))

@@ -86,13 +86,13 @@ type slotHold struct {
 func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
 	if s.busy(l.name) {
-		q, leftovers, err := s.claimOrQueue(ctx, l, h, 0, s.emptyName(l))
+		q, leftovers, err := h.claimOrQueue(ctx, l, 0, l.emptyName())
 		if q.claimed {
 			s.setBusy(l.name, false)
 		}
 		return q, leftovers, err
 	}
-	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h)
+	rev, claimed, queue, slots, err := h.probeSemaphore(ctx, l)
 	if err != nil || claimed {
 		return queued{rev: rev, claimed: claimed}, nil, err
 	}
@@ -108,9 +108,9 @@ func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyVal
 	}
 	order := slotOrder(l.keys, h.limit, queue, slots, 1)
 	if len(queue) >= h.limit || len(order) == 0 {
-		return s.claimOrQueue(ctx, l, h, -1, nil)
+		return h.claimOrQueue(ctx, l, -1, nil)
 	}
-	return s.claimOrQueue(ctx, l, h, order[0], s.stillFree(l, rev, order[0]))
+	return h.claimOrQueue(ctx, l, order[0], l.stillFree(rev, order[0]))
 }
 
 // wait returns once l holds a slot: at once if the acquiring transaction
@@ -120,7 +120,7 @@ func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyVal
 func (h *slotHold) wait(ctx context.Context, l *Lock, q queued) error {
 	s := l.s
 	if q.claimed {
-		s.holdSlot(l, h, q.slot, fencing.Token(q.rev))
+		h.holdSlot(l, q.slot, fencing.Token(q.rev))
 		return nil
 	}
 	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
@@ -131,15 +131,15 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, q queued) error {
 		return err
 	}
 	q.slots.Kvs = kept
-	older, slots, err := s.waitRank(ctx, l, h, q.older.Kvs, q.slots)
+	older, slots, err := h.waitRank(ctx, l, q.older.Kvs, q.slots)
 	if err != nil {
 		return err
 	}
-	slot, tok, err := s.claimSlot(ctx, l, h, older, slots)
+	slot, tok, err := h.claimSlot(ctx, l, older, slots)
 	if err != nil {
 		return err
 	}
-	s.holdSlot(l, h, slot, tok)
+	h.holdSlot(l, slot, tok)
 	return nil
 }
 
@@ -150,13 +150,12 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, q queued) error {
 // that slotOrder puts first if no key under the name was written since
 // the probe read it (takeSlot).
 func (h *slotHold) try(ctx context.Context, l *Lock) (queued, error) {
-	s := l.s
 	for {
-		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h)
+		rev, claimed, queue, slots, err := h.probeSemaphore(ctx, l)
 		if err != nil || claimed {
 			return queued{rev: rev, claimed: true}, err
 		}
-		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
+		removed, err := l.removeOwnKeys(ctx, queue, slots)
 		if err != nil {
 			return queued{}, err
 		}
@@ -170,7 +169,7 @@ func (h *slotHold) try(ctx context.Context, l *Lock) (queued, error) {
 		if len(queue) >= h.limit || len(order) == 0 {
 			return queued{}, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, h, rev, order[0]); err != nil || ok {
+		if rev, ok, err := h.takeSlot(ctx, l, rev, order[0]); err != nil || ok {
 			return queued{rev: rev, claimed: true, slot: order[0]}, err
 		}
 	}
@@ -259,7 +258,8 @@ func semaphoreHolder(name string, queue, slots []*mvccpb.KeyValue) *LockedError 
 // removeOwnKeys removes the keys this session's earlier acquisition of l's
 // name left in queue (its contender key) or slots (its slot keys), and
 // reports whether there were any: the name must then be read again.
-func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mvccpb.KeyValue) (bool, error) {
+func (l *Lock) removeOwnKeys(ctx context.Context, queue, slots []*mvccpb.KeyValue) (bool, error) {
+	s := l.s
 	if i := indexOfKey(queue, l.key); i >= 0 {
 		return true, s.removeLeftover(ctx, queue[i])
 	}

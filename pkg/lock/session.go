@@ -53,7 +53,7 @@ type Session struct {
 
 	// mu guards err and what the claims table and the ledger say it
 	// guards. Lock order: Session.mu, then Lock.mu, then the Mux's own
-	// mutex (Session.watchKey takes all three).
+	// mutex (Lock.watchKey takes all three).
 	mu     sync.Mutex
 	err    error // nil while valid
 	claims claimTable

@@ -47,7 +47,7 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 // range holds exactly when the range is empty. A contender that writes
 // its key and slot 0's when they hold is first in FIFO order, and slot
 // 0's new key is created after every earlier holder's of that slot.
-func (s *Session) emptyName(l *Lock) []clientv3.Cmp {
+func (l *Lock) emptyName() []clientv3.Cmp {
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(l.keys.Contenders()), "=", 0).WithPrefix(),
 		clientv3.Compare(clientv3.CreateRevision(l.keys.Slots()), "=", 0).WithPrefix(),
@@ -59,7 +59,8 @@ func (s *Session) emptyName(l *Lock) []clientv3.Cmp {
 // the session's lease, with l's value, at one revision, l's token. It
 // records the slot's key as l's claim first (setClaiming); the caller
 // clears it when the transaction did not claim.
-func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
+func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
+	s := l.s
 	key := l.keys.Slot(slot)
 	h.setClaiming(l, key)
 	return []clientv3.Op{
@@ -74,8 +75,9 @@ func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
 // slot 0 and returns claimed and the write's revision; otherwise it
 // writes nothing and returns the name's contender keys, oldest first, and
 // its slot keys, read at revision rev.
-func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
-	resp, err := s.client.Txn(ctx).If(s.emptyName(l)...).Then(s.claimOps(l, h, 0)...).Else(
+func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
+	s := l.s
+	resp, err := s.client.Txn(ctx).If(l.emptyName()...).Then(h.claimOps(l, 0)...).Else(
 		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
 	).Commit()
@@ -92,7 +94,7 @@ func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold) (rev
 // stillFree returns the comparisons that hold when no contender key under
 // l's name was written after revision read, so that the contenders are those
 // read then or fewer, and slot is free.
-func (s *Session) stillFree(l *Lock, read int64, slot int) []clientv3.Cmp {
+func (l *Lock) stillFree(read int64, slot int) []clientv3.Cmp {
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(l.keys.Contenders()), "<", read+1).WithPrefix(),
 		clientv3.Compare(clientv3.CreateRevision(l.keys.Slot(slot)), "=", 0),
@@ -100,18 +102,19 @@ func (s *Session) stillFree(l *Lock, read int64, slot int) []clientv3.Cmp {
 }
 
 // claimOrQueue sends one transaction: If(cmps) Then(claim slot with l's
-// contender key, claimOps) Else(queue l as Session.queue does, reading
+// contender key, claimOps) Else(queue l as Lock.queue does, reading
 // every older key, and read the slot keys); with slot -1, only the Else.
 // It returns what the transaction did, or the leftover key of this
 // session that stopped it from queueing.
-func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
-	absent, then, mine := s.queueOps(l, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix()))
+func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
+	s := l.s
+	absent, then, mine := l.queueOps(clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
 	txn := s.client.Txn(ctx)
 	if slot < 0 {
 		txn = txn.Then(enqueue)
 	} else {
-		txn = txn.If(cmps...).Then(s.claimOps(l, h, slot)...).Else(enqueue)
+		txn = txn.If(cmps...).Then(h.claimOps(l, slot)...).Else(enqueue)
 	}
 	resp, err := txn.Commit()
 	if err != nil {
@@ -133,8 +136,9 @@ func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, slot i
 // takeSlot writes l's contender key and the key of slot in one
 // transaction, if stillFree holds since revision read, and returns the
 // write's revision; ok is false if the transaction did not apply.
-func (s *Session) takeSlot(ctx context.Context, l *Lock, h *slotHold, read int64, slot int) (rev int64, ok bool, err error) {
-	txn, err := s.client.Txn(ctx).If(s.stillFree(l, read, slot)...).Then(s.claimOps(l, h, slot)...).Commit()
+func (h *slotHold) takeSlot(ctx context.Context, l *Lock, read int64, slot int) (rev int64, ok bool, err error) {
+	s := l.s
+	txn, err := s.client.Txn(ctx).If(l.stillFree(read, slot)...).Then(h.claimOps(l, slot)...).Commit()
 	if err != nil {
 		return 0, false, err
 	}
@@ -171,17 +175,18 @@ const maxSlotTries = 8
 // its slot until its lease goes), it waits for a slot key's deletion and
 // reads again. It returns the slot and its key's create revision, l's
 // token.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+	s := l.s
 	keys := l.keys
 	for {
 		order := slotOrder(keys, h.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
-			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
+			if err := l.waitDelete(ctx, keys.Slots(), slots.Header.Revision); err != nil {
 				return 0, 0, err
 			}
 			var err error
-			if older, slots, err = s.readRank(ctx, l); err != nil {
+			if older, slots, err = l.readRank(ctx); err != nil {
 				return 0, 0, err
 			}
 			continue
@@ -263,8 +268,9 @@ func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, m
 // waitDelete waits for a deletion of a key under pfx after revision rev,
 // or for its watch on the session's stream to break, after which the
 // caller reads again anyway.
-func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
-	return s.awaitWatch(ctx, l, func(fire func(error)) *watchmux.Watch {
+func (l *Lock) waitDelete(ctx context.Context, pfx string, rev int64) error {
+	s := l.s
+	return l.awaitWatch(ctx, func(fire func(error)) *watchmux.Watch {
 		return s.mux.WatchRange(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), Rev: rev + 1}, nil, fire, nil)
 	})
 }
@@ -272,7 +278,8 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64
 // holdSlot records that l, of kind h, holds slot, whose key it created
 // at revision tok, and watches that key: its deletion by anyone else
 // loses the lock, as the contender key's does.
-func (s *Session) holdSlot(l *Lock, h *slotHold, slot int, tok fencing.Token) {
+func (h *slotHold) holdSlot(l *Lock, slot int, tok fencing.Token) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.mu.Lock()

@@ -10,7 +10,7 @@ import (
 )
 
 // stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.failAcquire), or a key that a lock of
+// its clean-up ran (see Lock.failAcquire), or a key that a lock of
 // several keys still has after it was lost (see Lock.lose): the renewal
 // loop deletes it, by its exact value, after the next few renewals.
 type stray struct {
