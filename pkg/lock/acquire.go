@@ -156,7 +156,7 @@ func (l *Lock) watchKey(created int64) {
 	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ledger.unreleased) > 0 {
+	if len(s.ledger.markers) > 0 {
 		s.rewrote(l.Names())
 	}
 	if s.err != nil {

@@ -14,10 +14,10 @@ import (
 // per name at a time. Guarded by Session.mu, but for inflight.
 type claimTable struct {
 	byName map[string]*Lock
-	// busy are semaphores' names whose last acquisition on this session
-	// found keys under them (see slotHold.queue).
-	busy map[string]struct{}
-	seq  uint64 // acquisitions so far (Record.Seq)
+	// contended are semaphores' names whose last acquisition on this
+	// session found keys under them (see slotHold.queue).
+	contended map[string]struct{}
+	seq       uint64 // acquisitions so far (Record.Seq)
 	// inflight counts the acquisitions in progress (claim to return):
 	// Close waits for them, so that none writes a marker after Close
 	// deleted the markers.
@@ -73,16 +73,16 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		}
 		// Made only when an acquisition waits on it: most locks never
 		// have one.
-		if old.unclaimed == nil {
-			old.unclaimed = make(chan struct{})
+		if old.claimDropped == nil {
+			old.claimDropped = make(chan struct{})
 		}
-		unclaimed := old.unclaimed
+		claimDropped := old.claimDropped
 		s.mu.Unlock()
 		if st := old.State(); st != StateLost && st != StateReleased {
 			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
 		}
 		select {
-		case <-unclaimed:
+		case <-claimDropped:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -115,9 +115,9 @@ func (s *Session) unclaim(l *Lock) {
 			delete(s.claims.byName, name)
 		}
 	}
-	if l.unclaimed != nil {
-		close(l.unclaimed)
-		l.unclaimed = nil
+	if l.claimDropped != nil {
+		close(l.claimDropped)
+		l.claimDropped = nil
 	}
 	s.mu.Unlock()
 }

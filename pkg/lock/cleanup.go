@@ -102,8 +102,8 @@ func (l *Lock) removeFailed() {
 //
 // etcd may still apply a put it received after the clean-up (the two
 // requests race on the server, or the put was delayed in the network): the
-// key is then a stray, which the renewal loop deletes after the next
-// renewals (sweepStrays), and which the session's next acquisition of the
+// key is then a leftover, which the renewal loop deletes after the next
+// renewals (sweepLeftovers), and which the session's next acquisition of the
 // name would replace. A semaphore's contender that claims a slot with its
 // contender key (claimOps: when the name has no key, or after a read that
 // found a slot free), and a semaphore's TryAcquire, write the slot key in
@@ -116,16 +116,16 @@ func (l *Lock) removeUnconfirmed(ctx context.Context) error {
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written
 	// go together, so a clean-up cut off midway leaves no slot taken.
-	ws := make([]stray, len(keys))
+	ws := make([]leftover, len(keys))
 	for i, key := range keys {
-		ws[i] = stray{key: key, value: l.value}
+		ws[i] = leftover{key: key, value: l.value}
 	}
 	done, err := s.deleteWrites(ctx, ws, func(i int, deleted bool) {
 		if !deleted {
-			s.addStrays(l, keys[i]) // not written yet: a late write may still land
+			s.addLeftovers(l, keys[i]) // not written yet: a late write may still land
 		}
 	})
-	s.addStrays(l, keys[done:]...)
+	s.addLeftovers(l, keys[done:]...)
 	return err
 }
 

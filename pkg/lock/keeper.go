@@ -119,7 +119,7 @@ func (s *Session) watchdog() {
 // renewLoop renews the lease every interval, measured from the send time
 // of the last successful renewal; after a failure it retries quickly until
 // the deadline ends the session. After each renewal it sweeps the
-// session's strays (ledger).
+// session's leftovers (ledger).
 func (s *Session) renewLoop() {
 	defer s.wg.Done()
 	k := s.keeper
@@ -130,7 +130,7 @@ func (s *Session) renewLoop() {
 		case <-s.alive.Done():
 			return
 		case <-s.ledger.sweepNow:
-			s.sweepStrays()
+			s.sweepLeftovers()
 			continue
 		case <-t.C():
 		}
@@ -149,7 +149,7 @@ func (s *Session) renewLoop() {
 			s.log.Debug("renewed", zap.Duration("rtt", s.cfg.clock.Since(send)))
 			k.renewed(send, time.Duration(resp.TTL)*time.Second)
 			t.Reset(max(k.every-s.cfg.clock.Since(send), 0))
-			s.sweepStrays()
+			s.sweepLeftovers()
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.leaseGone(err)
 			return

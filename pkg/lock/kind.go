@@ -53,7 +53,7 @@ type kind interface {
 	// keys, for finish to remove. l.mu is held.
 	end(clean bool) []*watchmux.Watch
 	// otherKeys lists the keys beyond the contender key that the lock
-	// holds or may have written: a loss's strays (Lock.lose), a lost
+	// holds or may have written: a loss's leftovers (Lock.lose), a lost
 	// reply's clean-up (Lock.removeUnconfirmed). l.mu is held.
 	otherKeys() []string
 	// deleteOps returns the operations that delete l's other keys, each

@@ -6,17 +6,17 @@ import (
 )
 
 // ledger is what a session must still clean up, beyond what its Locks
-// hold: the keys its failed or lost acquisitions may have left (strays,
-// swept by the renewal loop) and the locks whose lock-delay marker Close
-// must delete (unreleased). Guarded by Session.mu, but for sweepNow and
-// the flags.
+// hold: the leftover keys its failed or lost acquisitions may have left
+// (swept by the renewal loop) and the locks whose lock-delay marker is a
+// leftover that Close must delete. Guarded by Session.mu, but for
+// sweepNow and the flags.
 type ledger struct {
-	strays   []stray
-	sweepNow chan struct{} // wakes the renewal loop to sweep strays at once
-	// unreleased are locks with a lock-delay marker whose Release, or
-	// failed acquisition's clean-up, could not delete it (keepForClose),
-	// for Close to delete their markers.
-	unreleased []*Lock
+	leftovers []leftover
+	sweepNow  chan struct{} // wakes the renewal loop to sweep leftovers at once
+	// markers are the locks of clean ends whose Release, or failed
+	// acquisition's clean-up, could not delete their lock-delay marker
+	// (keepForClose): Close deletes those markers.
+	markers []*Lock
 	// abandoned is set by Abandon: its locks' keys must stay until the
 	// lease expires, and no later Release deletes them.
 	abandoned atomic.Bool
@@ -25,18 +25,18 @@ type ledger struct {
 	revoked atomic.Bool
 }
 
-// addStrays queues keys that l may have written for the renewal loop to
-// delete (see sweepStrays).
-func (s *Session) addStrays(l *Lock, keys ...string) {
+// addLeftovers queues keys that l may have written for the renewal loop to
+// delete (see sweepLeftovers).
+func (s *Session) addLeftovers(l *Lock, keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.clock.Now()
 	for _, key := range keys {
-		s.ledger.strays = append(s.ledger.strays, stray{key: key, value: l.value, added: now})
+		s.ledger.leftovers = append(s.ledger.leftovers, leftover{key: key, value: l.value, added: now})
 	}
 }
 
-// sweepSoon asks the renewal loop to sweep the strays now rather than
+// sweepSoon asks the renewal loop to sweep the leftovers now rather than
 // after its next renewal.
 func (s *Session) sweepSoon() {
 	select {
@@ -58,8 +58,8 @@ func (s *Session) keepForClose(l *Lock) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.Contains(s.ledger.unreleased, l) {
-		s.ledger.unreleased = append(s.ledger.unreleased, l)
+	if !slices.Contains(s.ledger.markers, l) {
+		s.ledger.markers = append(s.ledger.markers, l)
 	}
 }
 
@@ -67,7 +67,7 @@ func (s *Session) keepForClose(l *Lock) {
 func (s *Session) released(l *Lock) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ledger.unreleased = slices.DeleteFunc(s.ledger.unreleased, func(k *Lock) bool { return k == l })
+	s.ledger.markers = slices.DeleteFunc(s.ledger.markers, func(k *Lock) bool { return k == l })
 }
 
 // rewrote forgets the locks kept for Close under names, of which the
@@ -77,5 +77,5 @@ func (s *Session) released(l *Lock) {
 // next holder — and Close would have nothing of theirs to delete. A
 // session reused for hours keeps at most one per name.
 func (s *Session) rewrote(names []string) {
-	s.ledger.unreleased = slices.DeleteFunc(s.ledger.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
+	s.ledger.markers = slices.DeleteFunc(s.ledger.markers, func(k *Lock) bool { return slices.Contains(names, k.name) })
 }

@@ -90,10 +90,10 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	// unclaimed is closed when the session drops the claim; made only when
+	// claimDropped is closed when the session drops the claim; made only when
 	// a later acquisition of the name waits for that. Guarded by
 	// Session.mu.
-	unclaimed chan struct{}
+	claimDropped chan struct{}
 
 	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
 	// the session Mux's mutex.
@@ -299,7 +299,7 @@ func (l *Lock) lose(cause, detail error) {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.
-			l.s.addStrays(l, append([]string{l.key}, others...)...)
+			l.s.addLeftovers(l, append([]string{l.key}, others...)...)
 			l.s.sweepSoon()
 		}
 		l.s.unclaim(l)

@@ -161,14 +161,14 @@ func (l *Lock) tryShared(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		leftover := false
+		replaced := false
 		for _, kv := range get.Kvs {
 			if string(kv.Key) == l.key {
 				// Left by an earlier acquisition: never adopted.
 				if err := s.removeLeftover(ctx, kv); err != nil {
 					return 0, err
 				}
-				leftover = true
+				replaced = true
 				break
 			}
 			if err := behindSemaphore(l, kv); err != nil {
@@ -178,7 +178,7 @@ func (l *Lock) tryShared(ctx context.Context) (int64, error) {
 				return 0, lockedError(l.name, kv)
 			}
 		}
-		if leftover {
+		if replaced {
 			continue
 		}
 		resp, err := s.client.Txn(ctx).

@@ -65,30 +65,30 @@ func (l *Lock) Slot() int {
 // slotHold is the kind of a semaphore's contender (WithLimit): its limit,
 // then its slot. key is "" until a slot is held; then token, the slot
 // key's create revision, is the lock's token (Lock.rev stays the
-// contender key's). claiming lists the slot keys that a claim whose reply
-// has not come may have written (see setClaiming). Guarded by Lock.mu,
+// contender key's). unconfirmed lists the slot keys that a claim whose reply
+// has not come may have written (see setUnconfirmed). Guarded by Lock.mu,
 // but for limit, which never changes.
 type slotHold struct {
 	noKeys
-	limit    int
-	n        int
-	key      string
-	token    fencing.Token
-	claiming []string
-	keyWatch *watchmux.Watch // on key, once held
+	limit       int
+	n           int
+	key         string
+	token       fencing.Token
+	unconfirmed []string
+	keyWatch    *watchmux.Watch // on key, once held
 }
 
 // queue sends the acquiring transaction of a semaphore's contender: each
 // claims a slot with l's contender key when it can, and otherwise queues
 // l (claimOrQueue), but for a first probe, when the session's last
-// acquisition of the name found it free (busy), which claims slot 0 or
+// acquisition of the name found it free (not contended), which claims slot 0 or
 // only reads (probeSemaphore). See "Semaphore" in DESIGN.md.
 func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
-	if s.busy(l.name) {
+	if s.contended(l.name) {
 		q, leftovers, err := h.claimOrQueue(ctx, l, 0, l.emptyName())
 		if q.claimed {
-			s.setBusy(l.name, false)
+			s.setContended(l.name, false)
 		}
 		return q, leftovers, err
 	}
@@ -96,7 +96,7 @@ func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyVal
 	if err != nil || claimed {
 		return queued{rev: rev, claimed: claimed}, nil, err
 	}
-	s.setBusy(l.name, true)
+	s.setContended(l.name, true)
 	if i := indexOfKey(queue, l.key); i >= 0 {
 		return queued{}, queue[i : i+1], nil
 	}
@@ -191,12 +191,12 @@ func (h *slotHold) end(bool) []*watchmux.Watch {
 }
 
 // otherKeys is the slot key held, if any, and those a claim may have
-// written (setClaiming).
+// written (setUnconfirmed).
 func (h *slotHold) otherKeys() []string {
 	if h.key == "" {
-		return h.claiming
+		return h.unconfirmed
 	}
-	return append([]string{h.key}, h.claiming...)
+	return append([]string{h.key}, h.unconfirmed...)
 }
 
 // deleteOps deletes the slot key held by its create revision, the token,
@@ -206,8 +206,8 @@ func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
 	if h.key != "" {
 		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
 	}
-	ops := make([]clientv3.Op, len(h.claiming))
-	for i, key := range h.claiming {
+	ops := make([]clientv3.Op, len(h.unconfirmed))
+	for i, key := range h.unconfirmed {
 		ops[i] = l.s.deleteIfWritten(key, l.value)
 	}
 	return ops
@@ -276,31 +276,31 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// maxBusyNames bounds claimTable.busy: beyond it, a name's acquisitions are
+// maxContendedNames bounds claimTable.contended: beyond it, a name's acquisitions are
 // sent as if it were free, which costs a round trip when it is not.
-const maxBusyNames = 1024
+const maxContendedNames = 1024
 
-// busy reports whether the session's last acquisition of the semaphore
-// name found keys under it (setBusy).
-func (s *Session) busy(name string) bool {
+// contended reports whether the session's last acquisition of the semaphore
+// name found keys under it (setContended).
+func (s *Session) contended(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.claims.busy[name]
+	_, ok := s.claims.contended[name]
 	return ok
 }
 
-// setBusy records whether an acquisition of the semaphore name found keys
+// setContended records whether an acquisition of the semaphore name found keys
 // under it, for the next acquisition's first transaction (slotHold.queue):
 // a guess, never a guarantee; either transaction is correct.
-func (s *Session) setBusy(name string, busy bool) {
+func (s *Session) setContended(name string, contended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case !busy:
-		delete(s.claims.busy, name)
-	case s.claims.busy == nil:
-		s.claims.busy = map[string]struct{}{name: {}}
-	case len(s.claims.busy) < maxBusyNames:
-		s.claims.busy[name] = struct{}{}
+	case !contended:
+		delete(s.claims.contended, name)
+	case s.claims.contended == nil:
+		s.claims.contended = map[string]struct{}{name: {}}
+	case len(s.claims.contended) < maxContendedNames:
+		s.claims.contended[name] = struct{}{}
 	}
 }

@@ -168,7 +168,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil // an earlier Close did all there is to do
 	}
 	s.mu.Lock()
-	held := append(s.claims.all(), s.ledger.unreleased...)
+	held := append(s.claims.all(), s.ledger.markers...)
 	s.mu.Unlock()
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()

@@ -57,12 +57,12 @@ func (l *Lock) emptyName() []clientv3.Cmp {
 // claimOps returns the writes with which l, a semaphore's contender of
 // kind h, claims slot together with its contender key: both keys, under
 // the session's lease, with l's value, at one revision, l's token. It
-// records the slot's key as l's claim first (setClaiming); the caller
+// records the slot's key as l's claim first (setUnconfirmed); the caller
 // clears it when the transaction did not claim.
 func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
 	s := l.s
 	key := l.keys.Slot(slot)
-	h.setClaiming(l, key)
+	h.setUnconfirmed(l, key)
 	return []clientv3.Op{
 		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id)),
 		clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)),
@@ -87,7 +87,7 @@ func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, clai
 	if resp.Succeeded {
 		return resp.Header.Revision, true, nil, nil, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	return resp.Header.Revision, false, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
 }
 
@@ -123,7 +123,7 @@ func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []c
 	if slot >= 0 && resp.Succeeded {
 		return queued{rev: resp.Header.Revision, claimed: true, slot: slot}, nil, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	r := resp.Responses[0].GetResponseTxn()
 	q, leftovers := queuedBy(resp.Header.Revision, r)
 	if leftovers == nil {
@@ -145,19 +145,19 @@ func (h *slotHold) takeSlot(ctx context.Context, l *Lock, read int64, slot int) 
 	if txn.Succeeded {
 		return txn.Header.Revision, true, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	return 0, false, nil
 }
 
-// setClaiming records keys, before a claim that may write one of them is
+// setUnconfirmed records keys, before a claim that may write one of them is
 // sent, as the slot keys l may have written until the reply comes (none:
 // the reply came and l claimed none). The clean-up of an acquisition whose
 // claim's reply is lost deletes them by the value l wrote
 // (removeUnconfirmed, deleteKeys), which no other write has.
-func (h *slotHold) setClaiming(l *Lock, keys ...string) {
+func (h *slotHold) setUnconfirmed(l *Lock, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.claiming = keys
+	h.unconfirmed = keys
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -198,7 +198,7 @@ func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyVa
 			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
 				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.keeper.id))}, []clientv3.Op{try})
 		}
-		h.setClaiming(l, claims...)
+		h.setUnconfirmed(l, claims...)
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(try).
@@ -207,7 +207,7 @@ func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyVa
 			return 0, 0, err
 		}
 		if !resp.Succeeded { // l's contender key is gone: nothing was written
-			h.setClaiming(l)
+			h.setUnconfirmed(l)
 			return 0, 0, ErrKeyDeleted
 		}
 		r := resp.Responses[0].GetResponseTxn()
@@ -219,7 +219,7 @@ func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyVa
 				r = r.Responses[0].GetResponseTxn()
 			}
 		}
-		h.setClaiming(l)
+		h.setUnconfirmed(l)
 		slots = r.Responses[0].GetResponseRange()
 		slots.Header = resp.Header
 	}
@@ -284,7 +284,7 @@ func (h *slotHold) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.n, h.key, h.claiming = slot, l.keys.Slot(slot), nil
+	h.n, h.key, h.unconfirmed = slot, l.keys.Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
