@@ -24,8 +24,13 @@ type proc struct {
 // startIn starts bin with args in nd's namespace (ip netns exec execs
 // it, so the pid is bin's), killed if the harness dies.
 func startIn(nd *node, stdout, stderr io.Writer, bin string, args ...string) (*proc, error) {
+	return startInEnv(nd, nil, stdout, stderr, bin, args...)
+}
+
+// startInEnv is startIn with the environment env (nil: the harness's).
+func startInEnv(nd *node, env []string, stdout, stderr io.Writer, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", nd.ns, bin}, args...)...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr, cmd.Env = stdout, stderr, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
