@@ -12,6 +12,7 @@ import (
 type target struct {
 	leader, follower int // member indexes
 	client           string
+	seed             uint64 // the relay's
 }
 
 // fault is one kind of fault: inject starts it, and the heal it returns
@@ -91,6 +92,17 @@ func faults() []fault {
 			return h.net.heal, nil
 		}
 	}
+	shapeMember := func(leader bool, sh linkShape) func(context.Context, *harness, target) (func() error, error) {
+		return func(_ context.Context, h *harness, tg target) (func() error, error) {
+			return h.shapeLink(h.cluster.nodes[pick(leader, tg)].name, sh, tg.seed)
+		}
+	}
+	shapeClient := func(sh linkShape) func(context.Context, *harness, target) (func() error, error) {
+		return func(_ context.Context, h *harness, tg target) (func() error, error) {
+			return h.shapeLink(tg.client, sh, tg.seed)
+		}
+	}
+	slow := linkShape{delay: 200 * time.Millisecond, jitter: 50 * time.Millisecond}
 	return []fault{
 		{name: "none", member: true},
 		{name: "frozen-follower", inject: freeze(false), member: true},
@@ -101,9 +113,13 @@ func faults() []fault {
 		{name: "cut-leader", inject: cutMember(true, true, true), member: true},
 		{name: "leader-mute", inject: cutMember(true, true, false), member: true},
 		{name: "leader-deaf", inject: cutMember(true, false, true), member: true},
+		{name: "slow-follower", inject: shapeMember(false, slow), member: true},
+		{name: "slow-leader", inject: shapeMember(true, slow), member: true},
+		{name: "lossy-leader", inject: shapeMember(true, linkShape{jitter: 5 * time.Millisecond, loss: 0.05, dup: 0.02}), member: true},
 		{name: "cut-client", inject: cutClient(true, true)},
 		{name: "client-mute", inject: cutClient(true, false)},
 		{name: "client-deaf", inject: cutClient(false, true)},
+		{name: "slow-lossy-client", inject: shapeClient(linkShape{delay: 300 * time.Millisecond, jitter: 100 * time.Millisecond, loss: 0.1})},
 		{name: "control-no-deadline", control: true},
 	}
 }

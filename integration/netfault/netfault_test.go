@@ -61,7 +61,7 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 	if leader == "" {
 		return res, fmt.Errorf("%s: the cluster has no leader every member answers for", name)
 	}
-	tg := target{}
+	tg := target{seed: rng.Uint64()}
 	var followers []int
 	for i, nd := range h.cluster.nodes {
 		if nd.name == leader {

@@ -65,14 +65,14 @@ func runIn(stdin string, name string, args ...string) error {
 }
 
 // usable says why this machine cannot run the harness, or nil: it needs
-// root (network namespaces), ip and nft.
+// root (network namespaces), ip, nft and ethtool.
 func usable() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the network fault harness needs root, to make network namespaces (run make chaos-net as root)")
 	}
-	for _, tool := range []string{"ip", "nft"} {
+	for _, tool := range []string{"ip", "nft", "ethtool"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("the network fault harness needs %s (Debian: apt-get install iproute2 nftables): %v", tool, err)
+			return fmt.Errorf("the network fault harness needs %s (Debian: apt-get install iproute2 nftables ethtool): %v", tool, err)
 		}
 	}
 	probe := fmt.Sprintf("%s%d-probe", nsPrefix, os.Getpid())
@@ -153,6 +153,14 @@ func newNetwork(t *testing.T, names ...string) *network {
 	}
 	for _, nd := range n.nodes {
 		if err := n.applyFirewall(nd); err != nil {
+			t.Fatal(err)
+		}
+		// Offloads off on both ends of every link, so that the relay
+		// can carry any node's frames as they are.
+		if err := offloadsOff(nd.ns, "eth0"); err != nil {
+			t.Fatal(err)
+		}
+		if err := offloadsOff(n.hub, nd.name); err != nil {
 			t.Fatal(err)
 		}
 	}

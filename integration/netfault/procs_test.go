@@ -66,12 +66,12 @@ func (p *proc) kill() {
 
 // binaries are the programs the harness runs, built once.
 type binaries struct {
-	dir                             string
-	etcdlock, member, holder, probe string
+	dir                                    string
+	etcdlock, member, holder, probe, relay string
 }
 
 // build builds etcdlock (with etcdlock-guardian beside it, which run
-// starts) and the harness's member, holder and probe into dir.
+// starts) and the harness's member, holder, probe and relay into dir.
 func build(dir string) (*binaries, error) {
 	b := &binaries{dir: dir}
 	for _, c := range []struct {
@@ -83,6 +83,7 @@ func build(dir string) (*binaries, error) {
 		{&b.member, "github.com/etcdlock/etcdlock/integration/netfault/member"},
 		{&b.holder, "github.com/etcdlock/etcdlock/integration/netfault/holder"},
 		{&b.probe, "github.com/etcdlock/etcdlock/integration/netfault/probe"},
+		{&b.relay, "github.com/etcdlock/etcdlock/integration/netfault/relay"},
 	} {
 		out := filepath.Join(dir, filepath.Base(c.pkg))
 		if msg, err := exec.Command("go", "build", "-o", out, c.pkg).CombinedOutput(); err != nil {
