@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint cross release bench bench-scale chaos chaos-net surface tidy-check clean
+.PHONY: all build test demo lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
 
 all: lint build test
 
@@ -130,4 +130,10 @@ chaos-net:
 	@[ "$$(id -u)" = 0 ] || { echo "make chaos-net needs root: it makes network namespaces, veths and nftables rules" >&2; exit 1; }
 	@command -v nft >/dev/null || { echo "make chaos-net needs nftables: apt-get install nftables" >&2; exit 1; }
 	NETFAULT=1 NETFAULT_TRIALS=$(NETFAULT_TRIALS) NETFAULT_SEED=$(NETFAULT_SEED) NETFAULT_FAULTS=$(NETFAULT_FAULTS) \
-	  $(GO) test -count=1 -timeout 4h -run '^TestNetFault$$' -v ./integration/netfault | grep -v -e '^=== RUN'
+	  $(GO) test -count=1 -timeout 4h -run '^TestNetFault$$' -v ./integration/netfault | grep --line-buffered -v -e '^=== RUN'
+
+## chaos-net-short: one trial each of a cut-off holder, a slow and lossy
+## holder's link, and the control, on a fixed seed: under
+## 2 minutes here.
+chaos-net-short:
+	$(MAKE) chaos-net NETFAULT_TRIALS=1 NETFAULT_SEED=1 NETFAULT_FAULTS=cut-client,slow-lossy-client,control-no-deadline

@@ -46,10 +46,13 @@ func readHolding(client, file string) (h holding, ok bool, err error) {
 // verdict is what check found in one name's holdings.
 type verdict struct {
 	holdings  int
-	overlaps  []string      // a holder seen alive after a later one started
-	regressed []string      // a later holder's token not above an earlier one's
-	minGap    time.Duration // smallest start of a holder − last sign of its predecessor
-	hasGap    bool
+	overlaps  []string // a holder seen alive after a later one started
+	regressed []string // a later holder's token not above an earlier one's
+	// The smallest and largest start of a holder − last sign of its
+	// predecessor: the margin the lock kept, and the longest the name
+	// stayed free while the other client waited for it.
+	minGap, maxGap time.Duration
+	hasGap         bool
 }
 
 // check checks one name's holdings: no two holders' lives overlap on the
@@ -72,8 +75,12 @@ func check(hs []holding) verdict {
 		if j > 0 {
 			gap := hs[j].start.Sub(hs[j-1].last)
 			if !v.hasGap || gap < v.minGap {
-				v.minGap, v.hasGap = gap, true
+				v.minGap = gap
 			}
+			if !v.hasGap || gap > v.maxGap {
+				v.maxGap = gap
+			}
+			v.hasGap = true
 		}
 	}
 	return v
@@ -85,19 +92,19 @@ func TestCheck(t *testing.T) {
 		name              string
 		hs                []holding
 		overlaps, regress int
-		minGap            time.Duration
+		minGap, maxGap    time.Duration
 	}{
-		{"apart", []holding{{client: "a", token: 5, start: at(0), last: at(100)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 0, 0, 50 * time.Millisecond},
-		{"order of the input does not matter", []holding{{client: "b", token: 9, start: at(150), last: at(300)}, {client: "a", token: 5, start: at(0), last: at(100)}}, 0, 0, 50 * time.Millisecond},
-		{"overlap", []holding{{client: "a", token: 5, start: at(0), last: at(200)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 1, 0, -50 * time.Millisecond},
-		{"overlap with an earlier one than the last", []holding{{client: "a", token: 5, start: at(0), last: at(1000)}, {client: "b", token: 9, start: at(100), last: at(200)}, {client: "c", token: 12, start: at(300), last: at(400)}}, 2, 0, -900 * time.Millisecond},
-		{"token regression", []holding{{client: "a", token: 9, start: at(0), last: at(100)}, {client: "b", token: 5, start: at(150), last: at(300)}}, 0, 1, 50 * time.Millisecond},
+		{"apart", []holding{{client: "a", token: 5, start: at(0), last: at(100)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 0, 0, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"order of the input does not matter", []holding{{client: "b", token: 9, start: at(150), last: at(300)}, {client: "a", token: 5, start: at(0), last: at(100)}, {client: "a", token: 12, start: at(1300), last: at(1400)}}, 0, 0, 50 * time.Millisecond, time.Second},
+		{"overlap", []holding{{client: "a", token: 5, start: at(0), last: at(200)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 1, 0, -50 * time.Millisecond, -50 * time.Millisecond},
+		{"overlap with an earlier one than the last", []holding{{client: "a", token: 5, start: at(0), last: at(1000)}, {client: "b", token: 9, start: at(100), last: at(200)}, {client: "c", token: 12, start: at(300), last: at(400)}}, 2, 0, -900 * time.Millisecond, 100 * time.Millisecond},
+		{"token regression", []holding{{client: "a", token: 9, start: at(0), last: at(100)}, {client: "b", token: 5, start: at(150), last: at(300)}}, 0, 1, 50 * time.Millisecond, 50 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := check(tt.hs)
-			if len(v.overlaps) != tt.overlaps || len(v.regressed) != tt.regress || v.minGap != tt.minGap {
-				t.Errorf("overlaps %v, regressions %v, min gap %v; want %d, %d, %v", v.overlaps, v.regressed, v.minGap, tt.overlaps, tt.regress, tt.minGap)
+			if len(v.overlaps) != tt.overlaps || len(v.regressed) != tt.regress || v.minGap != tt.minGap || v.maxGap != tt.maxGap {
+				t.Errorf("overlaps %v, regressions %v, gaps %v–%v; want %d, %d, %v–%v", v.overlaps, v.regressed, v.minGap, v.maxGap, tt.overlaps, tt.regress, tt.minGap, tt.maxGap)
 			}
 		})
 	}

@@ -82,6 +82,9 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if f.control && i == 1 && !holderStarted(wctx, dir, "c0") {
+				return
+			}
 			r := h.worker(wctx, c, name, dir, wrng, f.control && i == 0)
 			mu.Lock()
 			recs = append(recs, r...)
@@ -142,6 +145,27 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 	return res, nil
 }
 
+// holderStarted waits until a command of client's holds the lock, for
+// at most two TTLs: the control's client must hold first, or the other
+// client, which waits its turn, may never let it in.
+func holderStarted(ctx context.Context, dir, client string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*ttl)
+	defer cancel()
+	for {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.Contains(e.Name(), "-"+client+"-") && !strings.HasSuffix(e.Name(), ".err") {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // holderNow is the client whose command runs under the lock now, read
 // from the holders' records in dir, or a client drawn at random if none
 // does: a cut client is the holder when there is one.
@@ -198,7 +222,7 @@ type summary struct {
 	trials, caught      int
 	holdings            int
 	overlaps, regressed []string
-	minGap              time.Duration
+	minGap, maxGap      time.Duration
 	hasGap              bool
 	codes               map[int]int
 	steps               map[string][]probeStep
@@ -212,8 +236,14 @@ func (s *summary) add(r trialResult) {
 	}
 	s.overlaps = append(s.overlaps, r.overlaps...)
 	s.regressed = append(s.regressed, r.regressed...)
-	if r.hasGap && (!s.hasGap || r.minGap < s.minGap) {
-		s.minGap, s.hasGap = r.minGap, true
+	if r.hasGap {
+		if !s.hasGap || r.minGap < s.minGap {
+			s.minGap = r.minGap
+		}
+		if !s.hasGap || r.maxGap > s.maxGap {
+			s.maxGap = r.maxGap
+		}
+		s.hasGap = true
 	}
 	for c, n := range r.codes {
 		s.codes[c] += n
@@ -225,7 +255,7 @@ func (s *summary) add(r trialResult) {
 
 // TestNetFault runs NETFAULT_TRIALS trials of every fault (NETFAULT_FAULTS)
 // and prints a table per fault: trials, holders checked, overlaps, token
-// regressions, the smallest gap between a holder's last sign of life and
+// regressions, the smallest and largest gap between a holder's last sign of life and
 // the next one's start, run exit codes, and p50/p99 of the probe's steps
 // (NewSession, uncontended Acquire, handoff, deleted-key notice) while the
 // fault lasted. It fails on any overlap or regression outside the
@@ -248,8 +278,8 @@ func TestNetFault(t *testing.T) {
 			if err != nil {
 				t.Fatalf("seed %d: %v", seed, err)
 			}
-			t.Logf("%s trial %d: %d holders, %d overlaps, %d token regressions, min gap %v, run exits %s%s",
-				f.name, i, r.holdings, len(r.overlaps), len(r.regressed), r.minGap.Round(time.Millisecond), codes(r.codes), stepErrors(r.steps))
+			t.Logf("%s trial %d: %d holders, %d overlaps, %d token regressions, gaps %v–%v, run exits %s%s",
+				f.name, i, r.holdings, len(r.overlaps), len(r.regressed), r.minGap.Round(time.Millisecond), r.maxGap.Round(time.Millisecond), codes(r.codes), stepErrors(r.steps))
 			s.add(r)
 		}
 	}
@@ -274,7 +304,7 @@ func table(sums []*summary, seed uint64, took time.Duration) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(&b, "\nnetfault: seed %d, %v, TTL %v\n", seed, took.Round(time.Second), ttl)
-	fmt.Fprintln(w, "fault\ttrials\tholders\toverlaps\ttoken regressions\tmin gap\trun exits\t")
+	fmt.Fprintln(w, "fault\ttrials\tholders\toverlaps\ttoken regressions\tgap min / max\trun exits\t")
 	for _, s := range sums {
 		ov := fmt.Sprint(len(s.overlaps))
 		if s.f.control {
@@ -282,7 +312,7 @@ func table(sums []*summary, seed uint64, took time.Duration) string {
 		}
 		gap := "-"
 		if s.hasGap {
-			gap = s.minGap.Round(time.Millisecond).String()
+			gap = s.minGap.Round(time.Millisecond).String() + " / " + s.maxGap.Round(time.Millisecond).String()
 		}
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t\n", s.f.name, s.trials, s.holdings, ov, len(s.regressed), gap, codes(s.codes))
 	}

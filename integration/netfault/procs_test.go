@@ -43,7 +43,15 @@ func startInEnv(nd *node, env []string, stdout, stderr io.Writer, bin string, ar
 	return p, nil
 }
 
-func (p *proc) signal(s syscall.Signal) { _ = p.cmd.Process.Signal(s) }
+// signal signals the process unless it was waited for (its pid may be
+// another process's by then).
+func (p *proc) signal(s syscall.Signal) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(s)
+	}
+}
 
 // stop ends the process: SIGTERM, and SIGKILL after grace.
 func (p *proc) stop(grace time.Duration) {

@@ -44,16 +44,8 @@ func TestNetworkUpDown(t *testing.T) {
 	enabled(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bins, err := build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := newNetwork(t, append(append([]string(nil), memberNames...), clientNames...)...)
-	var members []*node
-	for _, m := range memberNames {
-		members = append(members, n.node(m))
-	}
-	c := startCluster(t, ctx, bins, t.TempDir(), members...)
+	h := newHarness(t, ctx)
+	n, c, bins := h.net, h.cluster, h.bins
 	if l := leaderOf(ctx, bins, n.node("p0"), c, 30*time.Second); l == "" {
 		t.Fatal("no leader")
 	}

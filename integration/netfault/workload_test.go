@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,8 +82,9 @@ func (h *harness) worker(ctx context.Context, client, name, dir string, rng *ran
 				p.kill()
 			}
 		}
-		recs = append(recs, runRecord{client: client, file: file, code: exitCode(p.err)})
-		if noDeadline && exitCode(p.err) != 0 {
+		code := p.cmd.ProcessState.ExitCode()
+		recs = append(recs, runRecord{client: client, file: file, code: code})
+		if noDeadline && code != 0 {
 			// Refused (75): the other client holds; try again soon.
 			select {
 			case <-ctx.Done():
@@ -93,16 +93,6 @@ func (h *harness) worker(ctx context.Context, client, name, dir string, rng *ran
 		}
 	}
 	return recs
-}
-
-func exitCode(err error) int {
-	if err == nil {
-		return 0
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	return -1
 }
 
 // probeStep is one of the probe's timings.
