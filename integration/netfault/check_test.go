@@ -53,6 +53,11 @@ type verdict struct {
 	// stayed free while the other client waited for it.
 	minGap, maxGap time.Duration
 	hasGap         bool
+	// The smallest gap after a holder that did not exit by itself (its
+	// run stopped it when the lock was lost, or it was stopped at the
+	// end): the margin where it is thinnest.
+	minKilledGap time.Duration
+	killed       int
 }
 
 // check checks one name's holdings: no two holders' lives overlap on the
@@ -81,6 +86,12 @@ func check(hs []holding) verdict {
 				v.maxGap = gap
 			}
 			v.hasGap = true
+			if !hs[j-1].ended {
+				if v.killed == 0 || gap < v.minKilledGap {
+					v.minKilledGap = gap
+				}
+				v.killed++
+			}
 		}
 	}
 	return v
@@ -93,16 +104,22 @@ func TestCheck(t *testing.T) {
 		hs                []holding
 		overlaps, regress int
 		minGap, maxGap    time.Duration
+		killed            int // gaps after a holder that did not end by itself
+		minKilled         time.Duration
 	}{
-		{"apart", []holding{{client: "a", token: 5, start: at(0), last: at(100)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 0, 0, 50 * time.Millisecond, 50 * time.Millisecond},
-		{"order of the input does not matter", []holding{{client: "b", token: 9, start: at(150), last: at(300)}, {client: "a", token: 5, start: at(0), last: at(100)}, {client: "a", token: 12, start: at(1300), last: at(1400)}}, 0, 0, 50 * time.Millisecond, time.Second},
-		{"overlap", []holding{{client: "a", token: 5, start: at(0), last: at(200)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 1, 0, -50 * time.Millisecond, -50 * time.Millisecond},
-		{"overlap with an earlier one than the last", []holding{{client: "a", token: 5, start: at(0), last: at(1000)}, {client: "b", token: 9, start: at(100), last: at(200)}, {client: "c", token: 12, start: at(300), last: at(400)}}, 2, 0, -900 * time.Millisecond, 100 * time.Millisecond},
-		{"token regression", []holding{{client: "a", token: 9, start: at(0), last: at(100)}, {client: "b", token: 5, start: at(150), last: at(300)}}, 0, 1, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"apart", []holding{{client: "a", token: 5, start: at(0), last: at(100)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 0, 0, 50 * time.Millisecond, 50 * time.Millisecond, 1, 50 * time.Millisecond},
+		{"order of the input does not matter", []holding{{client: "b", token: 9, start: at(150), last: at(300)}, {client: "a", token: 5, start: at(0), last: at(100)}, {client: "a", token: 12, start: at(1300), last: at(1400)}}, 0, 0, 50 * time.Millisecond, time.Second, 2, 50 * time.Millisecond},
+		{"overlap", []holding{{client: "a", token: 5, start: at(0), last: at(200)}, {client: "b", token: 9, start: at(150), last: at(300)}}, 1, 0, -50 * time.Millisecond, -50 * time.Millisecond, 1, -50 * time.Millisecond},
+		{"overlap with an earlier one than the last", []holding{{client: "a", token: 5, start: at(0), last: at(1000)}, {client: "b", token: 9, start: at(100), last: at(200)}, {client: "c", token: 12, start: at(300), last: at(400)}}, 2, 0, -900 * time.Millisecond, 100 * time.Millisecond, 2, -900 * time.Millisecond},
+		{"killed", []holding{{client: "a", token: 5, start: at(0), last: at(100), ended: true}, {client: "b", token: 9, start: at(150), last: at(300)}, {client: "a", token: 12, start: at(370), last: at(400)}}, 0, 0, 50 * time.Millisecond, 70 * time.Millisecond, 1, 70 * time.Millisecond},
+		{"token regression", []holding{{client: "a", token: 9, start: at(0), last: at(100)}, {client: "b", token: 5, start: at(150), last: at(300)}}, 0, 1, 50 * time.Millisecond, 50 * time.Millisecond, 1, 50 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := check(tt.hs)
+			if v.killed != tt.killed || v.minKilledGap != tt.minKilled {
+				t.Errorf("%d gaps after a killed holder, the smallest %v; want %d, %v", v.killed, v.minKilledGap, tt.killed, tt.minKilled)
+			}
 			if len(v.overlaps) != tt.overlaps || len(v.regressed) != tt.regress || v.minGap != tt.minGap || v.maxGap != tt.maxGap {
 				t.Errorf("overlaps %v, regressions %v, gaps %v–%v; want %d, %d, %v–%v", v.overlaps, v.regressed, v.minGap, v.maxGap, tt.overlaps, tt.regress, tt.minGap, tt.maxGap)
 			}

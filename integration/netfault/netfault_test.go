@@ -224,6 +224,8 @@ type summary struct {
 	overlaps, regressed []string
 	minGap, maxGap      time.Duration
 	hasGap              bool
+	minKilledGap        time.Duration
+	killed              int
 	codes               map[int]int
 	steps               map[string][]probeStep
 }
@@ -245,6 +247,10 @@ func (s *summary) add(r trialResult) {
 		}
 		s.hasGap = true
 	}
+	if r.killed > 0 && (s.killed == 0 || r.minKilledGap < s.minKilledGap) {
+		s.minKilledGap = r.minKilledGap
+	}
+	s.killed += r.killed
 	for c, n := range r.codes {
 		s.codes[c] += n
 	}
@@ -304,7 +310,7 @@ func table(sums []*summary, seed uint64, took time.Duration) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(&b, "\nnetfault: seed %d, %v, TTL %v\n", seed, took.Round(time.Second), ttl)
-	fmt.Fprintln(w, "fault\ttrials\tholders\toverlaps\ttoken regressions\tgap min / max\trun exits\t")
+	fmt.Fprintln(w, "fault\ttrials\tholders\toverlaps\ttoken regressions\tgap min / max\tgap after a killed holder (n)\trun exits\t")
 	for _, s := range sums {
 		ov := fmt.Sprint(len(s.overlaps))
 		if s.f.control {
@@ -314,7 +320,11 @@ func table(sums []*summary, seed uint64, took time.Duration) string {
 		if s.hasGap {
 			gap = s.minGap.Round(time.Millisecond).String() + " / " + s.maxGap.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t\n", s.f.name, s.trials, s.holdings, ov, len(s.regressed), gap, codes(s.codes))
+		killed := "-"
+		if s.killed > 0 {
+			killed = fmt.Sprintf("%v (%d)", s.minKilledGap.Round(time.Millisecond), s.killed)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t\n", s.f.name, s.trials, s.holdings, ov, len(s.regressed), gap, killed, codes(s.codes))
 	}
 	w.Flush()
 	fmt.Fprintln(&b)
