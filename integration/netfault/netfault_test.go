@@ -73,7 +73,6 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 	tg.follower = followers[rng.IntN(len(followers))]
 	dir := h.t.TempDir()
 	wctx, stop := context.WithCancel(ctx)
-	defer stop()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var recs []runRecord
@@ -91,9 +90,9 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 			mu.Unlock()
 		}()
 	}
-	defer wg.Wait()
-	// The sleeps below are the fault's schedule: its start and length.
-	time.Sleep(time.Second + time.Duration(rng.IntN(1000))*time.Millisecond)
+	defer func() { stop(); wg.Wait() }() // on every return: the workers end first
+	// The pauses below are the fault's schedule: its start and length.
+	pause(ctx, time.Second+time.Duration(rng.IntN(1000))*time.Millisecond)
 	tg.client = holderNow(dir, rng)
 	d := ttl*3/2 + time.Duration(rng.Int64N(int64(ttl*3/2)))
 	var heal func() error
@@ -116,13 +115,16 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 	} else {
 		pr <- probed{}
 	}
-	time.Sleep(d)
+	pause(ctx, d)
 	if heal != nil {
 		if err := heal(); err != nil {
 			return res, fmt.Errorf("%s: heal: %w", name, err)
 		}
 	}
-	time.Sleep(ttl + 2*time.Second)
+	pause(ctx, ttl+2*time.Second)
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("%s: %w", name, ctx.Err())
+	}
 	stop()
 	wg.Wait()
 	p := <-pr
@@ -143,6 +145,14 @@ func (h *harness) trial(ctx context.Context, f fault, name string, rng *rand.Ran
 	}
 	res.verdict = check(hs)
 	return res, nil
+}
+
+// pause waits d, or until ctx ends (an interrupt ends the trial).
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // holderStarted waits until a command of client's holds the lock, for
