@@ -2,7 +2,6 @@ package netfault
 
 import (
 	"context"
-	"fmt"
 	"syscall"
 	"time"
 )
@@ -130,5 +129,3 @@ func pick(leader bool, tg target) int {
 	}
 	return tg.follower
 }
-
-func (f fault) String() string { return fmt.Sprintf("fault %s", f.name) }

@@ -74,14 +74,13 @@ func (p *proc) kill() {
 
 // binaries are the programs the harness runs, built once.
 type binaries struct {
-	dir                                    string
 	etcdlock, member, holder, probe, relay string
 }
 
 // build builds etcdlock (with etcdlock-guardian beside it, which run
 // starts) and the harness's member, holder, probe and relay into dir.
 func build(dir string) (*binaries, error) {
-	b := &binaries{dir: dir}
+	b := &binaries{}
 	for _, c := range []struct {
 		out *string
 		pkg string
