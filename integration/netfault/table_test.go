@@ -2,6 +2,7 @@ package netfault
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +75,9 @@ func table(sums []*summary, seed uint64, took time.Duration) string {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\t\n", s.f.name, s.trials, s.holdings, ov, len(s.regressed), gap, killed, codes(s.codes))
 	}
 	w.Flush()
+	if !slices.ContainsFunc(sums, func(s *summary) bool { return s.f.member }) {
+		return b.String()
+	}
 	fmt.Fprintln(&b)
 	w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "fault (probe while it lasts)\tNewSession p50/p99 (n, stalled)\tAcquire p50/p99\thandoff p50/p99\tdeleted-key notice p50/p99\t")
