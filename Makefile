@@ -133,6 +133,6 @@ chaos-net:
 	  $(GO) test -count=1 -timeout 4h -run '^TestNetFault$$' -v ./integration/netfault | grep --line-buffered -v -e '^=== RUN'
 
 ## chaos-net-short: one trial each of a cut-off holder and of the control,
-## on a fixed seed: about 2 minutes on a quiet machine (its README).
+## on a fixed seed (its times: integration/netfault/README.md).
 chaos-net-short:
 	$(MAKE) chaos-net NETFAULT_TRIALS=1 NETFAULT_SEED=1 NETFAULT_FAULTS=cut-client,control-no-deadline
