@@ -99,8 +99,8 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 	for _, name := range names[1:] {
 		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.keeper.id)))
 	}
-	n := lockName{name: names[0], keys: keyspace.Of(s.cfg.prefix, names[0])}
-	l := &Lock{s: s, lockName: n, key: n.keys.Contender(int64(s.keeper.id)), kind: newKind(ac, names[1:], keys),
+	n := lockName{name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.keeper.id))}
+	l := &Lock{s: s, lockName: n, kind: newKind(ac, names[1:], keys),
 		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.claims.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)
 	l.since = s.cfg.clock.Now()

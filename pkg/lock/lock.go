@@ -73,7 +73,6 @@ func (s State) String() string {
 type Lock struct {
 	s *Session
 	lockName
-	key string // the contender key of name
 	// rev is key's create revision — every key's, for AcquireAll — once
 	// the acquiring write's reply came; 0 until then. It is the token of
 	// every kind but a semaphore, whose holder's is its slot key's

@@ -131,7 +131,7 @@ func (h *delayHold) closeOps(l *Lock) []clientv3.Op { return h.deleteOps(l) }
 // kind.
 func (h *delayHold) holdMarker(ctx context.Context, l *Lock) error {
 	s := l.s
-	keys := l.keys
+	keys := l.keys()
 	mpfx := keys.Markers()
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
@@ -204,7 +204,7 @@ func (h *delayHold) holdMarker(ctx context.Context, l *Lock) error {
 // key older than l's is gone.
 func (l *Lock) waitDelay(ctx context.Context, found []*mvccpb.KeyValue, rev int64, d time.Duration) (bool, error) {
 	s := l.s
-	keys := l.keys
+	keys := l.keys()
 	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.

@@ -20,11 +20,16 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// lockName is a lock name and its keys under the session's prefix.
+// lockName is a lock name and its contender key, from which its other
+// keys under the session's prefix follow (keys).
 type lockName struct {
 	name string
-	keys keyspace.Name
+	key  string // the session's contender key of name
 }
+
+// keys returns every key of the name, sharing the contender key's bytes:
+// a held Lock keeps no second copy of its prefix.
+func (n lockName) keys() keyspace.Name { return keyspace.OfContender(n.key) }
 
 // NamePrefix returns the etcd key prefix under which the contenders for
 // name keep their keys, given the lock prefix (DefaultPrefix, or the one

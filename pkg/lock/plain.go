@@ -16,7 +16,7 @@ type plain struct{ noKeys }
 // which reads the newest older key first: the predecessor, which a waiter
 // watches without another read.
 func (plain) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
-	return l.queue(ctx, clientv3.OpGet(l.keys.Contenders(), clientv3.WithLastCreate()...))
+	return l.queue(ctx, clientv3.OpGet(l.keys().Contenders(), clientv3.WithLastCreate()...))
 }
 
 // wait returns once no contender key of l's name is older than l's: at once if the
@@ -31,7 +31,7 @@ func (plain) wait(ctx context.Context, l *Lock, q queued) error {
 	}
 	l.waits()
 	return l.waitTurn(ctx, string(older[0].Key), func(ctx context.Context) (string, error) {
-		return l.olderKey(ctx, l.key, l.keys.Contenders())
+		return l.olderKey(ctx, l.key, l.keys().Contenders())
 	})
 }
 
@@ -41,7 +41,7 @@ func (plain) wait(ctx context.Context, l *Lock, q queued) error {
 // acquisition of the name is removed, and the name tried again if that
 // key was its holder.
 func (plain) try(ctx context.Context, l *Lock) (queued, error) {
-	s, pfx := l.s, l.keys.Contenders()
+	s, pfx := l.s, l.keys().Contenders()
 	for {
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).

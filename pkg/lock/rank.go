@@ -27,7 +27,7 @@ func (h *slotHold) waitRank(ctx context.Context, l *Lock, older []*mvccpb.KeyVal
 	}
 	for w.older >= w.limit {
 		if w.feed == nil {
-			pfx := l.keys.Contenders()
+			pfx := l.keys().Contenders()
 			w.feed = s.mux.Feed(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), PrevKV: true})
 		}
 		if err := w.next(ctx); err != nil {
@@ -135,7 +135,7 @@ func (l *Lock) readRank(ctx context.Context) ([]*mvccpb.KeyValue, *etcdserverpb.
 	mine := l.rev
 	resp, err := l.waitRead(ctx, clientv3.OpGet(l.key, clientv3.WithKeysOnly()), // Not count-only: etcd counts before it applies the create
 		// revision filter.
-		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)), slotsOp(s.cfg.prefix, l.name))
+		clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)), slotsOp(s.cfg.prefix, l.name))
 	if err != nil {
 		return nil, nil, err
 	}

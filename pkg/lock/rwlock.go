@@ -56,7 +56,7 @@ type reader struct{ noKeys }
 // which reads the newest readerPageSize older keys first, to find the
 // newest writer among them.
 func (reader) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
-	return l.queue(ctx, clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
+	return l.queue(ctx, clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
 }
 
 // wait returns once no contender key of l's name that excludes readers
@@ -115,7 +115,7 @@ const readerPageSize = 64
 // so the pages need not be read at one revision.
 func (l *Lock) olderWriter(ctx context.Context) (string, error) {
 	s := l.s
-	below, pfx := l.rev-1, l.keys.Contenders()
+	below, pfx := l.rev-1, l.keys().Contenders()
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
@@ -155,7 +155,7 @@ func (l *Lock) olderWriter(ctx context.Context) (string, error) {
 // It returns the write's revision.
 func (l *Lock) tryShared(ctx context.Context) (int64, error) {
 	s := l.s
-	pfx := l.keys.Contenders()
+	pfx := l.keys().Contenders()
 	for {
 		get, err := s.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err != nil {

@@ -106,7 +106,7 @@ func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyVal
 	if err := checkLimits(l, h.limit, queue); err != nil {
 		return queued{}, nil, err
 	}
-	order := slotOrder(l.keys, h.limit, queue, slots, 1)
+	order := slotOrder(l.keys(), h.limit, queue, slots, 1)
 	if len(queue) >= h.limit || len(order) == 0 {
 		return h.claimOrQueue(ctx, l, -1, nil)
 	}
@@ -165,7 +165,7 @@ func (h *slotHold) try(ctx context.Context, l *Lock) (queued, error) {
 		if err := checkLimits(l, h.limit, queue); err != nil {
 			return queued{}, err
 		}
-		order := slotOrder(l.keys, h.limit, queue, slots, 1)
+		order := slotOrder(l.keys(), h.limit, queue, slots, 1)
 		if len(queue) >= h.limit || len(order) == 0 {
 			return queued{}, semaphoreHolder(l.name, queue, slots)
 		}

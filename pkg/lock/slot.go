@@ -49,8 +49,8 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 // 0's new key is created after every earlier holder's of that slot.
 func (l *Lock) emptyName() []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(l.keys.Contenders()), "=", 0).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(l.keys.Slots()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Contenders()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Slots()), "=", 0).WithPrefix(),
 	}
 }
 
@@ -61,7 +61,7 @@ func (l *Lock) emptyName() []clientv3.Cmp {
 // clears it when the transaction did not claim.
 func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
 	s := l.s
-	key := l.keys.Slot(slot)
+	key := l.keys().Slot(slot)
 	h.setUnconfirmed(l, key)
 	return []clientv3.Op{
 		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id)),
@@ -78,7 +78,7 @@ func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
 func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
 	s := l.s
 	resp, err := s.client.Txn(ctx).If(l.emptyName()...).Then(h.claimOps(l, 0)...).Else(
-		clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
 	).Commit()
 	if err != nil {
@@ -96,8 +96,8 @@ func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, clai
 // read then or fewer, and slot is free.
 func (l *Lock) stillFree(read int64, slot int) []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(l.keys.Contenders()), "<", read+1).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(l.keys.Slot(slot)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(l.keys().Contenders()), "<", read+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Slot(slot)), "=", 0),
 	}
 }
 
@@ -108,7 +108,7 @@ func (l *Lock) stillFree(read int64, slot int) []clientv3.Cmp {
 // session that stopped it from queueing.
 func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
-	absent, then, mine := l.queueOps(clientv3.OpGet(l.keys.Contenders(), clientv3.WithPrefix()))
+	absent, then, mine := l.queueOps(clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
 	txn := s.client.Txn(ctx)
 	if slot < 0 {
@@ -177,7 +177,7 @@ const maxSlotTries = 8
 // token.
 func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	s := l.s
-	keys := l.keys
+	keys := l.keys()
 	for {
 		order := slotOrder(keys, h.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
@@ -284,7 +284,7 @@ func (h *slotHold) holdSlot(l *Lock, slot int, tok fencing.Token) {
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.n, h.key, h.unconfirmed = slot, l.keys.Slot(slot), nil
+	h.n, h.key, h.unconfirmed = slot, l.keys().Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
