@@ -65,7 +65,7 @@ func Example_controllerRuntime() {
 	}
 	defer lk.Close(context.Background())
 
-	opts, err := ctrlmanager.Options(lk, manager.Options{LeaderElectionReleaseOnCancel: true})
+	opts, err := ctrlmanager.Options(lk, manager.Options{LeaderElection: true, LeaderElectionReleaseOnCancel: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -46,14 +46,14 @@ type Lock struct {
 	calls sync.Mutex
 
 	mu       sync.Mutex
-	observed observation               // the record as the last call saw or wrote it
-	term     *term                     // the current term; nil between terms
-	last     *term                     // the latest term started, current or ended
-	led      *term                     // the term of the elector's latest "became leader"
-	leading  bool                      // between the elector's "became leader" and "stopped leading"
-	runs     []context.CancelCauseFunc // RunContext's, armed at the next "became leader"
-	holder   clientv3.LeaseID          // of the latest record seen not of this lock: Create waits for it to end
-	read     bool                      // a Get answered or a Create succeeded: Update has a version to compare
+	observed observation      // the record as the last call saw or wrote it
+	term     *term            // the current term; nil between terms
+	last     *term            // the latest term started, current or ended
+	led      *term            // the term of the elector's latest "became leader"
+	leading  bool             // between the elector's "became leader" and "stopped leading"
+	runs     []run            // RunContext's, armed at the next "became leader"
+	holder   clientv3.LeaseID // of the latest record seen not of this lock: Create waits for it to end
+	read     bool             // a Get answered or a Create succeeded: Update has a version to compare
 	closed   bool
 	wg       sync.WaitGroup // term watchers and background revokes
 }
@@ -107,6 +107,9 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 // Timings returns the elector durations the lock was made for
 // (WithTimings): give the elector the same.
 func (l *Lock) Timings() Timings { return l.cfg.timings }
+
+// Name returns the election's name, as given to New.
+func (l *Lock) Name() string { return l.name }
 
 // Key returns the etcd key of the record.
 func (l *Lock) Key() string { return l.key }
