@@ -74,9 +74,9 @@
 //   - AcquireTime and RenewTime come back from Get to the microsecond, as
 //     a Lease keeps them; the stored value carries them beside the
 //     record's JSON, whose times have whole seconds.
-//   - Update before the lock has read the record (Get) or created it
-//     returns ErrNotRead, a plain error, as the Lease lock's "lease not
-//     initialized". An Update of a record that changed or vanished since
+//   - Update before the lock has read the record (Get) or created it, or
+//     after its last Get found none, returns ErrNotRead, a plain error, as
+//     the Lease lock's "lease not initialized". An Update of a record that changed or vanished since
 //     this lock read it is a conflict (apierrors.IsConflict); the Lease
 //     lock gets a conflict for a changed Lease too, but NotFound for a
 //     deleted one: this lock holds no object to send, and a conflict says

@@ -68,7 +68,7 @@ type observation struct {
 // New returns the lock of election name for the candidate identity. The
 // record's key is the prefix (WithPrefix, default DefaultPrefix) followed by
 // name. identity must be unique among the candidates, as for any client-go
-// resource lock.
+// resource lock. Both are at most MaxNameBytes long.
 func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock, error) {
 	if client == nil {
 		return nil, invalid("nil etcd client")
@@ -78,6 +78,9 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	}
 	if identity == "" {
 		return nil, invalid("empty identity")
+	}
+	if len(name) > MaxNameBytes || len(identity) > MaxNameBytes {
+		return nil, invalid("name of %d bytes or identity of %d bytes: at most %d (MaxNameBytes)", len(name), len(identity), MaxNameBytes)
 	}
 	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop()}
 	for _, o := range opts {
@@ -157,6 +160,9 @@ func (l *Lock) RecordEvent(event string) {
 // error for which apierrors.IsNotFound is true. The raw bytes are the
 // stored value, which differs after every write. A record that shows the
 // current term is over (deleted, or under another lease) ends the term.
+// A record of this identity that another lock holds (another process
+// with the same identity) comes back with the holder "IDENTITY (another
+// lock, etcd lease LEASE)", so that the elector waits for it to end.
 func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -179,7 +185,21 @@ func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error
 	if err != nil {
 		return nil, nil, err
 	}
+	if rec.HolderIdentity == l.identity && !l.granted(clientv3.LeaseID(kv.Lease)) {
+		// Another lock with this identity holds it (a restarted pod whose
+		// predecessor's lease lives, or a misconfigured replica). Named as
+		// this identity, client-go would take it for its own and fail an
+		// Update at every retry; named as another holder, it waits.
+		rec.HolderIdentity = fmt.Sprintf("%s (another lock, etcd lease %s)", l.identity, leaseHex(clientv3.LeaseID(kv.Lease)))
+	}
 	return rec, kv.Value, nil
+}
+
+// granted reports whether id is the lease of this lock's latest term.
+func (l *Lock) granted(id clientv3.LeaseID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last != nil && l.last.lease == id
 }
 
 // Create writes the record if there is none, under a new etcd lease, and
@@ -277,8 +297,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // newer record under the current term's lease, which only a renewal of this
 // term whose reply was lost can have written (as long as nothing else
 // writes with that lease, as nothing should). A renewal before the lock
-// has read the record (Get) or created it returns an error wrapping
-// ErrNotRead, not a conflict, as the Lease lock's "lease not initialized".
+// has read the record (Get) or created it, or after its last Get found
+// none, returns an error wrapping ErrNotRead, not a conflict, as the Lease
+// lock's "lease not initialized".
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -298,7 +319,7 @@ func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 
 func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.mu.Lock()
-	if !l.read {
+	if !l.read || !l.observed.exists {
 		l.mu.Unlock()
 		return fmt.Errorf("kubelock: update of %s: %w", l.key, ErrNotRead)
 	}
@@ -312,7 +333,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		deadline, renewals = t.deadline, t.renewals
 	}
 	l.mu.Unlock()
-	if t == nil || !obs.exists || obs.lease != t.lease {
+	if t == nil || obs.lease != t.lease {
 		return conflict(l.name, fmt.Errorf("the record is not this lock's current term (%s)", l.describe(obs, t)))
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)

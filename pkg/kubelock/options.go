@@ -22,6 +22,11 @@ const (
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
 	// (DefaultTimings: 2 s): three renewals fit in it.
 	DefaultTTL = 6 * time.Second
+	// MaxNameBytes bounds the length of an election's name and of an
+	// identity (New): a request carries the record's key three times and
+	// the identity twice, and etcd refuses requests over 1.5 MiB (its
+	// default --max-request-bytes), which would fail every Create.
+	MaxNameBytes = 64 << 10
 	// DefaultCleanupTimeout bounds a lease revoke the lock runs on its own
 	// context after a term ends.
 	DefaultCleanupTimeout = 5 * time.Second
