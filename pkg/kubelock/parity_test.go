@@ -103,7 +103,9 @@ func TestNewRefusesHugeNames(t *testing.T) {
 func TestSameIdentityWaitsQuietly(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	first, second := newLock(t, cli, "a"), newLock(t, cli, "a")
+	// The first term must outlive the second elector's ten attempts on
+	// a slow machine: nobody renews it.
+	first, second := newLock(t, cli, "a", WithTTL(time.Minute)), newLock(t, cli, "a")
 	ctx := ctxT(t)
 	create(t, ctx, first)
 	gets := &countingLock{Lock: second, gets: make(chan struct{}, 100)}
