@@ -8,8 +8,11 @@
 // default DefaultTimings, client-go's and controller-runtime's defaults),
 // and give the elector the same durations (Lock.Timings).
 //
-//   - client-go: set the lock as LeaderElectionConfig.Lock and wrap
-//     OnStartedLeading with Lock.Lead, whose context ends with the term.
+//   - client-go: complete the elector's LeaderElectionConfig with
+//     ElectionConfig: it sets the lock and its durations and runs
+//     OnStartedLeading on the term's context (Lock.Lead), which ends with
+//     the term and carries it (TermFrom). A lock driven at other durations
+//     than its own says so in its log and its metrics (WithMetrics).
 //   - controller-runtime: build the manager's options with package
 //     ctrlmanager (ctrlmanager.Options). Setting the lock as
 //     manager.Options.LeaderElectionResourceLockInterface alone is not

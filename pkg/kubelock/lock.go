@@ -55,6 +55,7 @@ type Lock struct {
 	holder   clientv3.LeaseID // of the latest record seen not of this lock: Create waits for it to end
 	read     bool             // a Get answered or a Create succeeded: Update has a version to compare
 	closed   bool
+	cadence  cadence        // of the elector's renewals, against the lock's timings
 	wg       sync.WaitGroup // term watchers and background revokes
 }
 
@@ -82,7 +83,7 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	if len(name) > MaxNameBytes || len(identity) > MaxNameBytes {
 		return nil, invalid("name of %d bytes or identity of %d bytes: at most %d (MaxNameBytes)", len(name), len(identity), MaxNameBytes)
 	}
-	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop()}
+	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop(), metrics: nopMetrics{}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, invalid("nil option")
@@ -281,6 +282,8 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return ErrClosed
 	}
 	l.startTerm(g.ID, resp.Header.Revision, deadline)
+	l.checkRecordLocked(ler)
+	l.cadence.renewed = time.Time{}
 	l.mu.Unlock()
 	return nil
 }
@@ -314,7 +317,18 @@ func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	if err := l.checkHolder(ler); err != nil {
 		return err
 	}
-	return l.renew(ctx, ler)
+	l.mu.Lock()
+	l.renewalStartingLocked(time.Now())
+	l.checkRecordLocked(ler)
+	l.mu.Unlock()
+	err := l.renew(ctx, ler)
+	l.mu.Lock()
+	l.cadence.renewed = time.Time{}
+	if err == nil {
+		l.cadence.renewed = time.Now()
+	}
+	l.mu.Unlock()
+	return err
 }
 
 func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {

@@ -46,6 +46,7 @@ type config struct {
 	cleanup time.Duration
 	timings Timings
 	logger  *zap.Logger
+	metrics Metrics
 }
 
 // WithPrefix sets the key prefix of the record (default DefaultPrefix). It
@@ -123,6 +124,18 @@ func WithLogger(lg *zap.Logger) Option {
 			return invalid("nil logger")
 		}
 		c.logger = lg
+		return nil
+	})
+}
+
+// WithMetrics sends the lock's measurements to m (default: none); package
+// kubemetrics provides a Prometheus m. m must not be nil.
+func WithMetrics(m Metrics) Option {
+	return option(func(c *config) error {
+		if m == nil {
+			return invalid("nil metrics")
+		}
+		c.metrics = m
 		return nil
 	})
 }

@@ -245,7 +245,7 @@ func (t Term) Bind(parent context.Context) (context.Context, context.CancelFunc)
 
 // Lead adapts run to client-go's OnStartedLeading: run gets the term of
 // the elector's latest "became leader" and its context bound to client-go's
-// (Term.Bind). A callback that runs after client-go's context ended — the
+// (Term.Bind), which carries the term (TermFrom). A callback that runs after client-go's context ended — the
 // scheduler ran it late, after the elector lost — gets a done context.
 func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context) {
 	return func(parent context.Context) {
@@ -256,11 +256,12 @@ func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context)
 			// client-go started leading without a Create of this lock.
 			ctx, cancel := context.WithCancelCause(parent)
 			cancel(ErrNoTerm)
-			run(ctx, Term{&term{ctx: ctx}})
+			t := Term{&term{ctx: ctx}}
+			run(context.WithValue(ctx, termKey{}, t), t)
 			return
 		}
 		t := Term{led}
-		ctx, cancel := t.Bind(parent)
+		ctx, cancel := t.Bind(context.WithValue(parent, termKey{}, t))
 		defer cancel()
 		run(ctx, t)
 	}
