@@ -67,13 +67,12 @@
 //     under its lease until etcd expires it, a TTL after the last renewal;
 //     followers wait for that (the Lease lock makes them wait
 //     LeaseDuration).
-//   - LeaderTransitions is never counted. client-go's elector counts a
-//     transition only when it takes over an existing record with an
-//     Update (the previous count + 1); every term of this lock starts with
-//     a Create of a missing record, to which client-go gives 0, and the
-//     count of the deleted record is gone with it. Carrying it would take a
-//     second key that outlives every record. Count terms by their tokens,
-//     which increase with every term (not by one).
+//   - LeaderTransitions is counted by the lock, not by client-go: it is
+//     the number of terms before the current one, kept in a second key
+//     beside the record (the count, without a lease) whose version each
+//     Create raises. client-go counts a transition only when it takes over
+//     a record with an Update, and every term of this lock starts with a
+//     Create. Tokens increase with every term too (not by one).
 //   - AcquireTime and RenewTime come back from Get to the microsecond, as
 //     a Lease keeps them; the stored value carries them beside the
 //     record's JSON, whose times have whole seconds.
@@ -111,6 +110,13 @@
 // the measurements of the package's README — and at most at its
 // conservative deadline, TTL − margin after its last renewal, when replies
 // are slow or its watch is cut.
+//
+// # Operating it
+//
+// The elector's events go to a Kubernetes event recorder with
+// WithEventRecorder, as the Lease lock's do. Lock.Healthz is a health
+// check with client-go's HealthzAdaptor contract: it fails while the
+// elector still leads long after its term ended.
 //
 // Not supported: client-go's Coordinated leader election (LeaseCandidate
 // objects).

@@ -15,6 +15,7 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
+	"github.com/etcdlock/etcdlock/pkg/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -37,6 +38,7 @@ type Lock struct {
 	client   *clientv3.Client
 	name     string
 	key      string
+	terms    string // the key whose version counts the election's terms
 	identity string
 	cfg      config
 	logger   *zap.Logger
@@ -102,6 +104,7 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 		client:   client,
 		name:     name,
 		key:      cfg.prefix + name,
+		terms:    kuberecord.TermsKey(cfg.prefix + name),
 		identity: identity,
 		cfg:      cfg,
 		logger:   cfg.logger.With(zap.String("election", name), zap.String("identity", identity)),
@@ -124,8 +127,8 @@ func (l *Lock) Identity() string { return l.identity }
 // Describe names the record in the elector's logs (resourcelock.Interface).
 func (l *Lock) Describe() string { return "etcd:" + l.key }
 
-// RecordEvent logs an event of the elector (resourcelock.Interface). There
-// is no Kubernetes object to attach it to. The events that client-go's
+// RecordEvent logs an event of the elector (resourcelock.Interface), and
+// posts it to the recorder given with WithEventRecorder. The events that client-go's
 // elector records when it starts and stops leading tell the lock whether
 // the elector leads (see the package doc); when it stops, the current term
 // ends (ErrStoppedLeading). An elector that did not release the term
@@ -155,6 +158,7 @@ func (l *Lock) RecordEvent(event string) {
 	}
 	l.mu.Unlock()
 	l.logger.Info(event, zap.Int64("token", token))
+	l.cfg.events.post(l.name, l.identity, event)
 }
 
 // Get reads the record (resourcelock.Interface). A missing record is an
@@ -243,6 +247,18 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		}
 		return err
 	}
+	// The terms created so far are the new term's LeaderTransitions; the
+	// count's version goes up with every Create, and the Create fails if
+	// another came in between.
+	count, err := l.client.Get(ctx, l.terms)
+	if err != nil {
+		return err
+	}
+	var terms int64
+	if len(count.Kvs) > 0 {
+		terms = count.Kvs[0].Version
+	}
+	ler.LeaderTransitions = int(terms)
 	sent := time.Now()
 	g, err := l.client.Grant(ctx, lease.Seconds(l.cfg.ttl))
 	if err != nil {
@@ -256,8 +272,8 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	resp, err := l.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID))).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0), clientv3.Compare(clientv3.Version(l.terms), "=", terms)).
+		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID)), clientv3.OpPut(l.terms, "")).
 		Else(clientv3.OpGet(l.key)).
 		Commit()
 	if err != nil {
@@ -268,7 +284,11 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	}
 	if !resp.Succeeded {
 		l.revokeLater(g.ID)
-		l.observeRange(resp.Responses[0].GetResponseRange())
+		rr := resp.Responses[0].GetResponseRange()
+		l.observeRange(rr)
+		if rr == nil || len(rr.Kvs) == 0 {
+			return fmt.Errorf("kubelock: create of %s: another term was created and ended since the lock counted the terms", l.key)
+		}
 		return alreadyExists(l.name)
 	}
 	if !time.Now().Before(deadline) {
@@ -281,7 +301,7 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		l.revokeLater(g.ID)
 		return ErrClosed
 	}
-	l.startTerm(g.ID, resp.Header.Revision, deadline)
+	l.startTerm(g.ID, resp.Header.Revision, deadline, ler.LeaderTransitions)
 	l.checkRecordLocked(ler)
 	l.cadence.renewed = time.Time{}
 	l.mu.Unlock()
@@ -367,6 +387,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	granted := time.Duration(ka.TTL) * time.Second
+	ler.LeaderTransitions = t.transitions // client-go's is its Create's, 0
 	value, err := encode(ler, t.lease, renewals)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -14,10 +15,11 @@ import (
 // Defaults.
 const (
 	// DefaultPrefix is the key prefix of the records: a record's key is the
-	// prefix followed by the election's name. It is apart from package
-	// lock's DefaultPrefix, so that `etcdlock list` does not show records
-	// as locks.
-	DefaultPrefix = "/etcdlock-kube/"
+	// prefix followed by the election's name, and the key of its term
+	// count that key followed by "\x00terms". It is apart from package
+	// lock's DefaultPrefix, so that `etcdlock list` does not take records
+	// for locks.
+	DefaultPrefix = kuberecord.DefaultPrefix
 	// DefaultTTL is the etcd lease TTL of a term. Each successful Update
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
 	// (DefaultTimings: 2 s): three renewals fit in it.
@@ -47,6 +49,7 @@ type config struct {
 	timings Timings
 	logger  *zap.Logger
 	metrics Metrics
+	events  *events // nil: events are only logged
 }
 
 // WithPrefix sets the key prefix of the record (default DefaultPrefix). It

@@ -19,8 +19,10 @@ type term struct {
 	token   fencing.Token
 	lease   clientv3.LeaseID
 	started time.Time
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	// transitions is the record's LeaderTransitions: the terms before it.
+	transitions int
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
 
 	// Guarded by Lock.mu.
 	deadline time.Time // conservative: before etcd could expire the lease
@@ -31,15 +33,16 @@ type term struct {
 
 // startTerm starts a term whose record was created at revision rev, and
 // its watcher. l.mu is held.
-func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time) {
+func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time, transitions int) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &term{
-		token:    fencing.Token(rev),
-		lease:    lease,
-		started:  time.Now(),
-		ctx:      ctx,
-		cancel:   cancel,
-		deadline: deadline,
+		token:       fencing.Token(rev),
+		transitions: transitions,
+		lease:       lease,
+		started:     time.Now(),
+		ctx:         ctx,
+		cancel:      cancel,
+		deadline:    deadline,
 	}
 	l.term, l.last = t, t
 	l.observed, l.read = observation{exists: true, modRev: rev, lease: lease}, true
