@@ -11,6 +11,9 @@
 // a Runnable outlives its term. Options ties every Runnable's context to
 // the term instead (kubelock.Lock.RunContext): it ends, synchronously,
 // before the lock sends any write that could let another candidate in.
+// A process frozen past its term (SIGSTOP, a VM pause) sees that only when
+// it resumes, and may do one more unit of work beside the next leader:
+// fence the writes with the term's token.
 package ctrlmanager
 
 import (
