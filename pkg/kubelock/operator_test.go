@@ -10,8 +10,8 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	evrecord "k8s.io/client-go/tools/record"
 
+	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
-	"github.com/etcdlock/etcdlock/pkg/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 

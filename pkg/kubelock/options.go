@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/kuberecord"
+	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
