@@ -91,11 +91,7 @@ func TestOptionsLeavesElectionOff(t *testing.T) {
 		t.Fatalf("Options with LeaderElection false = %+v, want them unchanged", opts)
 	}
 	run := make(chan error, 1)
-	runManager(t, opts, func(ctx context.Context) error {
-		run <- ctx.Err()
-		<-ctx.Done()
-		return nil
-	}, func(cancel context.CancelFunc, done <-chan error) {
+	runManager(t, opts, reportStart(run), func(cancel context.CancelFunc, done <-chan error) {
 		if err := started(t, run); err != nil {
 			t.Errorf("leader-only Runnable started on a done context: %v", err)
 		}
@@ -128,11 +124,7 @@ func TestOptionsReused(t *testing.T) {
 	var last kubelock.Term
 	for i := range 3 {
 		run := make(chan error, 1)
-		runManager(t, opts, func(ctx context.Context) error {
-			run <- ctx.Err()
-			<-ctx.Done()
-			return nil
-		}, func(cancel context.CancelFunc, done <-chan error) {
+		runManager(t, opts, reportStart(run), func(cancel context.CancelFunc, done <-chan error) {
 			if err := started(t, run); err != nil {
 				t.Errorf("manager %d: leader-only Runnable started on a done context: %v", i, err)
 			}
@@ -178,6 +170,16 @@ func runManager(t *testing.T, opts manager.Options, run manager.RunnableFunc, ch
 	check(cancel, done)
 	cancel()
 	<-stopped
+}
+
+// reportStart is a leader-only Runnable that sends its context's error on
+// run when it starts, and runs until its context ends.
+func reportStart(run chan<- error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		run <- ctx.Err()
+		<-ctx.Done()
+		return nil
+	}
 }
 
 // started waits, within a bound, for the Runnable's report of its
