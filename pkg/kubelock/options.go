@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -14,14 +15,20 @@ import (
 // Defaults.
 const (
 	// DefaultPrefix is the key prefix of the records: a record's key is the
-	// prefix followed by the election's name. It is apart from package
-	// lock's DefaultPrefix, so that `etcdlock list` does not show records
-	// as locks.
-	DefaultPrefix = "/etcdlock-kube/"
+	// prefix followed by the election's name, and the key of its term
+	// count that key followed by "\x00terms". It is apart from package
+	// lock's DefaultPrefix, so that `etcdlock list` does not take records
+	// for locks.
+	DefaultPrefix = kuberecord.DefaultPrefix
 	// DefaultTTL is the etcd lease TTL of a term. Each successful Update
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
 	// (DefaultTimings: 2 s): three renewals fit in it.
 	DefaultTTL = 6 * time.Second
+	// MaxNameBytes bounds the length of an election's name and of an
+	// identity (New): a request carries the record's key three times and
+	// the identity twice, and etcd refuses requests over 1.5 MiB (its
+	// default --max-request-bytes), which would fail every Create.
+	MaxNameBytes = 64 << 10
 	// DefaultCleanupTimeout bounds a lease revoke the lock runs on its own
 	// context after a term ends.
 	DefaultCleanupTimeout = 5 * time.Second
@@ -41,6 +48,8 @@ type config struct {
 	cleanup time.Duration
 	timings Timings
 	logger  *zap.Logger
+	metrics Metrics
+	events  *events // nil: events are only logged
 }
 
 // WithPrefix sets the key prefix of the record (default DefaultPrefix). It
@@ -118,6 +127,18 @@ func WithLogger(lg *zap.Logger) Option {
 			return invalid("nil logger")
 		}
 		c.logger = lg
+		return nil
+	})
+}
+
+// WithMetrics sends the lock's measurements to m (default: none); package
+// kubemetrics provides a Prometheus m. m must not be nil.
+func WithMetrics(m Metrics) Option {
+	return option(func(c *config) error {
+		if m == nil {
+			return invalid("nil metrics")
+		}
+		c.metrics = m
 		return nil
 	})
 }
