@@ -24,7 +24,10 @@ tmp=$(mktemp -d /tmp/etcdlock-first-hour.XXXXXX)
 bg=() # background processes the steps started
 cleanup() {
 	for p in "${bg[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
-	for p in "${bg[@]}"; do while kill -0 -- "-$p" 2>/dev/null; do sleep 0.1; done; done
+	for p in "${bg[@]}"; do
+		for _ in $(seq 200); do kill -0 -- "-$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$p" 2>/dev/null || true # still there 20 s after SIGTERM
+	done
 	if [[ -n ${FIRST_HOUR_KEEP:-} ]]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
