@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
+.PHONY: all build test demo first-hour lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
 
 all: lint build test
 
@@ -29,6 +29,12 @@ test:
 ## demo: the worker-a / worker-b story against an embedded etcd.
 demo:
 	$(GO) run ./hack/demo
+
+## first-hour: a fresh clone of HEAD walked through README.md as written
+## (install, make demo, the library and CLI quick starts), each step timed;
+## stops at the first that does not work (hack/first-hour.sh).
+first-hour:
+	hack/first-hour.sh
 
 ## lint: formatting, vet and a tidy go.mod, in every module (hack/modules.sh).
 lint: tidy-check

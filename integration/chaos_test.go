@@ -105,30 +105,52 @@ func faultSuiteBeyondMutexControls(t *testing.T, c *embedded.Cluster) {
 		for _, control := range controls {
 			t.Run(kind+"/"+control, func(t *testing.T) {
 				t.Parallel()
-				r := runChaos(t, beyondMutexConfig(c, t, kind, control))
-				t.Log(r)
-				if !detected(r) {
-					t.Errorf("negative control %q went unnoticed: %v", control, r)
-				}
+				runControl(t, beyondMutexConfig(c, t, kind, control))
 			})
 		}
 	}
 }
 
 // faultSuiteMutexControls breaks one of the mutex's safety mechanisms per
-// run, on purpose, side by side; the checks must catch it every time, or
-// the suite proves nothing.
+// run, on purpose, side by side; the checks must catch each within
+// controlOps operations, or the suite proves nothing.
 func faultSuiteMutexControls(t *testing.T, c *embedded.Cluster) {
 	for _, control := range []string{controlUnfenced, controlNoDeadline, controlReleaseByName} {
 		t.Run(control, func(t *testing.T) {
 			t.Parallel()
-			r := runChaos(t, chaosConfig{cluster: c, prefix: chaosPrefix(t), seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
-			t.Log(r)
-			if !detected(r) {
-				t.Errorf("negative control %q went unnoticed: %v", control, r)
-			}
+			runControl(t, chaosConfig{cluster: c, prefix: chaosPrefix(t), seed: 7, workers: 4, names: []string{"a"}, duration: 8 * time.Second, ttl: 2 * time.Second, control: control})
 		})
 	}
+}
+
+// controlOps bounds a negative control in operations, not in time: a
+// loaded machine makes fewer operations in a round, and so meets the
+// control's hazard less often, but it gets as many chances as a quiet one.
+// controlRounds stops a machine so loaded that rounds make no operation.
+const (
+	controlOps    = 100
+	controlRounds = 30
+)
+
+// runControl runs cfg's negative control round after round (seed, seed+1,
+// and so on, each under a prefix of its own) until the checks catch it,
+// and fails t if they have not after controlOps operations.
+func runControl(t *testing.T, cfg chaosConfig) {
+	t.Helper()
+	prefix, seed, ops := cfg.prefix, cfg.seed, 0
+	for round := 0; ops < controlOps; round++ {
+		if round == controlRounds {
+			t.Fatalf("negative control %q: %d rounds made only %d operations", cfg.control, round, ops)
+		}
+		cfg.prefix, cfg.seed = fmt.Sprintf("%sround-%d/", prefix, round), seed+uint64(round)
+		r := runChaos(t, cfg)
+		t.Log(r)
+		if detected(r) {
+			return
+		}
+		ops += r.ops
+	}
+	t.Errorf("negative control %q went unnoticed in %d operations", cfg.control, ops)
 }
 
 // chaosPrefix is the key prefix of t's run, on a cluster other runs use.

@@ -20,18 +20,33 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
+// Two --try runs at once: one runs its command, the other exits 75. The
+// command holds the lock until the other run has ended, so that on a
+// loaded machine the second does not start after the first is done; if
+// both held it (the bug this catches), neither ends, and the test lets
+// them go after a minute.
 func TestCLITwoTryRunsAtOnce(t *testing.T) {
 	t.Parallel()
 	ep := shared.Endpoints()[0]
 	for round := range 5 {
+		done := filepath.Join(t.TempDir(), "done")
 		var wg sync.WaitGroup
 		codes := make([]int, 2)
+		ended := make(chan struct{}, 2)
 		for i := range 2 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				codes[i] = cli(t, ep, nil, "run", "--try", "job", "--", "sleep", "0.5").code
+				codes[i] = cli(t, ep, nil, "run", "--try", "job", "--", "sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done`, done).code
+				ended <- struct{}{}
 			}()
+		}
+		select {
+		case <-ended:
+		case <-time.After(time.Minute):
+		}
+		if err := os.WriteFile(done, nil, 0o644); err != nil {
+			t.Fatal(err)
 		}
 		wg.Wait()
 		if !(codes[0] == 0 && codes[1] == 75 || codes[0] == 75 && codes[1] == 0) {

@@ -112,7 +112,10 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		ctx := testCtx(t, time.Minute)
 		cliA, p := proxied(t, shared)
 		cli := etcdtest.Client(t, shared.Endpoints()...)
-		a, b := session(t, cliA, "a", lock.WithTTL(2*time.Second)), session(t, cli, "b")
+		// b holds through a's delay (4 s) and the write after it: a TTL
+		// a loaded machine can renew (with 3 s, b is lost once a renewal's
+		// round trip takes over 1.7 s).
+		a, b := session(t, cliA, "a", lock.WithTTL(2*time.Second)), session(t, cli, "b", lock.WithTTL(15*time.Second))
 		// Everything a sends now reaches etcd after its lease has expired.
 		p.DelayTx(4*time.Second, 0)
 		errc := make(chan error, 1)

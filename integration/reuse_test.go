@@ -31,11 +31,18 @@ func TestReuseChecker(t *testing.T) {
 	for _, control := range reuseControls {
 		t.Run("control="+control, func(t *testing.T) {
 			// A run whose hazard did not come (a random workload may not
-			// set it up), or came only in a form the invariant excuses (on
-			// a starved machine, an operator's delete can precede it), is
-			// followed by one of the next seed, up to three.
+			// set it up, a loaded machine makes few grants in a run), or
+			// came only in a form the invariant excuses (on a starved
+			// machine, an operator's delete can precede it), is followed
+			// by one of the next seed: three runs, and more until the runs
+			// have made reuseControlGrants grants — a bound in work, not
+			// in time, which a loaded machine stretches.
 			var r reuseResult
-			for seed := uint64(11); seed < 14; seed++ {
+			grants := 0
+			for seed := uint64(11); seed < 14 || grants < reuseControlGrants; seed++ {
+				if seed == 11+reuseControlRuns {
+					break
+				}
 				cfg := reuseRunConfig(seed, 6*time.Second)
 				cfg.control, cfg.names = control, controlNames(control)
 				r = runReuse(t, cfg)
@@ -43,12 +50,20 @@ func TestReuseChecker(t *testing.T) {
 				if r.controlled && r.caught() {
 					return
 				}
+				grants += r.grants
 				t.Logf("seed %d: control %q not caught (hazard met: %v)", seed, control, r.controlled)
 			}
-			reuseFail(t, "negative control %q went unnoticed in three runs (hazard met in the last: %v): %v", control, r.controlled, r)
+			reuseFail(t, "negative control %q went unnoticed in %d grants (hazard met in the last run: %v): %v", control, grants, r.controlled, r)
 		})
 	}
 }
+
+// reuseControlGrants bounds a negative control's runs in grants;
+// reuseControlRuns stops a machine so loaded that runs make none.
+const (
+	reuseControlGrants = 60
+	reuseControlRuns   = 30
+)
 
 // TestReuseLong is the checker's part of `make chaos`: REUSE_RUNS runs of
 // REUSE_DURATION (default 20s) from REUSE_SEED; every tenth run is a

@@ -247,33 +247,39 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 // A leader whose process dies (its client connection closes, no resign) is
 // replaced once etcd expires its lease and its tenure key, which stop
 // being renewed together: about one TTL, not two. Its own context ended
-// before.
+// before. The TTL is one a loaded machine renews in time: with 2 s, b's
+// own session could be lost while it waits and its wait start over.
 func TestCrashHandoff(t *testing.T) {
 	t.Parallel()
+	const ttl = 5 * time.Second
+	startedA := make(chan struct{}, 1)
 	ended := make(chan time.Time, 1)
 	startedB := make(chan time.Time, 1)
 	aCli := etcdtest.Client(t, cluster.Endpoints()...)
-	start(t, election.Config{Identity: "a", Client: aCli, Callbacks: election.Callbacks{
-		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done(); offer(ended, time.Now()) },
+	start(t, election.Config{Identity: "a", Client: aCli, TTL: ttl, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			offer(startedA, struct{}{})
+			<-ctx.Done()
+			offer(ended, time.Now())
+		},
 	}})
-	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		l, err := election.GetLeader(context.Background(), aCli, "ctl", lock.WithPrefix(prefix(t)))
-		return err == nil && l.Identity == "a"
-	}, "a never led")
-	start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
+	// a leads once its callback runs, not once its key is first: a crash
+	// between the two would leave no context to end.
+	receive(t, startedA, 30*time.Second, "a's OnStartedLeading")
+	start(t, election.Config{Identity: "b", TTL: ttl, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { offer(startedB, time.Now()); <-ctx.Done() },
 	}})
 	waitQueued(t, aCli, prefix(t), 1)
 	crashed := time.Now()
 	aCli.Close()
-	aEnd := receive(t, ended, 10*time.Second, "end of a's context")
-	bStart := receive(t, startedB, 15*time.Second, "takeover by b")
-	t.Logf("crash handoff (TTL 2s): a stopped %v after the crash, b led %v after the crash", aEnd.Sub(crashed), bStart.Sub(crashed))
+	aEnd := receive(t, ended, 2*ttl, "end of a's context")
+	bStart := receive(t, startedB, 4*ttl, "takeover by b")
+	t.Logf("crash handoff (TTL %v): a stopped %v after the crash, b led %v after the crash", ttl, aEnd.Sub(crashed), bStart.Sub(crashed))
 	if !aEnd.Before(bStart) {
 		t.Errorf("a still led (until %v) when b started (%v)", aEnd, bStart)
 	}
-	if took := bStart.Sub(crashed); took >= 4*time.Second {
-		t.Errorf("b led %v after the crash, want less than two TTLs (4s)", took)
+	if took := bStart.Sub(crashed); took >= 2*ttl {
+		t.Errorf("b led %v after the crash, want less than two TTLs (%v)", took, 2*ttl)
 	}
 }
 

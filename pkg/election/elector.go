@@ -175,6 +175,16 @@ func (e *Elector) Run(ctx context.Context) error {
 		}
 		retry.Reset()
 		keepLease = e.lead(ctx, s, l, mux, &drops, log)
+		if ctx.Err() == nil && errors.Is(l.Err(), lock.ErrKeyDeleted) {
+			// Someone deleted the leader key (lock.Break WithForce, an
+			// operator's delete), and may revoke the session's lease
+			// next, which would end a term won on it meanwhile: two
+			// losses for one break. The next campaign takes a new lease.
+			cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			_ = s.Close(cctx)
+			cancel()
+			s = nil
+		}
 	}
 	return nil
 }

@@ -142,7 +142,13 @@ type process struct {
 // readyWithin bounds how long Ready waits for a guardian to say it is
 // ready; it normally did long before, while the lock was acquired, and a
 // guardian that does not (a broken etcdlock-guardian) is replaced.
-const readyWithin = 3 * time.Second
+// replacementReadyWithin bounds the wait for the replacement, the running
+// binary itself, which is not broken: only a loaded machine makes it slow,
+// and failing the run then would turn load into an error.
+const (
+	readyWithin            = 3 * time.Second
+	replacementReadyWithin = 30 * time.Second
+)
 
 // Spawn starts a guardian process that waits for its command, so that
 // its start-up overlaps the acquisition: Run gives it the command once the
@@ -320,7 +326,7 @@ func (g *Guardian) Run(cfg Config) error {
 // is replaced by one without, under ContainAuto. On an error the guardian
 // is gone.
 func (g *Guardian) Ready() error {
-	err := g.p.awaitReady()
+	err := g.p.awaitReady(readyWithin)
 	if err == nil {
 		return nil
 	}
@@ -338,7 +344,7 @@ func (g *Guardian) Ready() error {
 		return err
 	}
 	g.p = p
-	return g.p.awaitReady()
+	return g.p.awaitReady(replacementReadyWithin)
 }
 
 // Close ends a guardian that was never given a command, and waits for it.
@@ -423,15 +429,15 @@ func guardianExe() string {
 }
 
 // awaitReady waits until the guardian says it is ready; an error if it
-// is gone or exits first (it is then waited for) or does not say so in
-// time (it is then killed).
-func (p *process) awaitReady() error {
+// is gone or exits first (it is then waited for) or does not say so
+// within the given time (it is then killed).
+func (p *process) awaitReady(within time.Duration) error {
 	select {
 	case <-p.done:
 		return fmt.Errorf("%w (%v)", ErrExited, p.werr)
 	default:
 	}
-	t := time.NewTimer(readyWithin)
+	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
 	case <-p.ready:
@@ -444,7 +450,7 @@ func (p *process) awaitReady() error {
 		return fmt.Errorf("%w before it was ready (%v)", ErrExited, p.werr)
 	case <-t.C:
 		p.kill()
-		return fmt.Errorf("guardian: not ready within %v", readyWithin)
+		return fmt.Errorf("guardian: not ready within %v", within)
 	}
 }
 

@@ -77,12 +77,13 @@ func start(t *testing.T, c Containment, script string, grace, soft, hard time.Du
 	t.Helper()
 	r := &run{t: t, stderr: &syncBuffer{}, dir: t.TempDir()}
 	// The deadlines count from when the guardian is ready, not from its
-	// start-up, which a loaded machine may stretch.
+	// start-up, which a loaded machine may stretch past readyWithin: the
+	// tests are about what follows.
 	g, err := Spawn(Stdio{Stdout: os.Stdout, Stderr: r.stderr}, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.p.awaitReady(); err != nil {
+	if err := g.p.awaitReady(time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -109,6 +110,19 @@ func start(t *testing.T, c Containment, script string, grace, soft, hard time.Du
 	}
 	r.pid = ev.Started
 	return r
+}
+
+// lastDeadline sends the guardian deadlines soft and hard from now, the
+// last it gets, and returns now. Tests of what a deadline does start the
+// command with deadlines an hour away and call it once the command has
+// set itself up, which a loaded machine may take seconds to do.
+func (r *run) lastDeadline(soft, hard time.Duration) time.Time {
+	r.t.Helper()
+	now := time.Now()
+	if err := r.g.SetDeadline(now.Add(soft), now.Add(hard)); err != nil {
+		r.t.Fatal(err)
+	}
+	return now
 }
 
 // command is the command's pid as this process sees it; it must be alive.
@@ -302,7 +316,9 @@ func TestNormalExitWithNothingLeftIsQuiet(t *testing.T) {
 // ended it.
 func TestSupervisorGoneStopsEverything(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c Containment) {
-		const grace = 5 * time.Second
+		// A grace period no loaded machine takes to deliver SIGTERM and
+		// reap: a process still there at its end missed the signal.
+		const grace = 30 * time.Second
 		r := start(t, c, escapes+"wait", grace, time.Hour, time.Hour)
 		pids := append(r.pids("pids", 3), r.command())
 		gone := time.Now()
@@ -326,9 +342,9 @@ func TestSupervisorGoneStopsEverything(t *testing.T) {
 func TestDeadlinePassesWithoutRenewal(t *testing.T) {
 	eachContainment(t, func(t *testing.T, c Containment) {
 		const soft, hard = time.Second, 1500 * time.Millisecond
-		begin := time.Now()
-		r := start(t, c, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, soft, hard)
+		r := start(t, c, `trap '' TERM; `+escapes+`while :; do sleep 0.01; done`, time.Hour, time.Hour, time.Hour)
 		pids := append(r.pids("pids", 3), r.command())
+		begin := r.lastDeadline(soft, hard)
 		code, at := r.exited(10 * time.Second)
 		assertDead(t, pids)
 		if code != exitcode.SignalBase+int(syscall.SIGKILL) {

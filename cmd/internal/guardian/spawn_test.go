@@ -195,7 +195,7 @@ func TestGuardianKilledBeforeItsCommandIsReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.p.awaitReady(); err != nil {
+	if err := g.p.awaitReady(time.Minute); err != nil { // start-up is not what is tested
 		t.Fatal(err)
 	}
 	first := g.p
