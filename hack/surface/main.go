@@ -279,13 +279,19 @@ func covered(base, full, dir string) (files, funcs int, err error) {
 	return len(seenFile), len(seenFunc), nil
 }
 
-// kindFiles are the files that may look at a lock's kind: the kinds' own.
-var kindFiles = []string{"kind.go", "semaphore.go", "slot.go", "rwlock.go", "lockdelay.go", "multilock.go"}
+// kindFiles are the files that may look at a lock's kind: the kinds' own
+// (kind.go declares the interface and chooses the kind).
+var kindFiles = []string{"kind.go", "plain.go", "rwlock.go", "semaphore.go", "slot.go", "rank.go", "lockdelay.go", "multilock.go"}
+
+// kindAccessors are the Lock methods that say which kind a lock is.
+var kindAccessors = map[string]bool{"semaphore": true, "set": true, "lockDelay": true, "Shared": true}
 
 // kindChecks counts, outside kindFiles, type switches and assertions on a
-// kind value and calls of the Lock methods that return one kind.
+// kind value (a Lock's kind field, or any assertion to a kind type, as
+// kind.go's compile-time checks list them) and calls of the Lock methods
+// that say which kind a lock is.
 func kindChecks(p pkgFiles) string {
-	accessors := map[string]bool{"semaphore": true, "set": true, "lockDelay": true}
+	kinds := kindTypes(p.files["kind.go"])
 	n, in := 0, map[string]bool{}
 	for name, f := range p.files {
 		if slices.Contains(kindFiles, name) {
@@ -295,9 +301,11 @@ func kindChecks(p pkgFiles) string {
 			hit := false
 			switch x := node.(type) {
 			case *ast.TypeAssertExpr:
-				hit = isKind(x.X)
+				hit = isKind(x.X) || x.Type != nil && kinds[typeName(x.Type)]
+			case *ast.TypeSwitchStmt:
+				hit = switchesOnKind(x, kinds)
 			case *ast.CallExpr:
-				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && accessors[sel.Sel.Name] && len(x.Args) == 0 {
+				if sel, ok := x.Fun.(*ast.SelectorExpr); ok && kindAccessors[sel.Sel.Name] && len(x.Args) == 0 {
 					hit = true
 				}
 			}
@@ -309,6 +317,76 @@ func kindChecks(p pkgFiles) string {
 		})
 	}
 	return fmt.Sprintf("%d in %d files", n, len(in))
+}
+
+// kindTypes are the types that kind.go's compile-time checks
+// (var _ kind = T{}) declare kinds.
+func kindTypes(f *ast.File) map[string]bool {
+	kinds := map[string]bool{}
+	if f == nil {
+		return kinds
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "kind" {
+				continue
+			}
+			for _, v := range vs.Values {
+				switch x := v.(type) {
+				case *ast.CompositeLit:
+					kinds[typeName(x.Type)] = true
+				case *ast.CallExpr: // (*T)(nil)
+					kinds[typeName(x.Fun)] = true
+				}
+			}
+		}
+	}
+	return kinds
+}
+
+// switchesOnKind reports whether a type switch has a case of a kind type
+// and does not switch on a Lock's kind field (which the TypeAssertExpr
+// inside it counts already).
+func switchesOnKind(x *ast.TypeSwitchStmt, kinds map[string]bool) bool {
+	var subject ast.Expr
+	switch a := x.Assign.(type) {
+	case *ast.AssignStmt:
+		subject = a.Rhs[0].(*ast.TypeAssertExpr).X
+	case *ast.ExprStmt:
+		subject = a.X.(*ast.TypeAssertExpr).X
+	}
+	if isKind(subject) {
+		return false
+	}
+	for _, c := range x.Body.List {
+		for _, t := range c.(*ast.CaseClause).List {
+			if kinds[typeName(t)] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// typeName is T for T, *T and (*T).
+func typeName(e ast.Expr) string {
+	for {
+		switch x := e.(type) {
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name
+		default:
+			return ""
+		}
+	}
 }
 
 func isKind(e ast.Expr) bool {

@@ -109,6 +109,16 @@ func waitQueued(t testing.TB, cli *clientv3.Client, pfx string, n int) {
 	}, fmt.Sprintf("%d candidates never queued", n))
 }
 
+// offer sends v on ch unless ch is full: a callback that runs once more
+// than a test expects (a term lost and led again under load) must not
+// block the elector, and with it the test's clean-up.
+func offer[T any](ch chan<- T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
 // receive returns the next value sent on ch, failing t if ch is closed or
 // nothing comes within timeout.
 func receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, what string) T {
@@ -244,14 +254,14 @@ func TestCrashHandoff(t *testing.T) {
 	startedB := make(chan time.Time, 1)
 	aCli := etcdtest.Client(t, cluster.Endpoints()...)
 	start(t, election.Config{Identity: "a", Client: aCli, Callbacks: election.Callbacks{
-		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done(); ended <- time.Now() },
+		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done(); offer(ended, time.Now()) },
 	}})
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
 		l, err := election.GetLeader(context.Background(), aCli, "ctl", lock.WithPrefix(prefix(t)))
 		return err == nil && l.Identity == "a"
 	}, "a never led")
 	start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
-		OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
+		OnStartedLeading: func(ctx context.Context, _ election.Term) { offer(startedB, time.Now()); <-ctx.Done() },
 	}})
 	waitQueued(t, aCli, prefix(t), 1)
 	crashed := time.Now()
@@ -484,7 +494,7 @@ func TestReleaseOnCancel(t *testing.T) {
 			}})
 			etcdtest.Eventually(t, 10*time.Second, a.e.IsLeader, "a never led")
 			start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
-				OnStartedLeading: func(ctx context.Context, _ election.Term) { startedB <- time.Now(); <-ctx.Done() },
+				OnStartedLeading: func(ctx context.Context, _ election.Term) { offer(startedB, time.Now()); <-ctx.Done() },
 			}})
 			waitQueued(t, a.cli, prefix(t), 1)
 			stopped := time.Now()

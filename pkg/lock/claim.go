@@ -67,11 +67,11 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 	s.seq++
 	ac.names = names
-	var more []member
+	var keys []string // of the names after the first: an AcquireAll's
 	for _, name := range names[1:] {
-		more = append(more, member{name: name, key: keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease))})
+		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease)))
 	}
-	l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, more),
+	l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, names[1:], keys),
 		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)
 	l.since = s.cfg.clock.Now()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
@@ -107,7 +109,7 @@ func (s *Session) removeFailed(l *Lock) {
 // the same transaction, with the same value: it is deleted likewise.
 func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
 	l.mu.Lock()
-	keys := append([]string{l.key}, l.otherKeys()...)
+	keys := append([]string{l.key}, l.kind.otherKeys()...)
 	l.mu.Unlock()
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written
@@ -145,4 +147,69 @@ func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error
 		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
 	}
 	return nil
+}
+
+// beforeRevoke returns what Close deletes for the locks in ls before it
+// revokes the lease (kind.closeOps): their clean ends' lock-delay
+// markers.
+func beforeRevoke(ls []*Lock) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, l := range ls {
+		l.mu.Lock()
+		ops = append(ops, l.kind.closeOps(l)...)
+		l.mu.Unlock()
+	}
+	return ops
+}
+
+// keepForClose remembers l, whose Release or failed acquisition's
+// clean-up could not delete its keys, for Close, if Close has anything to
+// delete for it (kind.closeOps): a lock-delay marker of a clean end must
+// not outlive the session.
+func (s *Session) keepForClose(l *Lock) {
+	l.mu.Lock()
+	keep := len(l.kind.closeOps(l)) > 0
+	l.mu.Unlock()
+	if !keep {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.unreleased, l) {
+		s.unreleased = append(s.unreleased, l)
+	}
+}
+
+// released forgets l, whose Release succeeded, if it was kept for Close.
+func (s *Session) released(l *Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
+}
+
+// rewrote forgets the locks kept for Close under names, of which the
+// session has just written new keys (s.mu held): a session has one key per
+// name, so their keys are gone — deleted with their markers, or by
+// someone else, which leaves the markers of those unclean ends to the
+// next holder — and Close would have nothing of theirs to delete. A
+// session reused for hours keeps at most one per name.
+func (s *Session) rewrote(names []string) {
+	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
+}
+
+// deleteMarkers commits ops, Close's deletes of lock-delay markers, again
+// while etcd is unavailable and ctx lasts: each compares the marker's
+// value and its key's create revision, so a delete that landed before
+// its reply was lost makes its retry a no-op.
+func (s *Session) deleteMarkers(ctx context.Context, ops []clientv3.Op) error {
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second, Jitter: true}
+	for {
+		err := commitInChunks(ctx, s.client, ops)
+		if err == nil || !retryableRead(err) {
+			return err
+		}
+		if backoff.Sleep(ctx, b.Next()) != nil {
+			return err
+		}
+	}
 }

@@ -19,13 +19,12 @@ func (l *Lock) Confirm(ctx context.Context) error {
 	l.mu.Lock()
 	state, lerr := l.state, l.err
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)}
-	if h := l.semaphore(); h != nil && h.key != "" {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(h.key), "=", int64(h.token)))
+	if key, tok := l.kind.holder(l); key != l.key { // a semaphore's slot key
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", int64(tok)))
 	}
-	if h := l.set(); h != nil {
-		for _, k := range h.otherKeys() {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", l.rev))
-		}
+	_, keys := l.kind.others()
+	for _, k := range keys {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", l.rev))
 	}
 	l.mu.Unlock()
 	if state != StateActive {

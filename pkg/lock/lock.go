@@ -80,8 +80,8 @@ type Lock struct {
 	// (slotHold.token).
 	rev   int64
 	value string // the record this acquisition writes into key
-	// kind is what l's kind of lock holds beyond a plain lock's key (see
-	// kind); nil for a plain lock. Chosen by claim, never changed.
+	// kind is what l's kind of lock does that another does not (see
+	// kind). Chosen by claim, never changed.
 	kind kind
 	// waitHook is WithWaitHook's fn until l.waits calls it; only the
 	// acquiring goroutine uses it.
@@ -109,25 +109,16 @@ type Lock struct {
 // Names returns every name the lock holds: the one given to Acquire, or
 // those given to AcquireAll, in that order.
 func (l *Lock) Names() []string {
-	names := []string{l.name}
-	if h := l.set(); h != nil {
-		for i := range h.more {
-			// Not a range copy of the member: its watch field is Lock.mu's.
-			names = append(names, h.more[i].name)
-		}
-	}
-	return names
+	others, _ := l.kind.others()
+	return append([]string{l.name}, others...)
 }
 
 // Keys returns the contender key of every name in Names, in that order.
 // They share one create revision, the token (a semaphore's Key is its
 // slot key instead; see WithLimit).
 func (l *Lock) Keys() []string {
-	keys := []string{l.key}
-	if h := l.set(); h != nil {
-		keys = append(keys, h.otherKeys()...)
-	}
-	return keys
+	_, others := l.kind.others()
+	return append([]string{l.key}, others...)
 }
 
 // Name returns the lock name; for AcquireAll, the first of its names.
@@ -136,10 +127,8 @@ func (l *Lock) Name() string { return l.name }
 // Key returns the etcd key that represents this claim: its contender key,
 // or for a semaphore holder its slot key (see WithLimit).
 func (l *Lock) Key() string {
-	if h := l.semaphore(); h != nil && h.key != "" {
-		return h.key
-	}
-	return l.key
+	key, _ := l.kind.holder(l)
+	return key
 }
 
 // Owner returns the owner identity of the session holding the lock.
@@ -147,10 +136,8 @@ func (l *Lock) Owner() string { return l.s.cfg.owner }
 
 // Token returns the fencing token: the create revision of Key.
 func (l *Lock) Token() fencing.Token {
-	if h := l.semaphore(); h != nil && h.key != "" {
-		return h.token
-	}
-	return fencing.Token(l.rev)
+	_, tok := l.kind.holder(l)
+	return tok
 }
 
 // Deadline returns the session's conservative deadline; the lock is valid
@@ -240,14 +227,11 @@ func (l *Lock) finish(state State, err error) bool {
 	if state == StateLost && l.lost != nil {
 		close(l.lost)
 	}
-	ws := []*watchmux.Watch{l.watch}
+	// A holder asked to stop by Break that releases ends cleanly: it
+	// stopped before it released.
+	clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
+	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.abandoned.Load())...)
 	l.watch = nil
-	if l.kind != nil {
-		// A holder asked to stop by Break that releases ends cleanly: it
-		// stopped before it released.
-		clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
-		ws = append(ws, l.kind.end(clean && !l.s.abandoned.Load())...)
-	}
 	acquiring := l.acquiring
 	l.mu.Unlock()
 	// Stop watching the keys before a Release deletes them, so etcd does
@@ -298,7 +282,7 @@ func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
 	if l.finish(StateLost, err) {
 		l.mu.Lock() // a semaphore's acquisition may still be claiming a slot
-		tok, others := l.Token(), l.otherKeys()
+		tok, others := l.Token(), l.kind.otherKeys()
 		l.mu.Unlock()
 		// A break request leaves every key to the holder's Release: the
 		// names stay taken until its work has stopped.
@@ -327,11 +311,8 @@ func (l *Lock) lose(cause, detail error) {
 // follow, to delete each key that still is. Both delete exactly the keys
 // the nested one alone would, so a retry stays safe either way.
 func (l *Lock) deleteKeys(ctx context.Context, held bool) error {
-	var ops []clientv3.Op
 	l.mu.Lock()
-	if l.kind != nil {
-		ops = l.kind.deleteOps(l)
-	}
+	ops := l.kind.deleteOps(l)
 	l.mu.Unlock()
 	if len(ops) == 0 {
 		_, err := compareAndDelete(ctx, l.s.client, l.key, l.rev)
@@ -359,15 +340,6 @@ func joined(ops []clientv3.Op) (cmps []clientv3.Cmp, then []clientv3.Op) {
 		then = append(then, t...)
 	}
 	return cmps, then
-}
-
-// otherKeys is l's keys beyond its contender key (kind.otherKeys). l.mu
-// must be held.
-func (l *Lock) otherKeys() []string {
-	if l.kind == nil {
-		return nil
-	}
-	return l.kind.otherKeys()
 }
 
 // maxTxnOps is the most operations etcdlock puts in one transaction: half

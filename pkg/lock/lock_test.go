@@ -256,7 +256,7 @@ func TestInvalidNames(t *testing.T) {
 // adopt it (a token is never handed to two acquisitions): it replaces the
 // key with a fresh one, which a compare-and-delete on the old token cannot
 // touch. A semaphore's contender puts its key before it knows of the
-// leftover when the name has another holder (queueSemaphore): it must
+// leftover when the name has another holder (slotHold.queue): it must
 // still replace it, and hold its slot.
 func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 	t.Parallel()

@@ -2,14 +2,12 @@ package lock
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lease"
@@ -81,15 +79,26 @@ func (LockDelayOption) sessionOption() {}
 func (LockDelayOption) acquireOption() {}
 
 // delayHold is the kind of a plain lock with a lock-delay
-// (WithLockDelay): its delay, and its marker, "" until being written.
-// clean is set when the lock ends cleanly — released by Release, Close or
-// a failed acquisition, not lost or abandoned — which alone may delete
-// the marker. Guarded by Lock.mu, but for d, which never changes.
+// (WithLockDelay): a plain lock that, once its turn comes, writes its
+// marker and waits out the delay after an unclean end (holdMarker). d is
+// its delay, marker its marker ("" until being written); clean is set
+// when the lock ends cleanly — released by Release, Close or a failed
+// acquisition, not lost or abandoned — which alone may delete the marker.
+// Guarded by Lock.mu, but for d, which never changes. The marker is not
+// among the lock's other keys: an unclean end must leave it.
 type delayHold struct {
-	noKeys // the marker is not the lock's: an unclean end must leave it
+	plain
 	d      time.Duration
 	marker string
 	clean  bool
+}
+
+// wait waits for l's turn as a plain lock's, then holds the marker.
+func (h *delayHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+	if err := h.plain.wait(ctx, l, pfx, q); err != nil {
+		return err
+	}
+	return l.s.holdMarker(ctx, l, h)
 }
 
 func (h *delayHold) end(clean bool) []*watchmux.Watch {
@@ -111,6 +120,10 @@ func (h *delayHold) deleteOps(l *Lock) []clientv3.Op {
 		clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev),
 	}, []clientv3.Op{clientv3.OpDelete(h.marker)}, nil)}
 }
+
+// closeOps is deleteOps: Close deletes a clean end's marker before the
+// revoke takes the key, which the marker's delete compares.
+func (h *delayHold) closeOps(l *Lock) []clientv3.Op { return h.deleteOps(l) }
 
 // holdMarker is the lock-delay step of an acquisition whose contender key
 // l wrote and that is now eligible: it writes l's marker, reads the
@@ -268,75 +281,4 @@ func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string
 		cancel()
 	}
 	return nil
-}
-
-// markerDeletes are the operations that delete the markers of the locks
-// in ls that ended cleanly (see delayHold.deleteOps). A transaction must
-// run them before it deletes the keys.
-func markerDeletes(ls []*Lock) []clientv3.Op {
-	var ops []clientv3.Op
-	for _, l := range ls {
-		if h := l.lockDelay(); h != nil {
-			l.mu.Lock()
-			ops = append(ops, h.deleteOps(l)...)
-			l.mu.Unlock()
-		}
-	}
-	return ops
-}
-
-// keepForClose remembers l, whose Release or failed acquisition's
-// clean-up could not delete its keys, for Close: a lock-delay marker of
-// that clean end must not outlive the session (Close deletes it while the
-// key exists, before the revoke takes the key).
-func (s *Session) keepForClose(l *Lock) {
-	h := l.lockDelay()
-	if h == nil {
-		return
-	}
-	l.mu.Lock()
-	marker := h.marker
-	l.mu.Unlock()
-	if marker == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.unreleased, l) {
-		s.unreleased = append(s.unreleased, l)
-	}
-}
-
-// released forgets l, whose Release succeeded, if it was kept for Close.
-func (s *Session) released(l *Lock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
-}
-
-// rewrote forgets the locks kept for Close under names, of which the
-// session has just written new keys (s.mu held): a session has one key per
-// name, so their keys are gone — deleted with their markers, or by
-// someone else, which leaves the markers of those unclean ends to the
-// next holder — and Close would have nothing of theirs to delete. A
-// session reused for hours keeps at most one per name.
-func (s *Session) rewrote(names []string) {
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
-}
-
-// deleteMarkers commits ops, Close's deletes of lock-delay markers, again
-// while etcd is unavailable and ctx lasts: each compares the marker's
-// value and its key's create revision, so a delete that landed before
-// its reply was lost makes its retry a no-op.
-func (s *Session) deleteMarkers(ctx context.Context, ops []clientv3.Op) error {
-	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second, Jitter: true}
-	for {
-		err := commitInChunks(ctx, s.client, ops)
-		if err == nil || !retryableRead(err) {
-			return err
-		}
-		if backoff.Sleep(ctx, b.Next()) != nil {
-			return err
-		}
-	}
 }

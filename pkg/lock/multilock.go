@@ -2,8 +2,10 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
@@ -35,88 +37,137 @@ func setRequestBytes(prefix string, names []string, l *Lock) int {
 }
 
 // setHold is the kind of an AcquireAll of several names: its names after
-// the first (Lock.name, Lock.key), with their keys and watches. Every key
-// of the set has the same create revision, Lock.rev.
+// the first (Lock.name, Lock.key), their contender keys, and the
+// watches of those keys (guarded by Lock.mu). Every key of the set has
+// the same create revision, Lock.rev.
 type setHold struct {
-	more []member
+	noKeys
+	names, keys []string
+	watches     []*watchmux.Watch
 }
 
-// member is one more name of an AcquireAll.
-type member struct {
-	name, key string
-	watch     *watchmux.Watch // guarded by Lock.mu, like Lock.watch
+// queue writes the key of every name of l's set in one transaction, If
+// none of them exists; Then, before the puts, it reads each name's newest
+// key: the set's predecessor under that name. Else it reads them: keys
+// of this session, leftovers, which it returns.
+func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvccpb.KeyValue, error) {
+	s := l.s
+	names, keys := l.Names(), l.Keys()
+	cmps := make([]clientv3.Cmp, len(keys))
+	then := make([]clientv3.Op, 0, 2*len(keys))
+	elses := make([]clientv3.Op, len(keys))
+	for i, key := range keys {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		then = append(then, clientv3.OpGet(keyspace.Of(s.cfg.prefix, names[i]).Contenders(), clientv3.WithLastCreate()...))
+		elses[i] = clientv3.OpGet(key)
+	}
+	for _, key := range keys {
+		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
+	}
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
+	if err != nil {
+		return queued{}, nil, err
+	}
+	preds := make([]*mvccpb.KeyValue, len(keys))
+	var leftovers []*mvccpb.KeyValue
+	for i := range keys {
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			preds[i] = kvs[0]
+		}
+	}
+	if !resp.Succeeded {
+		for _, kv := range preds {
+			if kv != nil {
+				leftovers = append(leftovers, kv)
+			}
+		}
+		return queued{}, leftovers, nil
+	}
+	return queued{rev: resp.Header.Revision, preds: preds}, nil, nil
 }
+
+// wait waits until l's set is first in every name's queue, one name after
+// the other: once no key older than l's is left under a name, none can
+// appear there, so the names already waited for stay clear while l waits
+// for the next.
+func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
+	for _, pred := range q.preds {
+		if pred != nil {
+			if err := behindSemaphore(l, pred); err != nil {
+				return err
+			}
+		}
+	}
+	names, keys := l.Names(), l.Keys()
+	for i, pred := range q.preds {
+		if pred == nil {
+			continue
+		}
+		l.waits()
+		own, pfx := keys[i], keyspace.Of(l.s.cfg.prefix, names[i]).Contenders()
+		if err := l.s.waitTurn(ctx, l, string(pred.Key), func(ctx context.Context) (string, error) {
+			return l.s.olderKey(ctx, l, own, pfx)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// try is never called: TryAcquire takes one name, which is never a set.
+func (*setHold) try(context.Context, *Lock, string) (queued, error) {
+	return queued{}, errors.New("lock: TryAcquire of several names")
+}
+
+// watch watches the keys of the names after the first from revision
+// created, at which the set's write created them.
+func (h *setHold) watch(l *Lock, created int64) {
+	h.watches = make([]*watchmux.Watch, len(h.keys))
+	for i, key := range h.keys {
+		h.watches[i] = l.s.mux.WatchHeld(key, created+1, created, ownWatchDelay, l.keyGone)
+	}
+}
+
+func (h *setHold) others() (names, keys []string) { return h.names, h.keys }
 
 func (h *setHold) end(bool) []*watchmux.Watch {
-	ws := make([]*watchmux.Watch, len(h.more))
-	for i := range h.more {
-		ws[i], h.more[i].watch = h.more[i].watch, nil
-	}
+	ws := h.watches
+	h.watches = nil
 	return ws
 }
 
-// otherKeys lists the keys of the names after the first, in order. They
-// never change: it needs no lock.
-func (h *setHold) otherKeys() []string {
-	keys := make([]string, len(h.more))
-	for i := range h.more {
-		keys[i] = h.more[i].key // not a range copy: watch is Lock.mu's
-	}
-	return keys
-}
+// otherKeys lists the keys of the names after the first, in order.
+func (h *setHold) otherKeys() []string { return h.keys }
 
 func (h *setHold) deleteOps(l *Lock) []clientv3.Op {
-	ops := make([]clientv3.Op, len(h.more))
-	for i := range h.more {
-		ops[i] = deleteIfCreated(h.more[i].key, l.rev)
+	ops := make([]clientv3.Op, len(h.keys))
+	for i, key := range h.keys {
+		ops[i] = deleteIfCreated(key, l.rev)
 	}
 	return ops
 }
 
-// watch watches the keys of the names after the first from revision
-// created, at which the set's write created them. l.mu must be held.
-func (h *setHold) watch(s *Session, l *Lock, created int64) {
-	for i := range h.more {
-		h.more[i].watch = s.mux.WatchHeld(h.more[i].key, created+1, created, ownWatchDelay, l.keyGone)
-	}
-}
-
 // AcquireAll blocks until the session holds every one of names, or
-// returns an error holding none of them. It writes a key under every name
-// in one transaction, so all of them have the same create revision — the
-// token, one for the set — and the acquisition takes its place in every
-// name's FIFO queue at the same point. A contender waits only for keys
-// older than its own in each queue, and no two acquisitions' keys have the
-// same revision, so the waits can never form a cycle: two AcquireAll calls
-// with overlapping names, in any order, cannot deadlock each other or any
-// Acquire. (Acquiring the names one Acquire at a time, in the order each
-// caller lists them, can. So can a caller that waits for a set while it
-// already holds another lock: order across calls is the caller's.)
-//
-// The Lock is held while every key exists: the deletion of any of them
-// (Break of one name, an operator's delete) loses the whole set — a key
-// deleted right after the acquiring write, before its watch exists, as for
-// Acquire within about 200 ms of the deletion (see Lock), even if
-// AcquireAll has returned meanwhile: the last read checks only the key of
-// the name waited for last — and
-// Release deletes all the keys in one transaction, each by compare on the
-// token. Name and Key are the first name's; Names and Keys list all.
-// Contenders of the names that use Acquire see an AcquireAll holder as
-// an ordinary holder of each name; Record.Names lists its set.
+// returns an error holding none of them. All its keys have one create
+// revision, the set's one token, and take their places in every name's
+// FIFO queue at once, so AcquireAll calls with overlapping names, in any
+// order, cannot deadlock each other or any Acquire (a caller that waits
+// for a set while it holds another lock can). The deletion of any of the
+// keys loses the whole set, also one deleted before its watch exists,
+// within about 200 ms (see Lock), even after AcquireAll returned; Release
+// deletes them all. Name and Key are the first name's; Names and Keys
+// list all; Record.Names lists the set.
 //
 // names must hold 1 to MaxNames distinct valid names whose keys and
-// records fit in one request of 1 MiB — every key's record lists the whole
-// set, so 64 names of up to about 200 bytes — else ErrInvalidName, before
-// anything is sent. AcquireAll takes no option (WithLimit and WithShared
-// apply to one name). The session must not hold or be acquiring any of the
-// names (ErrAlreadyClaimed), as for Acquire. Failure handling, clean-up
-// and leftovers are as for Acquire.
+// records fit in one request of 1 MiB, else ErrInvalidName before
+// anything is sent. WithLimit, WithShared and WithLockDelay are refused.
+// Claims, failures and leftovers are as for Acquire.
 func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...AcquireOption) (*Lock, error) {
 	ac, err := newAcquireConfig(s.cfg.acquire, opts)
 	if err != nil {
 		return nil, err
 	}
-	if ac.shared || ac.semaphore() || ac.lockDelay > 0 {
+	if ac.shared || ac.limit > 1 || ac.lockDelay > 0 {
 		return nil, invalid("AcquireAll takes neither WithLimit, WithShared nor WithLockDelay")
 	}
 	if err := validateSet(names); err != nil {
@@ -133,15 +184,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 		l.finish(StateReleased, ErrReleased)
 		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
-	resp, err := s.enqueueSet(ctx, l)
-	if err != nil {
-		return nil, s.failAcquire(ctx, l, err)
-	}
-	s.watchKey(l, resp.Header.Revision)
-	if err := s.waitSet(ctx, l, resp); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
-	}
-	return s.activated(ctx, l)
+	return s.acquire(ctx, l, false)
 }
 
 // validateSet checks the size of an AcquireAll's set and that no name
@@ -156,65 +199,6 @@ func validateSet(names []string) error {
 			return fmt.Errorf("%w: %q given twice", ErrInvalidName, name)
 		}
 		seen[name] = true
-	}
-	return nil
-}
-
-// enqueueSet writes the key of every name of l's set in one transaction,
-// first replacing the keys that an earlier acquisition of any of them on
-// this session left. Its reply's first responses hold each name's newest
-// key before the write: the set's predecessor under that name.
-func (s *Session) enqueueSet(ctx context.Context, l *Lock) (*clientv3.TxnResponse, error) {
-	names, keys := l.Names(), l.Keys()
-	cmps := make([]clientv3.Cmp, len(keys))
-	then := make([]clientv3.Op, 0, 2*len(keys))
-	elses := make([]clientv3.Op, len(keys))
-	for i, key := range keys {
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-		then = append(then, clientv3.OpGet(keyspace.Of(s.cfg.prefix, names[i]).Contenders(), clientv3.WithLastCreate()...))
-		elses[i] = clientv3.OpGet(key)
-	}
-	for _, key := range keys {
-		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
-	}
-	for {
-		resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
-		if err != nil || resp.Succeeded {
-			return resp, err
-		}
-		for _, r := range resp.Responses {
-			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
-				if err := s.removeLeftover(ctx, kvs[0]); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-}
-
-// waitSet waits until l's set is first in every name's queue, given the
-// reply of enqueueSet. One name after the other: once no key older than
-// l's is left under a name, none can appear there, so the names already
-// waited for stay clear while l waits for the next.
-func (s *Session) waitSet(ctx context.Context, l *Lock, resp *clientv3.TxnResponse) error {
-	names, keys := l.Names(), l.Keys()
-	preds := make([]string, len(names))
-	for i := range names {
-		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-			if err := behindSemaphore(l, kvs[0]); err != nil {
-				return err
-			}
-			preds[i] = string(kvs[0].Key)
-		}
-	}
-	for i, name := range names {
-		if preds[i] == "" {
-			continue
-		}
-		l.waits()
-		if err := s.waitTurn(ctx, l, keys[i], keyspace.Of(s.cfg.prefix, name).Contenders(), preds[i]); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -130,11 +130,8 @@ func newAcquireConfig(defaults acquireConfig, opts []AcquireOption) (acquireConf
 	if err := apply(&c, opts); err != nil {
 		return acquireConfig{}, err
 	}
-	if c.acquire.shared && c.acquire.semaphore() {
-		return acquireConfig{}, invalid("WithLimit and WithShared cannot be combined")
-	}
-	if c.acquire.lockDelay > 0 && (c.acquire.shared || c.acquire.semaphore()) {
-		return acquireConfig{}, invalid("WithLockDelay applies to plain locks, not with WithLimit or WithShared")
+	if err := c.acquire.oneKind(); err != nil {
+		return acquireConfig{}, err
 	}
 	return c.acquire, nil
 }

@@ -10,21 +10,16 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// waitRank waits until fewer than l's limit keys under pfx are older than
-// l's; older lists them as of the acquiring transaction, which read the
-// slot keys too (slots, Header set). It returns the latest listings of
-// the older keys and of the slot keys, read together, with the count that
-// made l eligible.
-//
-// A waiter watches the name's keys on the session's watch stream from the
-// revision etcd creates the watch at (a watch from a past revision may
-// wait up to 100 ms for etcd to catch it up), then reads the count, and
-// from then on counts deletions of older keys from the watch's events: a
-// release costs a waiter one event and no read. When the events say l is
-// eligible, one read confirms it. A watch that breaks (a broken stream,
-// a lost leader) is created anew and the count read again.
-func (s *Session) waitRank(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(l.semaphore().limit), older: int64(len(older)), olderKeys: older, slots: slots}
+// waitRank waits until fewer than h's limit keys under pfx are older
+// than l's, a semaphore's contender key; older lists them as of the
+// acquiring transaction, which read the slot keys too (slots, Header
+// set). It returns the latest listings of the older keys and of the slot
+// keys, read together, with the count that made l eligible. It counts
+// the older keys' deletions from one range watch, and reads only when
+// the watch is created or breaks and once l is eligible: see "Semaphore"
+// in DESIGN.md.
+func (s *Session) waitRank(ctx context.Context, l *Lock, h *slotHold, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(h.limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	if w.older >= w.limit {
 		l.waits()

@@ -48,6 +48,55 @@ func (l *Lock) Shared() bool {
 	return ok
 }
 
+// reader is the kind of a reader of a read-write lock (WithShared): a
+// plain lock's one contender key, but it waits only for older writers.
+type reader struct{ noKeys }
+
+// queue writes l's key in the acquiring transaction (Session.queue),
+// which reads the newest readerPageSize older keys first, to find the
+// newest writer among them.
+func (reader) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
+	return l.s.queue(ctx, l, clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
+}
+
+// wait returns once no key under pfx that excludes readers is older
+// than l's.
+func (reader) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+	older := q.older.GetKvs()
+	if len(older) > 0 {
+		if err := behindSemaphore(l, older[0]); err != nil {
+			return err
+		}
+	}
+	wait, pred := readerTurn(older, q.older.GetMore())
+	if !wait {
+		return nil
+	}
+	l.waits()
+	return l.s.waitTurn(ctx, l, pred, func(ctx context.Context) (string, error) {
+		return l.s.olderWriter(ctx, l, pfx)
+	})
+}
+
+// readerTurn reads older, the keys older than a reader's, newest first,
+// as its acquiring transaction read them; more says there are others
+// beyond. It returns whether the reader must wait and, if older holds
+// it, the newest key it waits for ("" if waitTurn must read it).
+func readerTurn(older []*mvccpb.KeyValue, more bool) (wait bool, pred string) {
+	for _, kv := range older {
+		if excludesReader(kv.Value) {
+			return true, string(kv.Key)
+		}
+	}
+	return more, ""
+}
+
+// try is TryAcquire for a reader (tryShared).
+func (reader) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
+	rev, err := l.s.tryShared(ctx, l, pfx)
+	return queued{rev: rev}, err
+}
+
 // excludes reports whether a reader must wait for kv, an older key under
 // its name: a writer's key, or a key without an etcdlock record.
 func excludesReader(value []byte) bool {

@@ -5,94 +5,38 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // MaxLimit is the largest limit WithLimit accepts.
 const MaxLimit = 1 << 16
 
 // WithLimit makes an acquisition a holder of a semaphore: at most n
-// sessions hold the name at once (n = 1 is a mutex, the default). Waiters
-// are served in FIFO order of their keys' creation: a contender becomes
-// eligible when fewer than n older keys remain under the name.
+// sessions hold the name at once (n = 1 is a mutex, the default), served
+// in FIFO order: a contender becomes eligible when fewer than n older
+// keys remain under the name. Each holder owns one of n slots (Lock.Slot),
+// an etcd key claimed with a compare on its absence, so no two holders
+// ever own one slot. The token is the slot key's create revision (Lock.Key
+// is the slot key): it increases per slot, so fence a resource split into
+// n parts by name and slot. An uncontended cycle costs two requests, as
+// for a lock.
 //
-// Each holder owns one of n slots, numbered 0 to n-1 (Lock.Slot), each an
-// etcd key of its own claimed with a compare on its absence, so no two
-// holders ever own one slot and no more than n keys can ever be held. The
-// holder's token is its slot key's create revision (Lock.Key is the slot
-// key): strictly increasing per slot, so a resource split into n parts can
-// fence each part with the slot's tokens, by the existing guards, with
-// the name and slot as the guard's key.
-//
-// Acquire's first transaction is If(no contender key and no slot key
-// under the name) Then(put the contender key and slot 0's key). On a name
-// without keys that is the whole acquisition, and with Release an
-// uncontended cycle costs two requests, as for a plain lock; the token is
-// then also the contender key's create revision. What the transaction
-// does otherwise depends on what the session's last acquisition of the
-// name found (a guess, kept for up to 1024 names; either way is correct):
-//
-//   - After a free name, or on a new session: its Else reads the name's
-//     contender keys and slot keys, and writes nothing, so the request
-//     carries its writes once. A second transaction then claims a free
-//     slot with the contender key if the read found fewer contenders than
-//     the limit and a free slot, no contender key was written since the
-//     read and the slot is still free; otherwise it queues (below).
-//   - After a name with keys: its Else queues: put the contender key if
-//     it is absent, read the older contender keys and the slot keys. So a
-//     name contended at every acquisition costs no extra request; the
-//     first acquisition that finds keys after the name was free costs one.
-//
-// A queued contender that is eligible claims a slot in one more
-// transaction: If(its contender key is unchanged) Then(for up to 8 free
-// slots, one after another, nested: If(the slot key is absent) Then(put
-// it)). It starts at the free slot at its rank among the older contenders
-// without a slot, so that contenders eligible together claim different
-// slots, and tries again only when every slot it tried was taken
-// meanwhile. TryAcquire sends the first transaction with the reads as its
-// Else, and otherwise writes its contender key and a free slot's key in
-// one transaction if nothing under the name changed since that read.
-// Every key is written under the session's lease, and no transaction puts
-// a contender key that exists: each put is conditional on the key's
-// absence or on no contender key written since a read that did not find
-// it. When a reply is lost, the failed acquisition's clean-up deletes its
-// contender key and each slot key the transaction may have written, each
-// only if it still holds the value this acquisition wrote.
-//
-// A waiter reads the queue in the acquiring transaction and once more when
-// its watch is created, then counts the deletions of older keys from one
-// range watch on the session's watch stream: a release costs every waiter
-// one watch event and no read. The waiter reads again only when the watch
-// breaks (a broken stream, a member that lost its leader) and once the
-// events say it is eligible.
-//
-// Every contender of a name must use the same limit. A semaphore
-// acquisition that finds an older key of the name with another limit — or
-// of a plain lock, a reader or another lock client — fails with
-// ErrLimitMismatch, and so does a plain Acquire, a reader or an AcquireAll
-// that finds a semaphore's key as its newest predecessor under the name,
-// when it queues or at any read while it waits (it would get its token
-// before the semaphore's holders claimed their slots, so a lower one). A
-// plain TryAcquire (or one WithLimit(1)) never queues: on a name that a
-// semaphore holds it returns a *LockedError, as on any held name.
-// The check is a guard against misuse, not an ordering guarantee: a
-// contender queued behind another kind's transient key (one being
-// refused) can miss it. Tokens of different kinds on one name are not
-// ordered against each other; fence a semaphore's resources by slot. Each refused acquisition removes the key it wrote; while
-// that key exists a concurrent contender of the name's own kind may be
-// refused too. So holders never mix kinds or limits, and changing a
-// name's limit takes draining its queue first. WithLimit and WithShared
-// cannot be combined.
-//
-// A holder lost because one of its two keys was deleted (Break, an
-// operator) has the other deleted by the session at once; a key left by a
-// failed Release is replaced by the session's next acquisition of the
-// name, as for a lock, and goes away with the lease in any case.
+// Every contender of a name must use the same kind and limit: one that
+// finds an older key of the name with another limit, or a plain lock, a
+// reader or an AcquireAll queued right behind a semaphore's key, fails
+// with ErrLimitMismatch and removes its key; a plain TryAcquire on a name
+// a semaphore holds returns a *LockedError. The check guards against
+// misuse; it does not order tokens of different kinds. A holder lost
+// because one of its two keys was deleted has the other deleted at once.
+// See "Semaphore" in DESIGN.md.
 //
 // An AcquireOption, for Acquire and TryAcquire (AcquireAll rejects a
-// limit above 1). n must be between 1 and MaxLimit.
+// limit above 1); it cannot be combined with WithShared. n must be
+// between 1 and MaxLimit.
 func WithLimit(n int) LimitOption { return LimitOption{n} }
 
 // LimitOption is what WithLimit returns: an AcquireOption.
@@ -111,15 +55,164 @@ func (LimitOption) acquireOption() {}
 // Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
 // -1 for a lock acquired without a limit above 1.
 func (l *Lock) Slot() int {
-	h := l.semaphore()
-	if h == nil || h.key == "" {
+	h, ok := l.kind.(*slotHold)
+	if !ok || h.key == "" {
 		return -1
 	}
 	return h.n
 }
 
-// semaphore reports whether ac acquires a semaphore.
-func (ac acquireConfig) semaphore() bool { return ac.limit > 1 }
+// slotHold is the kind of a semaphore's contender (WithLimit): its limit,
+// then its slot. key is "" until a slot is held; then token, the slot
+// key's create revision, is the lock's token (Lock.rev stays the
+// contender key's). claiming lists the slot keys that a claim whose reply
+// has not come may have written (see setClaiming). Guarded by Lock.mu,
+// but for limit, which never changes.
+type slotHold struct {
+	noKeys
+	limit    int
+	n        int
+	key      string
+	token    fencing.Token
+	claiming []string
+	keyWatch *watchmux.Watch // on key, once held
+}
+
+// queue sends the acquiring transaction of a semaphore's contender: each
+// claims a slot with l's contender key when it can, and otherwise queues
+// l (claimOrQueue), but for a first probe, when the session's last
+// acquisition of the name found it free (busy), which claims slot 0 or
+// only reads (probeSemaphore). See "Semaphore" in DESIGN.md.
+func (h *slotHold) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
+	s := l.s
+	if s.busy(l.name) {
+		q, leftovers, err := s.claimOrQueue(ctx, l, h, pfx, 0, s.emptyName(l, pfx))
+		if q.claimed {
+			s.setBusy(l.name, false)
+		}
+		return q, leftovers, err
+	}
+	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+	if err != nil || claimed {
+		return queued{rev: rev, claimed: claimed}, nil, err
+	}
+	s.setBusy(l.name, true)
+	if i := indexOfKey(queue, l.key); i >= 0 {
+		return queued{}, queue[i : i+1], nil
+	}
+	if slots, err = s.removeOwnSlots(ctx, slots); err != nil {
+		return queued{}, nil, err
+	}
+	if err := checkLimits(l, h.limit, queue); err != nil {
+		return queued{}, nil, err
+	}
+	order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+	if len(queue) >= h.limit || len(order) == 0 {
+		return s.claimOrQueue(ctx, l, h, pfx, -1, nil)
+	}
+	return s.claimOrQueue(ctx, l, h, pfx, order[0], s.stillFree(l, pfx, rev, order[0]))
+}
+
+// wait returns once l holds a slot: at once if the acquiring transaction
+// claimed one; else it checks the older keys' limits, waits until fewer
+// than its limit are older (waitRank), and claims a free slot
+// (claimSlot).
+func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+	s := l.s
+	if q.claimed {
+		s.holdSlot(l, h, q.slot, fencing.Token(q.rev))
+		return nil
+	}
+	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
+		return err
+	}
+	kept, err := s.removeOwnSlots(ctx, q.slots.Kvs)
+	if err != nil {
+		return err
+	}
+	q.slots.Kvs = kept
+	older, slots, err := s.waitRank(ctx, l, h, pfx, q.older.Kvs, q.slots)
+	if err != nil {
+		return err
+	}
+	slot, tok, err := s.claimSlot(ctx, l, h, pfx, older, slots)
+	if err != nil {
+		return err
+	}
+	s.holdSlot(l, h, slot, tok)
+	return nil
+}
+
+// try is TryAcquire for a semaphore: the probe (probeSemaphore) claims
+// slot 0 of a name without keys; else, unless the name has its limit of
+// contenders or no free slot (a *LockedError naming the oldest holder),
+// one transaction writes l's contender key and the key of the free slot
+// that slotOrder puts first if no key under the name was written since
+// the probe read it (takeSlot).
+func (h *slotHold) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
+	s := l.s
+	for {
+		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+		if err != nil || claimed {
+			return queued{rev: rev, claimed: true}, err
+		}
+		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
+		if err != nil {
+			return queued{}, err
+		}
+		if removed {
+			continue
+		}
+		if err := checkLimits(l, h.limit, queue); err != nil {
+			return queued{}, err
+		}
+		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+		if len(queue) >= h.limit || len(order) == 0 {
+			return queued{}, semaphoreHolder(l.name, queue, slots)
+		}
+		if rev, ok, err := s.takeSlot(ctx, l, h, pfx, rev, order[0]); err != nil || ok {
+			return queued{rev: rev, claimed: true, slot: order[0]}, err
+		}
+	}
+}
+
+// holder is the slot key held and its token; the contender key and its
+// create revision until a slot is held.
+func (h *slotHold) holder(l *Lock) (string, fencing.Token) {
+	if h.key != "" {
+		return h.key, h.token
+	}
+	return l.key, fencing.Token(l.rev)
+}
+
+func (h *slotHold) end(bool) []*watchmux.Watch {
+	w := h.keyWatch
+	h.keyWatch = nil
+	return []*watchmux.Watch{w}
+}
+
+// otherKeys is the slot key held, if any, and those a claim may have
+// written (setClaiming).
+func (h *slotHold) otherKeys() []string {
+	if h.key == "" {
+		return h.claiming
+	}
+	return append([]string{h.key}, h.claiming...)
+}
+
+// deleteOps deletes the slot key held by its create revision, the token,
+// or else the slot keys a claim whose reply was lost may have written by
+// their value, unique to this acquisition (Record.Seq).
+func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
+	if h.key != "" {
+		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
+	}
+	ops := make([]clientv3.Op, len(h.claiming))
+	for i, key := range h.claiming {
+		ops[i] = l.s.deleteIfWritten(key, l.value)
+	}
+	return ops
+}
 
 // checkLimits fails with ErrLimitMismatch if a key in older — keys older
 // than l's under its name — was written with another limit than l's,
@@ -141,54 +234,6 @@ func checkLimits(l *Lock, limit int, older []*mvccpb.KeyValue) error {
 		}
 	}
 	return nil
-}
-
-// behindSemaphore fails with ErrLimitMismatch if pred, the newest key
-// older than a plain lock's or a reader's, is a semaphore's. Together with
-// checkLimits it keeps every name's queue of one kind: a contender that
-// queued behind semaphore holders would otherwise get its token before
-// theirs (a slot's token is written when the slot is claimed, after the
-// holder queued), and a fenced resource would refuse it.
-func behindSemaphore(l *Lock, pred *mvccpb.KeyValue) error {
-	if r, _ := keyspace.Decode(pred.Value); r.Limit > 1 {
-		return fmt.Errorf("%w: %q is held or awaited as a semaphore of limit %d (key %s)", ErrLimitMismatch, l.name, r.Limit, pred.Key)
-	}
-	return nil
-}
-
-// trySemaphore is TryAcquire for a semaphore. When the name has no key,
-// it writes l's contender key and slot 0's in one transaction
-// (probeSemaphore). Otherwise that transaction reads the queue and the slots
-// instead: trySemaphore fails with a *LockedError naming the oldest
-// holder if the name has its limit of contenders or no free slot, and
-// otherwise writes l's contender key and the key of the free slot that
-// slotOrder puts first in one transaction, if no key under the name was
-// written since the read. It returns the slot and the write's revision.
-func (s *Session) trySemaphore(ctx context.Context, l *Lock, pfx string) (slot int, rev int64, err error) {
-	for {
-		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, pfx)
-		if err != nil || claimed {
-			return 0, rev, err
-		}
-		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
-		if err != nil {
-			return 0, 0, err
-		}
-		if removed {
-			continue
-		}
-		limit := l.semaphore().limit
-		if err := checkLimits(l, limit, queue); err != nil {
-			return 0, 0, err
-		}
-		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), limit, queue, slots, 1)
-		if len(queue) >= limit || len(order) == 0 {
-			return 0, 0, semaphoreHolder(l.name, queue, slots)
-		}
-		if rev, ok, err := s.takeSlot(ctx, l, pfx, rev, order[0]); err != nil || ok {
-			return order[0], rev, err
-		}
-	}
 }
 
 // semaphoreHolder is the *LockedError of a full semaphore: its oldest
@@ -222,21 +267,6 @@ func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mv
 	return len(kept) < len(slots), err
 }
 
-// takeSlot writes l's contender key and the key of slot in one
-// transaction, if stillFree holds, and returns the write's revision; ok is false if
-// the transaction did not apply.
-func (s *Session) takeSlot(ctx context.Context, l *Lock, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
-	txn, err := s.client.Txn(ctx).If(s.stillFree(l, pfx, read, slot)...).Then(s.claimOps(l, slot)...).Commit()
-	if err != nil {
-		return 0, false, err
-	}
-	if txn.Succeeded {
-		return txn.Header.Revision, true, nil
-	}
-	l.setClaiming()
-	return 0, false, nil
-}
-
 func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	for i, kv := range kvs {
 		if string(kv.Key) == key {
@@ -246,31 +276,31 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// acquireSlot is the rest of Acquire for a semaphore's contender l, of
-// kind h, whose key is queued (q): unless a slot was claimed with the key
-// already (queueSemaphore), it checks the older keys' limits, waits until
-// fewer than its limit are older, and claims a free slot.
-func (s *Session) acquireSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, q queued) error {
-	if q.claimed {
-		s.holdSlot(l, q.slot, fencing.Token(q.rev))
-		return nil
+// maxBusyNames bounds busyNames: beyond it, a name's acquisitions are
+// sent as if it were free, which costs a round trip when it is not.
+const maxBusyNames = 1024
+
+// busy reports whether the session's last acquisition of the semaphore
+// name found keys under it (setBusy).
+func (s *Session) busy(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.busyNames[name]
+	return ok
+}
+
+// setBusy records whether an acquisition of the semaphore name found keys
+// under it, for the next acquisition's first transaction (slotHold.queue):
+// a guess, never a guarantee; either transaction is correct.
+func (s *Session) setBusy(name string, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !busy:
+		delete(s.busyNames, name)
+	case s.busyNames == nil:
+		s.busyNames = map[string]struct{}{name: {}}
+	case len(s.busyNames) < maxBusyNames:
+		s.busyNames[name] = struct{}{}
 	}
-	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
-		return err
-	}
-	kept, err := s.removeOwnSlots(ctx, q.slots.Kvs)
-	if err != nil {
-		return err
-	}
-	q.slots.Kvs = kept
-	older, slots, err := s.waitRank(ctx, l, pfx, q.older.Kvs, q.slots)
-	if err != nil {
-		return err
-	}
-	slot, tok, err := s.claimSlot(ctx, l, pfx, older, slots)
-	if err != nil {
-		return err
-	}
-	s.holdSlot(l, slot, tok)
-	return nil
 }

@@ -64,7 +64,7 @@ type Session struct {
 	done     chan struct{}
 	claims   map[string]*Lock
 	// busyNames are semaphores' names whose last acquisition on this
-	// session found keys under them (see queueSemaphore).
+	// session found keys under them (see slotHold.queue).
 	busyNames map[string]struct{}
 	seq       uint64 // acquisitions so far (Record.Seq)
 	strays    []stray
@@ -233,7 +233,7 @@ func (s *Session) Close(ctx context.Context) error {
 	// does not make it clean.
 	var markersErr error
 	if !s.abandoned.Load() {
-		if markersErr = s.deleteMarkers(ctx, markerDeletes(held)); markersErr != nil {
+		if markersErr = s.deleteMarkers(ctx, beforeRevoke(held)); markersErr != nil {
 			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(markersErr))
 		}
 	}

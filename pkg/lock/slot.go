@@ -54,14 +54,14 @@ func (s *Session) emptyName(l *Lock, pfx string) []clientv3.Cmp {
 	}
 }
 
-// claimOps returns the writes with which l, a semaphore's contender,
-// claims slot together with its contender key: both keys, under the
-// session's lease, with l's value, at one revision, l's token. It records
-// the slot's key as l's claim first (setClaiming); the caller clears it
-// when the transaction did not claim.
-func (s *Session) claimOps(l *Lock, slot int) []clientv3.Op {
+// claimOps returns the writes with which l, a semaphore's contender of
+// kind h, claims slot together with its contender key: both keys, under
+// the session's lease, with l's value, at one revision, l's token. It
+// records the slot's key as l's claim first (setClaiming); the caller
+// clears it when the transaction did not claim.
+func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
 	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	l.setClaiming(key)
+	h.setClaiming(l, key)
 	return []clientv3.Op{
 		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
 		clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)),
@@ -69,14 +69,13 @@ func (s *Session) claimOps(l *Lock, slot int) []clientv3.Op {
 }
 
 // probeSemaphore sends a semaphore's first transaction when the session
-// does not expect its name to have keys (see queueSemaphore), and
+// does not expect its name to have keys (see slotHold.queue), and
 // TryAcquire's: when the name has no key at all (emptyName), it claims
 // slot 0 and returns claimed and the write's revision; otherwise it
 // writes nothing and returns the name's contender keys, oldest first, and
-// its slot keys, read at revision rev. Its Else only reads, so the
-// request of an uncontended acquisition carries its writes once.
-func (s *Session) probeSemaphore(ctx context.Context, l *Lock, pfx string) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
-	resp, err := s.client.Txn(ctx).If(s.emptyName(l, pfx)...).Then(s.claimOps(l, 0)...).Else(
+// its slot keys, read at revision rev.
+func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold, pfx string) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
+	resp, err := s.client.Txn(ctx).If(s.emptyName(l, pfx)...).Then(s.claimOps(l, h, 0)...).Else(
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
 	).Commit()
@@ -86,61 +85,8 @@ func (s *Session) probeSemaphore(ctx context.Context, l *Lock, pfx string) (rev 
 	if resp.Succeeded {
 		return resp.Header.Revision, true, nil, nil, nil
 	}
-	l.setClaiming()
+	h.setClaiming(l)
 	return resp.Header.Revision, false, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
-}
-
-// queueSemaphore is queue for a semaphore's contender l. Each
-// transaction it sends claims a slot with l's contender key when it can;
-// each but the probe below queues l otherwise, so none is a failed claim.
-//
-// When the session's last acquisition of the name found it with keys
-// (busyNames), it sends one transaction: if the name has no key at all
-// (emptyName), claim slot 0; otherwise queue l as queue does, and read the
-// slot keys too.
-//
-// Otherwise it expects the name to be free and sends probeSemaphore,
-// whose Else only reads. If the name has keys after all, it returns l's
-// own contender key if an earlier acquisition left it (the leftover,
-// which enqueue replaces), deletes the slot keys such an acquisition
-// left, checks the older keys' limits, and sends one more transaction: if
-// fewer than the limit contend and a slot is free, claim it if stillFree
-// holds (the contenders are then still fewer than the limit, so l is
-// eligible); otherwise queue l as above.
-//
-// So an uncontended semaphore costs what a lock does, one round trip, and
-// a request that carries its writes once; a name that is contended at
-// every acquisition costs one round trip before the wait, as before; and
-// the first acquisition that finds keys after the name was free costs one
-// more.
-func (s *Session) queueSemaphore(ctx context.Context, l *Lock, pfx string) (queued, *mvccpb.KeyValue, error) {
-	if s.busy(l.name) {
-		q, leftover, err := s.claimOrQueue(ctx, l, pfx, 0, s.emptyName(l, pfx))
-		if q.claimed {
-			s.setBusy(l.name, false)
-		}
-		return q, leftover, err
-	}
-	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, pfx)
-	if err != nil || claimed {
-		return queued{rev: rev, claimed: claimed}, nil, err
-	}
-	s.setBusy(l.name, true)
-	if i := indexOfKey(queue, l.key); i >= 0 {
-		return queued{}, queue[i], nil
-	}
-	if slots, err = s.removeOwnSlots(ctx, slots); err != nil {
-		return queued{}, nil, err
-	}
-	limit := l.semaphore().limit
-	if err := checkLimits(l, limit, queue); err != nil {
-		return queued{}, nil, err
-	}
-	order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), limit, queue, slots, 1)
-	if len(queue) >= limit || len(order) == 0 {
-		return s.claimOrQueue(ctx, l, pfx, -1, nil)
-	}
-	return s.claimOrQueue(ctx, l, pfx, order[0], s.stillFree(l, pfx, rev, order[0]))
 }
 
 // stillFree returns the comparisons that hold when no contender key under
@@ -154,17 +100,18 @@ func (s *Session) stillFree(l *Lock, pfx string, read int64, slot int) []clientv
 }
 
 // claimOrQueue sends one transaction: If(cmps) Then(claim slot with l's
-// contender key, claimOps) Else(queue l as queue does, and read the slot
-// keys); with slot -1, only the Else. It returns what the transaction
-// did, or the leftover key of this session that stopped it from queueing.
-func (s *Session) claimOrQueue(ctx context.Context, l *Lock, pfx string, slot int, cmps []clientv3.Cmp) (queued, *mvccpb.KeyValue, error) {
-	absent, then, mine := s.queueOps(l, pfx)
+// contender key, claimOps) Else(queue l as Session.queue does, reading
+// every older key, and read the slot keys); with slot -1, only the Else.
+// It returns what the transaction did, or the leftover key of this
+// session that stopped it from queueing.
+func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx string, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
+	absent, then, mine := s.queueOps(l, clientv3.OpGet(pfx, clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
 	txn := s.client.Txn(ctx)
 	if slot < 0 {
 		txn = txn.Then(enqueue)
 	} else {
-		txn = txn.If(cmps...).Then(s.claimOps(l, slot)...).Else(enqueue)
+		txn = txn.If(cmps...).Then(s.claimOps(l, h, slot)...).Else(enqueue)
 	}
 	resp, err := txn.Commit()
 	if err != nil {
@@ -173,44 +120,29 @@ func (s *Session) claimOrQueue(ctx context.Context, l *Lock, pfx string, slot in
 	if slot >= 0 && resp.Succeeded {
 		return queued{rev: resp.Header.Revision, claimed: true, slot: slot}, nil, nil
 	}
-	l.setClaiming()
+	h.setClaiming(l)
 	r := resp.Responses[0].GetResponseTxn()
-	q, leftover := queuedBy(resp.Header.Revision, r)
-	if leftover == nil {
+	q, leftovers := queuedBy(resp.Header.Revision, r)
+	if leftovers == nil {
 		q.slots = r.Responses[2].GetResponseRange()
 		q.slots.Header = resp.Header
 	}
-	return q, leftover, nil
+	return q, leftovers, nil
 }
 
-// maxBusyNames bounds busyNames: beyond it, a name's acquisitions are
-// sent as if it were free, which costs a round trip when it is not.
-const maxBusyNames = 1024
-
-// busy reports whether the session's last acquisition of the semaphore
-// name found keys under it (setBusy).
-func (s *Session) busy(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.busyNames[name]
-	return ok
-}
-
-// setBusy records whether an acquisition of the semaphore name found keys
-// under it: the next acquisition chooses its first transaction by it
-// (queueSemaphore). It is a guess, never a guarantee: either transaction
-// is correct whatever the name holds.
-func (s *Session) setBusy(name string, busy bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case !busy:
-		delete(s.busyNames, name)
-	case s.busyNames == nil:
-		s.busyNames = map[string]struct{}{name: {}}
-	case len(s.busyNames) < maxBusyNames:
-		s.busyNames[name] = struct{}{}
+// takeSlot writes l's contender key and the key of slot in one
+// transaction, if stillFree holds since revision read, and returns the
+// write's revision; ok is false if the transaction did not apply.
+func (s *Session) takeSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
+	txn, err := s.client.Txn(ctx).If(s.stillFree(l, pfx, read, slot)...).Then(s.claimOps(l, h, slot)...).Commit()
+	if err != nil {
+		return 0, false, err
 	}
+	if txn.Succeeded {
+		return txn.Header.Revision, true, nil
+	}
+	h.setClaiming(l)
+	return 0, false, nil
 }
 
 // setClaiming records keys, before a claim that may write one of them is
@@ -218,54 +150,10 @@ func (s *Session) setBusy(name string, busy bool) {
 // the reply came and l claimed none). The clean-up of an acquisition whose
 // claim's reply is lost deletes them by the value l wrote
 // (removeUnconfirmed, deleteKeys), which no other write has.
-func (l *Lock) setClaiming(keys ...string) {
+func (h *slotHold) setClaiming(l *Lock, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.semaphore().claiming = keys
-}
-
-// slotHold is the kind of a semaphore's contender (WithLimit): its limit,
-// then its slot. key is "" until a slot is held; then token, the slot
-// key's create revision, is the lock's token (Lock.rev stays the
-// contender key's). claiming lists the slot keys that a claim whose reply
-// has not come may have written (see setClaiming). Guarded by Lock.mu,
-// but for limit, which never changes.
-type slotHold struct {
-	limit    int
-	n        int
-	key      string
-	token    fencing.Token
-	claiming []string
-	watch    *watchmux.Watch
-}
-
-func (h *slotHold) end(bool) []*watchmux.Watch {
-	w := h.watch
-	h.watch = nil
-	return []*watchmux.Watch{w}
-}
-
-// otherKeys is the slot key held, if any, and those a claim may have
-// written (setClaiming).
-func (h *slotHold) otherKeys() []string {
-	if h.key == "" {
-		return h.claiming
-	}
-	return append([]string{h.key}, h.claiming...)
-}
-
-// deleteOps deletes the slot key held by its create revision, the token,
-// or else the slot keys a claim whose reply was lost may have written by
-// their value, unique to this acquisition (Record.Seq).
-func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
-	if h.key != "" {
-		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
-	}
-	ops := make([]clientv3.Op, len(h.claiming))
-	for i, key := range h.claiming {
-		ops[i] = l.s.deleteIfWritten(key, l.value)
-	}
-	return ops
+	h.claiming = keys
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -283,10 +171,10 @@ const maxSlotTries = 8
 // its slot until its lease goes), it waits for a slot key's deletion and
 // reads again. It returns the slot and its key's create revision, l's
 // token.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
 	keys := keyspace.Of(s.cfg.prefix, l.name)
 	for {
-		order := slotOrder(keys, l.semaphore().limit, older, slots.Kvs, maxSlotTries)
+		order := slotOrder(keys, h.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
 			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
@@ -305,7 +193,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
 				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.lease))}, []clientv3.Op{try})
 		}
-		l.setClaiming(claims...)
+		h.setClaiming(l, claims...)
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(try).
@@ -314,7 +202,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 			return 0, 0, err
 		}
 		if !resp.Succeeded { // l's contender key is gone: nothing was written
-			l.setClaiming()
+			h.setClaiming(l)
 			return 0, 0, ErrKeyDeleted
 		}
 		r := resp.Responses[0].GetResponseTxn()
@@ -326,7 +214,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, pfx string, older []*m
 				r = r.Responses[0].GetResponseTxn()
 			}
 		}
-		l.setClaiming()
+		h.setClaiming(l)
 		slots = r.Responses[0].GetResponseRange()
 		slots.Header = resp.Header
 	}
@@ -381,19 +269,18 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64
 	})
 }
 
-// holdSlot records that l holds slot, whose key it created at revision
-// tok, and watches that key: its deletion by anyone else loses the lock,
-// as the contender key's does.
-func (s *Session) holdSlot(l *Lock, slot int, tok fencing.Token) {
+// holdSlot records that l, of kind h, holds slot, whose key it created
+// at revision tok, and watches that key: its deletion by anyone else
+// loses the lock, as the contender key's does.
+func (s *Session) holdSlot(l *Lock, h *slotHold, slot int, tok fencing.Token) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.semaphore()
 	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return
 	}
-	h.watch = s.mux.WatchHeld(h.key, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
+	h.keyWatch = s.mux.WatchHeld(h.key, int64(tok)+1, int64(tok), ownWatchDelay, l.keyGone)
 }

@@ -2,35 +2,26 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// waitTurn waits until no key under pfx that l must wait for is older than
-// l's key: any key for a writer, a writer's key for a reader (WithShared).
-// pred, if set, is the newest such key as of the acquiring write;
-// otherwise the wait starts with a read.
-//
-// Each predecessor is watched from the revision etcd creates the watch at
-// (see watchmux.Mux.WatchFromNow), then read again: if it is still there, the
-// watch will see it go. Every read checks, in one linearizable request,
-// that l's key still exists and which older key is the newest.
-//
-// The reads are linearizable, not serializable, although a serializable
-// read would be safe here (older keys only ever disappear) and faster
-// under write load: etcd can panic serving a serializable read on a member
-// that is stopping (etcd-io/etcd#17223), which this project's fault suite
-// hit with embedded members.
-//
-// own is l's key under pfx: l.key, or for AcquireAll the key of one of
-// its names.
-func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) error {
-	t := &turnWait{s: s, l: l, own: own, pfx: pfx}
+// waitTurn waits until no key that l must wait for is older than l's:
+// pred, if set, is the newest such key as of the acquiring write (else the
+// wait starts with a read), and read reads which is the newest now ("" for
+// none), checking that l's key still exists (olderKey, or a reader's
+// olderWriter). It watches each predecessor, then reads again: see
+// "Acquire and the watch path" in DESIGN.md.
+func (s *Session) waitTurn(ctx context.Context, l *Lock, pred string, read func(context.Context) (string, error)) error {
+	t := &turnWait{s: s, l: l}
 	defer func() { s.mux.Remove(t.w) }()
 	st := turnBehind
 	if pred == "" {
@@ -40,7 +31,11 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, own, pfx, pred string) 
 		var err error
 		switch st {
 		case turnUnknown:
-			st, pred, err = t.read(ctx)
+			if pred, err = read(ctx); pred == "" {
+				st = turnMine
+			} else {
+				st = turnBehind
+			}
 		case turnMine:
 			return nil
 		case turnBehind:
@@ -68,44 +63,36 @@ const (
 
 // turnWait is one waiter's wait for its turn (waitTurn).
 type turnWait struct {
-	s        *Session
-	l        *Lock
-	own, pfx string
+	s *Session
+	l *Lock
 
 	w        *watchmux.Watch
 	watching string     // the key w watches, "" if none
 	gone     chan error // receives w's firing: nil, or why etcd refused the watch
 }
 
-// read reads l's turn, in one linearizable request that also checks that
-// own still exists: turnMine, or turnBehind and the predecessor.
-func (t *turnWait) read(ctx context.Context) (turn, string, error) {
-	l := t.l
-	if l.Shared() {
-		p, err := t.s.olderWriter(ctx, l, t.pfx)
-		if err != nil || p == "" {
-			return turnMine, "", err
-		}
-		return turnBehind, p, nil
-	}
-	resp, err := t.s.waitRead(ctx, l,
-		clientv3.OpGet(t.own),
-		clientv3.OpGet(t.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...),
+// olderKey reads, in one linearizable request (waitRead) that also checks
+// that own, l's key under pfx, still exists, the newest key under pfx
+// older than l's: its predecessor, "" if there is none.
+func (s *Session) olderKey(ctx context.Context, l *Lock, own, pfx string) (string, error) {
+	resp, err := s.waitRead(ctx, l,
+		clientv3.OpGet(own),
+		clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...),
 	)
 	if err != nil {
-		return turnUnknown, "", err
+		return "", err
 	}
 	if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != l.rev {
-		return turnUnknown, "", ErrKeyDeleted
+		return "", ErrKeyDeleted
 	}
 	preds := resp.Responses[1].GetResponseRange().Kvs
 	if len(preds) == 0 {
-		return turnMine, "", nil
+		return "", nil
 	}
 	if err := behindSemaphore(l, preds[0]); err != nil {
-		return turnUnknown, "", err
+		return "", err
 	}
-	return turnBehind, string(preds[0].Key), nil
+	return string(preds[0].Key), nil
 }
 
 // watch replaces the watch with one of pred, from the revision etcd
@@ -156,4 +143,58 @@ func refused(err error) error {
 		return fmt.Errorf("%w: %w", ErrWatchRefused, err)
 	}
 	return nil
+}
+
+// readTryTimeout bounds one try of a read that is retried (a waiter's,
+// Follow's): a member that accepts the connection but does not answer
+// (frozen, cut off from its leader) would otherwise hold the read for as
+// long as it stays so.
+const readTryTimeout = 5 * time.Second
+
+// waitRead runs a waiter's read-only transaction of ops, for l. A read
+// changes nothing, so it is safe to repeat whatever became of an earlier
+// try: while etcd is unreachable, has no leader or sheds load (gRPC codes
+// Unavailable — a broken connection, "leader changed", "request timed
+// out" — and ResourceExhausted, "too many requests"), or does not answer a
+// try within readTryTimeout, it is retried with jittered backoff up to
+// 1 s until it succeeds, ctx ends or l ends.
+// clientv3 retries a Get so, but never a Txn, and without this a
+// connection that breaks under a waiter would end its Acquire with an
+// error. ctx should be bound to l (Lock.bind), so that a try waiting for a
+// connection ends with the session.
+func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	// Jittered, so that the waiters an election interrupted do not retry
+	// in step.
+	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
+	for {
+		// One try gets readTryTimeout; the next goes to the client's
+		// next endpoint.
+		tctx, cancel := context.WithTimeout(ctx, readTryTimeout)
+		resp, err := s.client.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryableRead(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return resp, err
+		}
+		d := retry.Next()
+		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", d), zap.Error(err))
+		if err := l.pause(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// pause waits d on the real clock (it paces requests to etcd) for an
+// acquisition of l running on ctx. It returns early with l's cause once l
+// has ended, or with ctx.Err() once ctx has.
+func (l *Lock) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-l.ctx.Done():
+		return context.Cause(l.ctx)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
