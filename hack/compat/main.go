@@ -18,7 +18,9 @@
 //
 // The tests (the table in suite.go) find the cluster through
 // etcdtest.EndpointsEnv; those that need an etcd of their own skip
-// themselves. -short is CI's subset.
+// themselves. A test that fails runs once more, alone (the machine is
+// shared and its load comes and goes): one that passes then is listed
+// with its first failure. -short is CI's subset.
 package main
 
 import (
@@ -176,7 +178,7 @@ func runServer(ctx context.Context, s server, path string, pre []string, gs []gr
 		pending++
 		go func() {
 			sem <- struct{}{}
-			vr.groups[i] = runGroup(ctx, g, short, bins, c.endpoints, parallel, verbose)
+			vr.groups[i] = runGroup(ctx, g, g.pattern(short), short, bins, c.endpoints, parallel, verbose)
 			<-sem
 			done <- struct{}{}
 		}()
@@ -186,8 +188,11 @@ func runServer(ctx context.Context, s server, path string, pre []string, gs []gr
 	}
 	for i, g := range gs {
 		if g.alone {
-			vr.groups[i] = runGroup(ctx, g, short, bins, c.endpoints, parallel, verbose)
+			vr.groups[i] = runGroup(ctx, g, g.pattern(short), short, bins, c.endpoints, parallel, verbose)
 		}
+	}
+	for i := range vr.groups {
+		vr.groups[i] = retryFailed(ctx, vr.groups[i], short, bins, c.endpoints, verbose)
 	}
 	if err := c.exitedEarly(); err != nil {
 		return vr, err
@@ -229,6 +234,14 @@ func printServer(w io.Writer, vr versionResult) bool {
 		}
 	}
 	for _, r := range vr.groups {
+		for _, t := range r.retried() {
+			fmt.Fprintf(w, "passed on a second try: %s.%s, after:\n", r.g.importPath(), t.name)
+			for _, line := range t.firstFailure {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
+	}
+	for _, r := range vr.groups {
 		for _, t := range r.tests {
 			if t.action == "fail" {
 				fmt.Fprintf(w, "--- FAIL: %s %s (etcd %s)\n%s\n", r.g.importPath(), t.name, vr.version, strings.Join(t.output, "\n"))
@@ -249,17 +262,18 @@ func printSummary(w io.Writer, results []versionResult, short bool, took time.Du
 	}
 	fmt.Fprintf(w, "\ncompat (%s) in %v:\n", mode, took.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "etcd\tserver\tpassed\tskipped\tfailed\ttime")
+	fmt.Fprintln(tw, "etcd\tserver\tpassed\t(on a second try)\tskipped\tfailed\ttime")
 	var total [3]int // passed, failed, skipped
 	for _, vr := range results {
-		var pass, skip, fail int
+		var pass, retried, skip, fail int
 		for _, r := range vr.groups {
 			pass, skip, fail = pass+r.count("pass"), skip+r.count("skip"), fail+r.count("fail")
+			retried += len(r.retried())
 			if r.err != nil {
 				fail++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\n", vr.version, vr.s.from, pass, skip, fail, vr.elapsed.Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%v\n", vr.version, vr.s.from, pass, retried, skip, fail, vr.elapsed.Round(time.Second))
 		total[0], total[1], total[2] = total[0]+pass, total[1]+fail, total[2]+skip
 	}
 	tw.Flush()

@@ -47,3 +47,16 @@ func TestParseEvents(t *testing.T) {
 		t.Errorf("tail = %q", tail)
 	}
 }
+
+// messages keeps a failure's own lines, not its loggers' nor test2json's.
+func TestMessages(t *testing.T) {
+	got := messages([]string{
+		"=== RUN   TestX",
+		"    logger.go:146: 2026-12-07T05:48:41.209Z	DEBUG	w0	session started",
+		"    x_test.go:12: got 1, want 2",
+		"--- FAIL: TestX (1.00s)",
+	})
+	if !slices.Equal(got, []string{"x_test.go:12: got 1, want 2"}) {
+		t.Errorf("messages = %q", got)
+	}
+}
