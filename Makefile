@@ -27,12 +27,12 @@ test:
 	hack/test.sh $(PKGS)
 
 ## compat: the tests that lean on etcd's server behaviour, against each
-## etcd release supported, one after another, each a 3-member cluster of
-## separate processes: 3.4 (Debian's etcd-server package), 3.5 and 3.6
-## (built from hack/etcdserver/v3.5 and v3.6), 3.7 (this module's,
-## embedded); a table per release of tests passed, skipped with the
-## reason, failed, and the time (README: Supported etcd releases).
-## COMPAT_FLAGS=-short runs CI's subset; -servers 3.5,3.6 some releases;
+## etcd release supported, each a 3-member cluster of separate processes:
+## 3.4 (Debian's etcd-server package), 3.5 and 3.6 (built from
+## hack/etcdserver/v3.5 and v3.6), 3.7 (this module's, embedded); a table
+## per release of tests passed, skipped with the reason, failed, and the
+## time (README: etcd releases). COMPAT_FLAGS=-short runs CI's subset;
+## -jobs 2 tests two releases at once; -servers 3.5,3.6 some releases;
 ## -list prints what would run.
 COMPAT_FLAGS ?=
 compat:

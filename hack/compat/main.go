@@ -3,10 +3,11 @@
 // Command compat is `make compat`: the tests that lean on etcd's server
 // behaviour, run against every etcd release etcdlock supports, each a
 // 3-member cluster of separate processes on free loopback ports, one
-// release after another. It ends with a table per release: tests passed,
+// release after another (-jobs: more at once, each on its own cluster).
+// It ends with a table per release: tests passed,
 // skipped (with each reason) and failed, and the time taken.
 //
-//	go run ./hack/compat [-short] [-servers 3.4,3.5] [-v]
+//	go run ./hack/compat [-short] [-servers 3.4,3.5] [-jobs 2] [-v]
 //	go run ./hack/compat -list
 //
 // The servers (the table in servers.go): 3.4 from Debian's etcd-server
@@ -25,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +34,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -50,8 +53,9 @@ func main() {
 	list := flag.Bool("list", false, "print the releases and the tests, and exit")
 	verbose := flag.Bool("v", false, "print the tests' output as they run")
 	parallel := flag.Int("parallel", 4, "tests run at once in each test binary (go test -parallel)")
+	jobs := flag.Int("jobs", 1, "releases tested at once, each on a cluster of its own")
 	flag.Parse()
-	if flag.NArg() != 0 {
+	if flag.NArg() != 0 || *jobs < 1 {
 		flag.Usage()
 		os.Exit(64)
 	}
@@ -70,7 +74,7 @@ func main() {
 	if *verbose {
 		out = os.Stdout
 	}
-	ok, err := run(ctx, srvs, *short, *parallel, out)
+	ok, err := run(ctx, srvs, *short, *jobs, *parallel, out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compat:", err)
 		os.Exit(1)
@@ -104,9 +108,9 @@ type versionResult struct {
 	elapsed time.Duration
 }
 
-// run tests each server in turn and prints the results; ok is false if
-// a test failed.
-func run(ctx context.Context, srvs []server, short bool, parallel int, verbose io.Writer) (ok bool, err error) {
+// run tests the servers, jobs at a time, each with a cluster of its own,
+// and prints each one's results as it ends; ok is false if a test failed.
+func run(ctx context.Context, srvs []server, short bool, jobs, parallel int, verbose io.Writer) (ok bool, err error) {
 	start := time.Now()
 	bins, err := os.MkdirTemp("", "etcdlock-compat-")
 	if err != nil {
@@ -129,14 +133,31 @@ func run(ctx context.Context, srvs []server, short bool, parallel int, verbose i
 	}
 	fmt.Printf("test binaries built in %v\n", time.Since(t0).Round(100*time.Millisecond))
 	ok = true
-	var results []versionResult
+	results := make([]versionResult, len(srvs))
+	errs := make([]error, len(srvs))
+	var (
+		mu  sync.Mutex // the report
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, jobs)
+	)
 	for i, s := range srvs {
-		vr, err := runServer(ctx, s, paths[i], pre[i], gs, short, bins, parallel, verbose)
-		if err != nil {
-			return false, fmt.Errorf("etcd %s: %w", s.version, err)
-		}
-		results = append(results, vr)
-		ok = printServer(os.Stdout, vr) && ok
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			vr, err := runServer(ctx, s, paths[i], pre[i], gs, short, bins, parallel, verbose)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = fmt.Errorf("etcd %s: %w", s.version, err)
+				return
+			}
+			results[i] = vr
+			ok = printServer(os.Stdout, vr) && ok
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return false, err
 	}
 	printSummary(os.Stdout, results, short, time.Since(start))
 	return ok, nil
