@@ -104,6 +104,7 @@ func selectServers(only string) ([]server, error) {
 type versionResult struct {
 	s       server
 	version string // as the members reported it
+	members int
 	groups  []groupResult
 	elapsed time.Duration
 }
@@ -184,11 +185,11 @@ func runServer(ctx context.Context, s server, path string, pre []string, gs []gr
 		return versionResult{}, err
 	}
 	defer c.stop()
-	fmt.Printf("\n== etcd %s, 3 members: %s\n", c.version, strings.Join(c.endpoints, ","))
+	fmt.Printf("etcd %s: 3 members serving at %s\n", c.version, strings.Join(c.endpoints, ","))
 	if !strings.HasPrefix(c.version, s.version+".") {
 		return versionResult{}, fmt.Errorf("the members report version %s", c.version)
 	}
-	vr := versionResult{s: s, version: c.version, groups: make([]groupResult, len(gs))}
+	vr := versionResult{s: s, version: c.version, members: len(c.endpoints), groups: make([]groupResult, len(gs))}
 	sem := make(chan struct{}, 2)
 	done := make(chan struct{})
 	pending := 0
@@ -226,6 +227,7 @@ func runServer(ctx context.Context, s server, path string, pre []string, gs []gr
 // by reason, and every failure's output; it returns false on a failure.
 func printServer(w io.Writer, vr versionResult) bool {
 	ok := true
+	fmt.Fprintf(w, "\n== etcd %s, %d members (%s)\n", vr.version, vr.members, vr.s.from)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, r := range vr.groups {
 		status := "ok"
