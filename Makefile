@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo first-hour lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
+.PHONY: all build test compat demo first-hour lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
 
 all: lint build test
 
@@ -25,6 +25,18 @@ build:
 ## throwaway PostgreSQL (started and stopped by hack/test.sh).
 test:
 	hack/test.sh $(PKGS)
+
+## compat: the tests that lean on etcd's server behaviour, against each
+## etcd release supported, each a 3-member cluster of separate processes:
+## 3.4 (Debian's etcd-server package), 3.5 and 3.6 (built from
+## hack/etcdserver/v3.5 and v3.6), 3.7 (this module's, embedded); a table
+## per release of tests passed, skipped with the reason, failed, and the
+## time (README: etcd releases). COMPAT_FLAGS=-short runs CI's subset;
+## -jobs 2 tests two releases at once; -servers 3.5,3.6 some releases;
+## -list prints what would run.
+COMPAT_FLAGS ?=
+compat:
+	$(GO) run ./hack/compat $(COMPAT_FLAGS)
 
 ## demo: the worker-a / worker-b story against an embedded etcd.
 demo:
@@ -83,7 +95,7 @@ release:
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 tidy-check:
-	@for m in $$(hack/modules.sh); do ( cd $$m; \
+	@for m in $$(hack/modules.sh) $$(hack/modules.sh tools); do ( cd $$m; \
 	  cp go.mod .go.mod.bak; cp go.sum .go.sum.bak; $(GO) mod tidy; \
 	  if ! cmp -s go.mod .go.mod.bak || ! cmp -s go.sum .go.sum.bak; then \
 	    echo "$$m: go.mod/go.sum are not tidy: run go mod tidy there"; diff .go.mod.bak go.mod; \

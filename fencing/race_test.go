@@ -399,20 +399,20 @@ func (s *sqlTarget) journal(ctx context.Context) ([]entry, error) {
 // owner's key is gone.
 type etcdTarget struct {
 	cli    *clientv3.Client
+	pfx    string // the test's keys: the etcd may be shared (etcdtest.Endpoints)
 	mu     sync.Mutex
 	owners map[fencing.Token]string // token -> owner key
 	last   string
 }
 
 func newEtcdTarget(t *testing.T) target {
-	c := etcdtest.Cluster(t)
-	return &etcdTarget{cli: etcdtest.Client(t, c.Endpoints()...), owners: map[fencing.Token]string{}}
+	return &etcdTarget{cli: etcdtest.Client(t, etcdtest.Endpoints(t)...), pfx: "/race/" + t.Name() + "/", owners: map[fencing.Token]string{}}
 }
 
 func (e *etcdTarget) issue(ctx context.Context) (fencing.Token, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	key := fmt.Sprintf("/race/lock/%d", len(e.owners))
+	key := fmt.Sprintf("%slock/%d", e.pfx, len(e.owners))
 	ops := []clientv3.Op{clientv3.OpPut(key, "")}
 	if e.last != "" {
 		ops = append(ops, clientv3.OpDelete(e.last))
@@ -431,12 +431,13 @@ func (e *etcdTarget) write(ctx context.Context, id int, tok fencing.Token, _ boo
 	key := e.owners[tok]
 	e.mu.Unlock()
 	// One transaction: there is no "after the write" for the guard to see.
-	_, err := etcdfence.Commit(ctx, e.cli, key, tok, clientv3.OpPut(fmt.Sprintf("/race/data/%d", id), tok.String()))
+	_, err := etcdfence.Commit(ctx, e.cli, key, tok, clientv3.OpPut(fmt.Sprintf("%sdata/%d", e.pfx, id), tok.String()))
 	return classify(err)
 }
 
 func (e *etcdTarget) journal(ctx context.Context) ([]entry, error) {
-	resp, err := e.cli.Get(ctx, "/race/data/", clientv3.WithPrefix())
+	data := e.pfx + "data/"
+	resp, err := e.cli.Get(ctx, data, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +446,7 @@ func (e *etcdTarget) journal(ctx context.Context) ([]entry, error) {
 	for _, kv := range kvs {
 		var e entry
 		var err error
-		if e.id, err = strconv.Atoi(string(kv.Key[len("/race/data/"):])); err != nil {
+		if e.id, err = strconv.Atoi(string(kv.Key[len(data):])); err != nil {
 			return nil, err
 		}
 		if e.tok, err = fencing.ParseToken(string(kv.Value)); err != nil {

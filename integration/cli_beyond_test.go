@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -135,6 +136,10 @@ func TestCLIRunSeveralNames(t *testing.T) {
 	}
 }
 
+// waitsOutDelay is what a run logs at --log-level info when it waits out
+// a lock-delay.
+const waitsOutDelay = "waiting out the lock-delay"
+
 // TestCLILockDelay: a run killed with SIGKILL makes the next run wait the
 // lock-delay after its lease expired; a run that exits does not.
 func TestCLILockDelay(t *testing.T) {
@@ -142,16 +147,18 @@ func TestCLILockDelay(t *testing.T) {
 	const delay = 3 * time.Second
 	ep, dir := shared.Endpoints()[0], t.TempDir()
 	cl := etcdtest.Client(t, ep)
-	// Clean: the first run exits, the next starts at once.
+	// Clean: the first run exits, the next does not wait out the
+	// lock-delay (it says so at --log-level info, as the unclean case
+	// below checks).
 	if r := cli(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true"); r.code != 0 {
 		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
 	}
-	start := time.Now()
-	if r := cli(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true"); r.code != 0 {
+	r := cli(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--log-level", "info", "--", "true")
+	if r.code != 0 {
 		t.Fatalf("second run: exit %d: %s", r.code, r.stderr)
 	}
-	if took := time.Since(start); took > delay/2 {
-		t.Errorf("a run after a clean one took %v (lock-delay %v)", took, delay)
+	if strings.Contains(r.stderr, waitsOutDelay) {
+		t.Errorf("a run after a clean one waited out the lock-delay:\n%s", r.stderr)
 	}
 	// Unclean: kill -9 the holder; its lease expires after the TTL.
 	holder := holdingRun(t, ep, dir, "h", "job", "--lock-delay", delay.String(), "--ttl", "2s")
@@ -165,7 +172,9 @@ func TestCLILockDelay(t *testing.T) {
 	if err := holder.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	next := cliCommand(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--", "true")
+	next := cliCommand(t, ep, nil, "run", "job", "--lock-delay", delay.String(), "--log-level", "info", "--", "true")
+	var nextErr bytes.Buffer
+	next.Stderr = &nextErr
 	if err := next.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +188,9 @@ func TestCLILockDelay(t *testing.T) {
 	}
 	if took := time.Since(deleted); took < delay-100*time.Millisecond {
 		t.Errorf("the next run ended %v after the killed holder's key went, want at least the lock-delay %v", took, delay)
+	}
+	if !strings.Contains(nextErr.String(), waitsOutDelay) {
+		t.Errorf("the run after a killed one did not say it waits out the lock-delay:\n%s", nextErr.String())
 	}
 	if r := cli(t, ep, nil, "run", "job", "--lock-delay", "1s", "--limit", "2", "--", "true"); r.code != 64 {
 		t.Errorf("--lock-delay with --limit: exit %d, want 64", r.code)

@@ -66,7 +66,7 @@ import (
 // shared is one single-member etcd for the scenarios that do not stop or
 // restart servers; each test uses its own key prefix. TestMain starts and
 // closes it.
-var shared *embedded.Cluster
+var shared *etcdtest.Shared
 
 // chaosCluster starts the 3-member cluster the fault runs use: fast raft
 // settings so that elections and lease expiry happen within seconds.
@@ -90,7 +90,7 @@ func prefixOf(t *testing.T) string {
 
 // proxied returns a client that reaches the first endpoint through a proxy
 // the test controls.
-func proxied(t *testing.T, c *embedded.Cluster) (*clientv3.Client, proxy.Server) {
+func proxied(t *testing.T, c *etcdtest.Shared) (*clientv3.Client, proxy.Server) {
 	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
 	return etcdtest.Client(t, url), p
 }

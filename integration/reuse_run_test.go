@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 
-	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -81,7 +80,7 @@ func kindOf(name string) int {
 const reuseLimit = 2
 
 type reuseConfig struct {
-	cluster  *embedded.Cluster
+	cluster  *etcdtest.Shared
 	seed     uint64
 	duration time.Duration
 	workers  int // lock workers; the last two reach etcd through proxies

@@ -23,9 +23,9 @@ func TestCeilingRefusesUnissuedTokens(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := etcdtest.Cluster(t)
-	cli := etcdtest.Client(t, c.Endpoints()...)
-	s, err := lock.NewSession(ctx, cli)
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	cli := etcdtest.Client(t, eps...)
+	s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,7 @@ func TestCeilingRefusesUnissuedTokens(t *testing.T) {
 // 503) instead of waiting for a connection for as long as ctx allows.
 func TestCeilingFailsWhenEtcdIsUnreachable(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.Cluster(t)
-	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	p, url := etcdtest.Proxy(t, etcdtest.Endpoints(t)[0])
 	cli := etcdtest.Client(t, url)
 	if _, err := etcdfence.Ceiling(cli)(context.Background()); err != nil {
 		t.Fatal(err)

@@ -19,13 +19,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// prefix is t's own key prefix: the tests may share an etcd
+// (etcdtest.Endpoints).
+func prefix(t *testing.T) string { return "/etcdfence-test/" + t.Name() + "/" }
+
 func TestStaleOwnerWriteNeverCommits(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := etcdtest.Cluster(t)
-	cli := etcdtest.Client(t, c.Endpoints()...)
-	a, err := lock.NewSession(ctx, cli)
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	cli := etcdtest.Client(t, eps...)
+	a, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +38,14 @@ func TestStaleOwnerWriteNeverCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut("/data", "a1")); err != nil {
+	if _, err := etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut(pfx+"data", "a1")); err != nil {
 		t.Fatalf("owner's write: %v", err)
 	}
 	// a's lease expires (revoked here); b takes over.
 	if _, err := cli.Revoke(ctx, a.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	b, err := lock.NewSession(ctx, cli)
+	b, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,15 +54,15 @@ func TestStaleOwnerWriteNeverCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut("/data", "a2-stale"))
+	_, err = etcdfence.Commit(ctx, cli, la.Key(), la.Token(), clientv3.OpPut(pfx+"data", "a2-stale"))
 	var stale *fencing.StaleTokenError
 	if !errors.As(err, &stale) || stale.Presented != la.Token() || stale.Current != lb.Token() {
 		t.Fatalf("stale write = %v, want StaleTokenError current=%v", err, lb.Token())
 	}
-	if _, err := etcdfence.Commit(ctx, cli, lb.Key(), lb.Token(), clientv3.OpPut("/data", "b1")); err != nil {
+	if _, err := etcdfence.Commit(ctx, cli, lb.Key(), lb.Token(), clientv3.OpPut(pfx+"data", "b1")); err != nil {
 		t.Fatalf("new owner's write: %v", err)
 	}
-	got, err := cli.Get(ctx, "/data")
+	got, err := cli.Get(ctx, pfx+"data")
 	if err != nil || string(got.Kvs[0].Value) != "b1" {
 		t.Fatalf("/data = %v %v, want b1", got, err)
 	}
@@ -75,8 +79,8 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := etcdtest.Cluster(t)
-	cli := etcdtest.Client(t, c.Endpoints()...)
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	cli := etcdtest.Client(t, eps...)
 	const owners, rounds, writes = 4, 5, 5
 	var (
 		mu                                      sync.Mutex
@@ -85,7 +89,7 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 		wg                                      sync.WaitGroup
 	)
 	for range owners {
-		s, err := lock.NewSession(ctx, cli)
+		s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +104,7 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 					return
 				}
 				for range writes {
-					if _, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", l.Token().String())); err != nil {
+					if _, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut(pfx+"data", l.Token().String())); err != nil {
 						t.Errorf("owner's write rejected: %v", err)
 					}
 				}
@@ -112,7 +116,7 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 					return
 				}
 				for range writes { // late writes, racing the next owner's
-					_, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", "stale"))
+					_, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), clientv3.OpPut(pfx+"data", "stale"))
 					mu.Lock()
 					attempted++
 					switch {
@@ -133,7 +137,7 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 	if staleAccepted != 0 {
 		t.Errorf("%d stale writes accepted", staleAccepted)
 	}
-	got, err := cli.Get(ctx, "/data")
+	got, err := cli.Get(ctx, pfx+"data")
 	if err != nil || string(got.Kvs[0].Value) != last.String() {
 		t.Errorf("/data = %v %v, want last owner's token %v", got.Kvs, err, last)
 	}
@@ -143,8 +147,8 @@ func TestConcurrentOwnersAndStaleWriters(t *testing.T) {
 func TestCommitRejectsBadArguments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := etcdtest.Cluster(t)
-	cli := etcdtest.Client(t, c.Endpoints()...)
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	cli := etcdtest.Client(t, eps...)
 	for _, tc := range []struct {
 		name  string
 		cli   *clientv3.Client
@@ -157,13 +161,13 @@ func TestCommitRejectsBadArguments(t *testing.T) {
 		{"zero token", cli, "/etcdlock/a/1", 0, fencing.ErrInvalidToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := etcdfence.Commit(ctx, tc.cli, tc.key, tc.token, clientv3.OpPut("/data", "x"))
+			resp, err := etcdfence.Commit(ctx, tc.cli, tc.key, tc.token, clientv3.OpPut(pfx+"data", "x"))
 			if !errors.Is(err, tc.want) || resp != nil {
 				t.Fatalf("Commit = %v, %v; want an error wrapping %v", resp, err, tc.want)
 			}
 		})
 	}
-	if resp, _ := cli.Get(ctx, "/data"); len(resp.Kvs) != 0 {
+	if resp, _ := cli.Get(ctx, pfx+"data"); len(resp.Kvs) != 0 {
 		t.Fatalf("a rejected Commit wrote /data")
 	}
 }
@@ -173,10 +177,10 @@ func TestCommitRejectsBadArguments(t *testing.T) {
 func TestCommitErrorSaysWhetherEtcdAnswered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := etcdtest.Cluster(t)
-	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	p, url := etcdtest.Proxy(t, eps[0])
 	cli := etcdtest.Client(t, url)
-	s, err := lock.NewSession(ctx, cli)
+	s, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +191,7 @@ func TestCommitErrorSaysWhetherEtcdAnswered(t *testing.T) {
 	}
 	many := make([]clientv3.Op, 129) // above etcd's default --max-txn-ops
 	for i := range many {
-		many[i] = clientv3.OpPut(fmt.Sprintf("/data/%d", i), "x")
+		many[i] = clientv3.OpPut(fmt.Sprintf("%sdata/%d", pfx, i), "x")
 	}
 	if _, err := etcdfence.Commit(ctx, cli, l.Key(), l.Token(), many...); err == nil || errors.Is(err, etcdfence.ErrOutcomeUnknown) {
 		t.Errorf("a transaction etcd refused: %v, want etcd's refusal, not ErrOutcomeUnknown", err)
@@ -197,7 +201,7 @@ func TestCommitErrorSaysWhetherEtcdAnswered(t *testing.T) {
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	_, err = etcdfence.Commit(cctx, cli, l.Key(), l.Token(), clientv3.OpPut("/data", "x"))
+	_, err = etcdfence.Commit(cctx, cli, l.Key(), l.Token(), clientv3.OpPut(pfx+"data", "x"))
 	if !errors.Is(err, etcdfence.ErrOutcomeUnknown) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a transaction cut off from etcd: %v, want ErrOutcomeUnknown and the context's error", err)
 	}
@@ -210,11 +214,11 @@ func TestStaleHolderAfterHealedPartition(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := etcdtest.Cluster(t)
-	cli := etcdtest.Client(t, c.Endpoints()...)
-	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	eps, pfx := etcdtest.Endpoints(t), prefix(t)
+	cli := etcdtest.Client(t, eps...)
+	p, url := etcdtest.Proxy(t, eps[0])
 	aCli := etcdtest.Client(t, url)
-	a, err := lock.NewSession(ctx, aCli)
+	a, err := lock.NewSession(ctx, aCli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +239,7 @@ func TestStaleHolderAfterHealedPartition(t *testing.T) {
 	if _, err := cli.Revoke(ctx, a.Lease()); err != nil { // a's lease gone; b takes over
 		t.Fatal(err)
 	}
-	b, err := lock.NewSession(ctx, cli)
+	b, err := lock.NewSession(ctx, cli, lock.WithPrefix(pfx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +254,7 @@ func TestStaleHolderAfterHealedPartition(t *testing.T) {
 	unknown := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := etcdfence.Commit(cctx, aCli, la.Key(), la.Token(), clientv3.OpPut("/data", "stale"))
+		_, err := etcdfence.Commit(cctx, aCli, la.Key(), la.Token(), clientv3.OpPut(pfx+"data", "stale"))
 		cancel()
 		var stale *fencing.StaleTokenError
 		if errors.As(err, &stale) {
@@ -267,7 +271,7 @@ func TestStaleHolderAfterHealedPartition(t *testing.T) {
 		}
 	}
 	t.Logf("the old holder's writes got %d errors without an answer before the refusal", unknown)
-	if got, err := cli.Get(ctx, "/data"); err != nil || len(got.Kvs) != 0 {
+	if got, err := cli.Get(ctx, pfx+"data"); err != nil || len(got.Kvs) != 0 {
 		t.Errorf("/data = %v (%v): the stale write was applied", got.Kvs, err)
 	}
 }

@@ -28,7 +28,7 @@ import (
 )
 
 // cluster is a 3-member etcd with fast raft settings, shared by the tests.
-var cluster *embedded.Cluster
+var cluster *etcdtest.Shared
 
 func TestMain(m *testing.M) {
 	cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))

@@ -1,6 +1,11 @@
 // Package etcdtest holds test helpers for code that uses etcdlock: a real
 // embedded etcd, clients bound to a test's lifetime, and a TCP proxy for
 // injecting network faults between a client and etcd.
+//
+// With EndpointsEnv set, the tests run against an etcd started outside
+// the test binary instead (make compat: each etcd release it supports):
+// Start starts nothing, and Cluster skips the tests that need an etcd of
+// their own.
 package etcdtest
 
 import (
@@ -8,6 +13,7 @@ import (
 	"errors"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,26 +29,81 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/leakcheck"
 )
 
+// EndpointsEnv is the environment variable that points the tests at an
+// etcd they did not start: the client URLs of a running cluster,
+// comma-separated, whose keys the tests may write and delete.
+const EndpointsEnv = "ETCDLOCK_TEST_ENDPOINTS"
+
+// AloneEnv, set to 1 beside EndpointsEnv, says that the test binary runs
+// alone on that etcd and one test at a time (-test.parallel 1): see Alone.
+const AloneEnv = "ETCDLOCK_TEST_ALONE"
+
+// External returns the endpoints that EndpointsEnv names, or nil when it
+// is unset.
+func External() []string {
+	v := strings.TrimSpace(os.Getenv(EndpointsEnv))
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// Alone returns the external etcd's endpoints when the test binary runs
+// alone on it, one test at a time (AloneEnv), for a test that changes what
+// every test on it would share (it compacts the history); nil otherwise.
+func Alone() []string {
+	if os.Getenv(AloneEnv) != "1" {
+		return nil
+	}
+	return External()
+}
+
+// Shared is the etcd that a test binary's tests share, from Start.
+type Shared struct {
+	endpoints []string
+	cluster   *embedded.Cluster // nil: the external etcd of EndpointsEnv
+}
+
+// Endpoints returns the client URLs of every member.
+func (s *Shared) Endpoints() []string { return append([]string(nil), s.endpoints...) }
+
+// Close stops the embedded cluster; an external etcd is left running.
+func (s *Shared) Close() error {
+	if s.cluster == nil {
+		return nil
+	}
+	return s.cluster.Close()
+}
+
 // Start starts an embedded cluster for a whole test binary (from TestMain),
-// failing hard if it cannot. The caller closes it.
+// failing hard if it cannot, or, with EndpointsEnv set, returns that etcd
+// and ignores opts. The caller closes it.
 //
 // The clusters of Start and Cluster serve no gRPC gateway (etcd's
 // HTTP/JSON API): each gateway builds a logrus logger, which reads
 // os.Stderr while `go test -json` replaces it, a data race under -race.
 // embedded.WithConfig among opts may turn it back on.
-func Start(opts ...embedded.Option) *embedded.Cluster {
+func Start(opts ...embedded.Option) *Shared {
+	if eps := External(); eps != nil {
+		return &Shared{endpoints: eps}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := embedded.Start(ctx, testOptions(opts)...)
 	if err != nil {
 		panic("etcdtest: cannot start embedded etcd: " + err.Error())
 	}
-	return c
+	return &Shared{endpoints: c.Endpoints(), cluster: c}
 }
 
-// Cluster starts an embedded cluster closed when t ends.
+// Cluster starts an embedded cluster closed when t ends. With EndpointsEnv
+// set it skips t: a test that starts an etcd of its own stops, restarts,
+// cuts off or configures its members, or needs a history of its own.
 func Cluster(t testing.TB, opts ...embedded.Option) *embedded.Cluster {
 	t.Helper()
+	if External() != nil {
+		t.Skip("needs an embedded etcd of its own (etcdtest.Cluster), not the external one")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := embedded.Start(ctx, testOptions(opts)...)
@@ -51,6 +112,17 @@ func Cluster(t testing.TB, opts ...embedded.Option) *embedded.Cluster {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Endpoints returns the client URLs of an etcd for t, for a test that
+// needs nothing of it but its own keys: the external etcd of EndpointsEnv,
+// or else a new embedded cluster closed when t ends.
+func Endpoints(t testing.TB) []string {
+	t.Helper()
+	if eps := External(); eps != nil {
+		return eps
+	}
+	return Cluster(t).Endpoints()
 }
 
 // testOptions are opts after the test clusters' own: no gRPC gateway.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 )
 
-var cluster *embedded.Cluster
+var cluster *etcdtest.Shared
 
 func TestMain(m *testing.M) {
 	cluster = etcdtest.Start()
@@ -58,7 +59,7 @@ func TestRestartProxyWithAnIdleClient(t *testing.T) {
 // test -json` over os.Stderr; WithConfig turns it back on.
 func TestClustersServeNoGateway(t *testing.T) {
 	t.Parallel()
-	status := func(c *embedded.Cluster) int {
+	status := func(c interface{ Endpoints() []string }) int {
 		resp, err := http.Post(c.Endpoints()[0]+"/v3/kv/range", "application/json", strings.NewReader(`{"key":"YQ=="}`))
 		if err != nil {
 			t.Fatal(err)
@@ -72,5 +73,39 @@ func TestClustersServeNoGateway(t *testing.T) {
 	on := etcdtest.Cluster(t, embedded.WithConfig(func(cfg *embed.Config) { cfg.EnableGRPCGateway = true }))
 	if got := status(on); got != http.StatusOK {
 		t.Errorf("with the gateway turned back on: %d, want 200", got)
+	}
+}
+
+// With EndpointsEnv set, Start and Endpoints return that etcd and start
+// none, Close leaves it running, and Cluster skips its test; Alone names
+// it only with AloneEnv=1 beside.
+func TestExternalEtcd(t *testing.T) {
+	t.Setenv(etcdtest.EndpointsEnv, "http://127.0.0.1:1,http://127.0.0.1:2")
+	s := etcdtest.Start(embedded.WithMembers(3))
+	want := []string{"http://127.0.0.1:1", "http://127.0.0.1:2"}
+	if got := s.Endpoints(); !slices.Equal(got, want) {
+		t.Errorf("Endpoints() = %q, want %q", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if got := etcdtest.Endpoints(t); !slices.Equal(got, want) {
+		t.Errorf("Endpoints(t) = %q, want %q", got, want)
+	}
+	var inner *testing.T
+	t.Run("own cluster", func(t *testing.T) {
+		inner = t
+		etcdtest.Cluster(t)
+		t.Error("Cluster returned")
+	})
+	if !inner.Skipped() {
+		t.Error("Cluster did not skip its test")
+	}
+	if got := etcdtest.Alone(); got != nil {
+		t.Errorf("Alone() without %s = %q, want nil", etcdtest.AloneEnv, got)
+	}
+	t.Setenv(etcdtest.AloneEnv, "1")
+	if got := etcdtest.Alone(); !slices.Equal(got, want) {
+		t.Errorf("Alone() = %q, want %q", got, want)
 	}
 }

@@ -12,13 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // cluster is a 3-member etcd shared by the package's tests, each under its
 // own prefix.
-var cluster *embedded.Cluster
+var cluster *etcdtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }
 

@@ -18,14 +18,13 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 
-	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // cluster is one embedded etcd shared by the package's tests; each test
 // uses its own key prefix.
-var cluster *embedded.Cluster
+var cluster *etcdtest.Shared
 
 func TestMain(m *testing.M) {
 	cluster = etcdtest.Start()
@@ -49,12 +48,16 @@ func client(t *testing.T) *clientv3.Client {
 	return etcdtest.Client(t, cluster.Endpoints()...)
 }
 
-// compactableCluster is an etcd of t's own, for a test that compacts its
-// history: a compaction of the shared cluster would cut off the watches
-// of every test running beside it.
-func compactableCluster(t *testing.T) *embedded.Cluster {
+// compactable returns the endpoints of an etcd that t may compact: one of
+// its own, as a compaction of the shared cluster would cut off the watches
+// of every test running beside it, or the external etcd when the test
+// binary runs alone on it, one test at a time (etcdtest.Alone).
+func compactable(t *testing.T) []string {
 	t.Helper()
-	return etcdtest.Cluster(t)
+	if eps := etcdtest.Alone(); eps != nil {
+		return eps
+	}
+	return etcdtest.Cluster(t).Endpoints()
 }
 
 // newSessionTTL is the TTL of newSession's sessions unless opts say otherwise.

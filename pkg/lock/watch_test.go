@@ -29,9 +29,9 @@ import (
 // survived keeps being watched.
 func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	t.Parallel()
-	own := compactableCluster(t)
-	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
-	p, url := etcdtest.Proxy(t, own.Endpoints()[0])
+	own := compactable(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own...)
+	p, url := etcdtest.Proxy(t, own[0])
 	cli := etcdtest.Client(t, url)
 	s := newSession(t, cli, lock.WithTTL(30*time.Second))
 	deleted, err := s.Acquire(ctx, "deleted")
@@ -71,9 +71,9 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 // before it reconnects: it re-reads and takes the lock.
 func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 	t.Parallel()
-	own := compactableCluster(t)
-	ctx, direct := testCtx(t), etcdtest.Client(t, own.Endpoints()...)
-	w := waiterThroughProxy(t, ctx, own, direct)
+	own := compactable(t)
+	ctx, direct := testCtx(t), etcdtest.Client(t, own...)
+	w := waiterThroughProxy(t, ctx, own[0], direct)
 	p, holder, got := w.p, w.holder, w.got
 
 	p.Close() // the waiter's connection, and its watch stream, drop
@@ -104,7 +104,7 @@ func TestWaiterTakesAReleaseMissedAcrossCompaction(t *testing.T) {
 func TestWaiterRetriesAReadCutOffInFlight(t *testing.T) {
 	t.Parallel()
 	ctx, direct := testCtx(t), client(t)
-	w := waiterThroughProxy(t, ctx, cluster, direct)
+	w := waiterThroughProxy(t, ctx, cluster.Endpoints()[0], direct)
 	p, holder, got, logs := w.p, w.holder, w.got, w.logs
 
 	p.PauseTx() // what the waiter sends from now on waits in the proxy
@@ -455,14 +455,14 @@ func (kv *kvCalls) readAfterCreated(t *testing.T) {
 	}, "the waiter did not read again after its watch was created")
 }
 
-// waiterThroughProxy acquires "n" on a session of direct, a client of c,
-// then starts an Acquire of "n" on a session whose connection runs through
-// a proxy to c, and
+// waiterThroughProxy acquires "n" on a session of direct, then starts an
+// Acquire of "n" on a session whose connection runs through a proxy to
+// endpoint, an endpoint of direct's etcd, and
 // returns once that waiter watches the holder's key and has read again
 // after etcd created the watch: it waits for the release, sending nothing.
-func waiterThroughProxy(t *testing.T, ctx context.Context, c *embedded.Cluster, direct *clientv3.Client) proxiedWaiter {
+func waiterThroughProxy(t *testing.T, ctx context.Context, endpoint string, direct *clientv3.Client) proxiedWaiter {
 	t.Helper()
-	p, url := etcdtest.Proxy(t, c.Endpoints()[0])
+	p, url := etcdtest.Proxy(t, endpoint)
 	holder, err := newSession(t, direct).Acquire(ctx, "n")
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
 )
 
 // cluster is a 3-member etcd shared by the package's tests.
-var cluster *embedded.Cluster
+var cluster *etcdtest.Shared
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }

@@ -22,7 +22,7 @@ import (
 // Main starts a 3-member etcd, sets *cluster to it, runs the package's
 // tests, closes the cluster and checks for leaked goroutines. It returns
 // the exit code for os.Exit.
-func Main(m *testing.M, cluster **embedded.Cluster) int {
+func Main(m *testing.M, cluster **etcdtest.Shared) int {
 	// client-go's elector logs every attempt through klog.
 	klog.SetLogger(logr.Discard())
 	*cluster = etcdtest.Start(embedded.WithMembers(3), embedded.WithRaftTiming(50*time.Millisecond, 500*time.Millisecond))
