@@ -402,6 +402,11 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	p.BlackholeTx()
 	p.BlackholeRx()
 	etcdtest.Eventually(t, 10*time.Second, func() bool { return c.e.Check(nil) != nil }, "health check never failed for a stuck leader")
+	// Its term's context has ended: whatever its callback does, it no
+	// longer leads, though the next leader may already.
+	if c.e.IsLeader() || c.e.Term() != nil {
+		t.Errorf("a stuck leader past its deadline: IsLeader %v, Term %v", c.e.IsLeader(), c.e.Term())
+	}
 	rec = httptest.NewRecorder()
 	c.e.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	if rec.Code != 503 {

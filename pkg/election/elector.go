@@ -37,8 +37,9 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
-	tenure  *tenure    // nil for an elector without tenure keys
-	clock   lock.Clock // the session's, on which Deadline is a time
+	tenure  *tenure         // nil for an elector without tenure keys
+	clock   lock.Clock      // the session's, on which Deadline is a time
+	ctx     context.Context // the term's: ended, the term is over
 }
 
 // Deadline returns the term's conservative deadline: the term is valid
@@ -80,11 +81,24 @@ func New(cfg Config) (*Elector, error) {
 // Identity returns this candidate's identity.
 func (e *Elector) Identity() string { return e.cfg.Identity }
 
-// IsLeader reports whether a term of this Elector is in progress.
+// IsLeader reports whether this Elector leads: a term has started and its
+// context has not ended.
 func (e *Elector) IsLeader() bool { return e.Term() != nil }
 
-// Term returns the current term, or nil when not leading.
+// Term returns the current term, or nil when not leading. A term whose
+// context has ended is not current, even while OnStartedLeading has not
+// returned: the next leader may have started.
 func (e *Elector) Term() *Term {
+	t := e.started()
+	if t == nil || t.ctx.Err() != nil {
+		return nil
+	}
+	return t
+}
+
+// started returns the term whose OnStartedLeading has been called and has
+// not returned, or nil.
+func (e *Elector) started() *Term {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.term
@@ -249,7 +263,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			return false
 		}
 	}
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock()}
+	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock(), ctx: termCtx}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

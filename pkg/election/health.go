@@ -12,7 +12,7 @@ import (
 // context. It succeeds when following. Use it as a liveness probe, like
 // client-go's HealthzAdaptor.
 func (e *Elector) Check(_ *http.Request) error {
-	t := e.Term()
+	t := e.started()
 	if t == nil {
 		return nil
 	}

@@ -53,9 +53,10 @@ var (
 	// time + TTL): someone revoked it (Break, etcdctl lease revoke).
 	ErrLeaseRevoked = errors.New("lock: lease revoked")
 	// ErrLeaseExpired: etcd answered that the lease is gone at a time it
-	// could have expired it: the answer came after the deadline (this
-	// process was paused, or its clock stood still), too late to tell an
-	// expiry from a revoke.
+	// could have expired it: the answer came after the deadline but before
+	// the deadline's timer ended the lock (rare: a process paused past its
+	// deadline reports ErrDeadlinePassed), too late to tell an expiry from
+	// a revoke.
 	ErrLeaseExpired = errors.New("lock: lease expired")
 	// ErrKeyDeleted: the lock's key was deleted by someone else while its
 	// lease lived (etcdctl del; Break, unless its revoke is heard of
