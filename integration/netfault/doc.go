@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netfault is etcdlock's real-network fault harness: three etcd
 // members and the clients in Linux network namespaces of their own, joined
 // by veth pairs and a bridge, with faults injected by the kernel (nftables

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command holder is the command the network fault harness runs under a
 // lock. It records in FILE, on the machine's wall clock, when it started,
 // the token it was given, and, every 5 ms until it exits, that it is still

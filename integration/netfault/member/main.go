@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command member serves one etcd member of the network fault harness,
 // inside the network namespace the harness runs it in. It is the etcd
 // server the project embeds (pkg/embedded starts the same embed.Etcd with

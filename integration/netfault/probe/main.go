@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command probe is the network fault harness's workload over pkg/lock's
 // public API, run inside a client's network namespace.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command relay carries Ethernet frames between two interfaces of the
 // network fault harness's hub namespace, delaying, dropping and
 // duplicating them: the harness's netem, for a kernel without sch_netem.
