@@ -117,13 +117,17 @@ func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, err
 	}
 }
 
-// queue sends the acquiring transaction of l's contender key once:
+// queue sends the acquiring transaction of l's contender key:
 // If(l's key is absent) Then(older, the kind's read of the older keys,
 // before the put; Put(l's key)) Else(Get(l's key)), a leftover, which it
-// returns instead.
+// returns instead. A try a member holds unanswered is sent again
+// (retried): if it was applied, the next finds its key, which is
+// replaced as any leftover is, never adopted.
 func (s *Session) queue(ctx context.Context, l *Lock, older clientv3.Op) (queued, []*mvccpb.KeyValue, error) {
 	absent, then, mine := s.queueOps(l, older)
-	resp, err := s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	resp, err := retried(ctx, s.client, l.mayLand, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	})
 	if err != nil {
 		return queued{}, nil, err
 	}

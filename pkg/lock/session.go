@@ -86,7 +86,10 @@ type Session struct {
 }
 
 // NewSession grants a lease and starts renewing it. ctx bounds only the
-// grant. The client must outlive the session.
+// grant; without a deadline, DefaultTimeout does (see ErrUnavailable). A
+// member that holds the grant unanswered is given up after a second, and
+// the grant sent again to the client's next endpoint. The client must
+// outlive the session.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
@@ -95,8 +98,13 @@ func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOpt
 	if err != nil {
 		return nil, err
 	}
-	send := cfg.clock.Now()
-	resp, err := client.Grant(ctx, lease.Seconds(cfg.ttl))
+	// A grant is sent again if a member holds it unanswered: a lease whose
+	// reply was lost has no keys, and expires by its TTL.
+	var send time.Time
+	resp, err := retried(ctx, client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		send = cfg.clock.Now()
+		return client.Grant(ctx, lease.Seconds(cfg.ttl))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}
@@ -208,7 +216,8 @@ func (s *Session) Err() error {
 // wrapping ErrMarkersKept: the session is closed, and the next holders of
 // those names wait the delay. Calling Close again, or after a loss, is
 // safe: it retries those deletes and the revoke, unless an earlier Close
-// revoked the lease, after which it returns nil at once. After a loss, a lock
+// revoked the lease, after which it returns nil at once. Without a
+// deadline in ctx, DefaultTimeout bounds it. After a loss, a lock
 // the loss ended keeps its marker; one released before it is a clean end.
 func (s *Session) Close(ctx context.Context) error {
 	if s.revoked.Load() {
@@ -220,6 +229,11 @@ func (s *Session) Close(ctx context.Context) error {
 		held = append(held, l)
 	}
 	s.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
 	// The acquisitions in progress, which end canceled them, finish their
@@ -237,8 +251,14 @@ func (s *Session) Close(ctx context.Context) error {
 			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(markersErr))
 		}
 	}
-	_, err := s.client.Revoke(ctx, s.lease)
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	_, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+		resp, err := s.client.Revoke(ctx, s.lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // revoked already, by an earlier try or someone else, or expired
+		}
+		return resp, err
+	})
+	if err != nil {
 		return fmt.Errorf("lock: revoke lease: %w", err)
 	}
 	// The lease is gone: a marker delete compares its key, so none could
@@ -263,6 +283,30 @@ func (s *Session) Abandon() {
 	s.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
+}
+
+// lostErr returns the session's *LostError once it is lost, else nil
+// (also after Close).
+func (s *Session) lostErr() error {
+	if err := s.Err(); errors.Is(err, ErrSessionLost) {
+		return err
+	}
+	return nil
+}
+
+// untilLost returns ctx, canceled also when the session is lost, and its
+// stop function.
+func (s *Session) untilLost(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.alive, func() {
+		if err := s.lostErr(); err != nil {
+			cancel(err)
+		}
+	})
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // lose ends the session with a LostError unless it has already ended.

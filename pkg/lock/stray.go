@@ -123,3 +123,21 @@ func (s *Session) sweepStrays() {
 	s.strays = append(s.strays, keep...)
 	s.mu.Unlock()
 }
+
+// mayLand records that a try of l's acquiring write went unanswered
+// (retried): a member that held it may still apply it, even after l's
+// keys were deleted.
+func (l *Lock) mayLand() { l.unanswered.Store(true) }
+
+// landLate queues l's keys, just deleted, as strays if a try of its
+// acquiring write went unanswered: a put etcd applies after the delete
+// would otherwise hold the name for the rest of the session.
+func (s *Session) landLate(l *Lock) {
+	if !l.unanswered.Load() {
+		return
+	}
+	l.mu.Lock()
+	others := l.kind.otherKeys()
+	l.mu.Unlock()
+	s.addStrays(l, append([]string{l.key}, others...)...)
+}
