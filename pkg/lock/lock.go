@@ -187,9 +187,10 @@ func (l *Lock) Err() error {
 // Release is idempotent: calling it again after an error (or a lost reply)
 // is safe, and releasing a lock whose key is already gone returns nil. It
 // never deletes another owner's key, nor a later lock's key of this same
-// session. Once the session is lost — before the call or during it — it
-// returns at once an error wrapping the session's *LostError
-// (ErrSessionLost): the lease, renewed no more, takes the keys. Without a
+// session. Once the session is lost to its deadline — before the call or
+// during it — it returns at once an error wrapping the session's
+// *LostError (ErrSessionLost, ErrDeadlinePassed): the lease, renewed no
+// more, takes the keys. Without a
 // deadline in ctx, DefaultTimeout bounds it (ErrUnavailable). A non-nil
 // error means the delete may not have happened (once ctx
 // has ended, the error matches ctx.Err(), even when etcd's own "request

@@ -8,11 +8,9 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
-	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 )
 
 // DefaultTimeout bounds a call whose ctx has no deadline while etcd does
@@ -35,14 +33,15 @@ const (
 // retried sends a request — try, which must be safe to send again
 // whatever became of an earlier try: idempotent, or guarded by a compare
 // that makes a repeat a no-op — until etcd answers it, each try bounded
-// (firstTryTimeout), so that a member that holds it unanswered does not
-// hold the call. A try that ran out of time or got no answer (gRPC
-// Unavailable: a broken connection, no leader, "request timed out", and
-// ResourceExhausted) is sent again after a jittered backoff of up to
-// 1 s; lost says so first, since such a try may still be applied later.
-// It stops at ctx's end, or DefaultTimeout after it started if ctx has no
-// deadline, with an error wrapping ErrUnavailable, the reason etcd did
-// not answer, and ctx's error.
+// (firstTryTimeout, doubling up to maxTryTimeout), so that a member that
+// holds it unanswered does not hold the call: the next try goes to the
+// client's next endpoint, after a jittered backoff of up to 1 s. lost is
+// called for each try given up so, which may still be applied later. An
+// answer, even an error (etcd's "request timed out", "leader changed": an
+// outcome unknown, which the caller reports as before), ends it. It stops
+// at ctx's end, or DefaultTimeout after it started if ctx has no
+// deadline; a deadline that passed without an answer is an error wrapping
+// ErrUnavailable, the reason etcd did not answer, and ctx's error.
 func retried[T any](ctx context.Context, c *clientv3.Client, lost func(), try func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if _, ok := ctx.Deadline(); !ok {
@@ -55,30 +54,24 @@ func retried[T any](ctx context.Context, c *clientv3.Client, lost func(), try fu
 	for {
 		tctx, cancel := context.WithTimeout(ctx, bound)
 		resp, err := try(tctx)
+		timedOut := tctx.Err() != nil // the try's own bound passed
 		cancel()
 		switch {
 		case err == nil:
 			return resp, nil
 		case ctx.Err() != nil:
 			return zero, ended(ctx, c, err)
-		case !retryableRead(err) && !timedOut(err):
-			return zero, err
+		case !timedOut:
+			return zero, err // etcd's answer, or the client's own error
 		}
 		if lost != nil {
 			lost()
 		}
-		if timedOut(err) {
-			bound = min(2*bound, maxTryTimeout)
-		}
+		bound = min(2*bound, maxTryTimeout)
 		if backoff.Sleep(ctx, retry.Next()) != nil {
 			return zero, ended(ctx, c, err)
 		}
 	}
-}
-
-// timedOut reports whether err says a try ran out of time.
-func timedOut(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || rpccode.Of(err) == codes.DeadlineExceeded
 }
 
 // ended is the error of a request whose ctx ended while last, its last
@@ -94,11 +87,10 @@ func ended(ctx context.Context, c *clientv3.Client, last error) error {
 // unavailable is the error of a request that got no answer before ctx
 // ended: last is the last try's error.
 func unavailable(ctx context.Context, c *clientv3.Client, last error) error {
-	reason := last.Error()
 	if errors.Is(last, context.DeadlineExceeded) || errors.Is(last, context.Canceled) {
-		reason = whyUnanswered(ctx, c)
+		return fmt.Errorf("%w: %s: %w", ErrUnavailable, whyUnanswered(ctx, c), ctx.Err())
 	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, reason, ctx.Err())
+	return fmt.Errorf("%w: %w: %w", ErrUnavailable, last, ctx.Err()) // etcd's answer says why
 }
 
 // reasonTimeout bounds whyUnanswered's question.

@@ -285,10 +285,13 @@ func (s *Session) Abandon() {
 	s.wg.Wait()
 }
 
-// lostErr returns the session's *LostError once it is lost, else nil
-// (also after Close).
+// lostErr returns the session's *LostError once it is lost to its
+// deadline, else nil (also after Close, or a loss etcd answered for).
+// The lease, renewed no more, then takes the session's keys; after a
+// revoke, Break may have moved them to a lease of its own, which only a
+// Release frees early.
 func (s *Session) lostErr() error {
-	if err := s.Err(); errors.Is(err, ErrSessionLost) {
+	if err := s.Err(); errors.Is(err, ErrSessionLost) && errors.Is(err, ErrDeadlinePassed) {
 		return err
 	}
 	return nil
