@@ -18,7 +18,8 @@ import (
 // lost. Contenders are served in FIFO order. Every successful Acquire gets
 // a token no earlier acquisition was given: a key this session left under
 // name is replaced, never adopted. While it waits, etcd being briefly
-// unreachable or electing a leader does not fail it.
+// unreachable or electing a leader does not fail it, and a request a
+// member holds unanswered is sent again to the client's next endpoint.
 //
 // On failure it removes its key and returns why: ctx's error (matched by
 // errors.Is even when etcd's "request timed out" came first),

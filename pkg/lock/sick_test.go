@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/pkg/v3/proxy"
+
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -26,6 +28,19 @@ func returnsWithin(t *testing.T, bound time.Duration, what string, call func() e
 		t.Fatalf("%s still blocked after %v", what, bound)
 		return nil
 	}
+}
+
+// heldThroughProxy returns a lock held by a session (TTL 2 s) whose client
+// reaches etcd through the returned proxy.
+func heldThroughProxy(t *testing.T) (proxy.Server, *lock.Session, *lock.Lock) {
+	t.Helper()
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	s := newSession(t, etcdtest.Client(t, url), lock.WithTTL(2*time.Second))
+	l, err := s.Acquire(testCtx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, s, l
 }
 
 // NewSession with a ctx without a deadline, against an etcd nobody
@@ -51,17 +66,12 @@ func TestNewSessionUnreachableIsBounded(t *testing.T) {
 // key. The README's defer l.Release(context.Background()) cannot hang.
 func TestReleaseAfterSessionLostReturns(t *testing.T) {
 	t.Parallel()
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	s := newSession(t, etcdtest.Client(t, url), lock.WithTTL(2*time.Second))
-	l, err := s.Acquire(testCtx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, s, l := heldThroughProxy(t)
 	p.BlackholeTx()
 	p.BlackholeRx()
 	t.Cleanup(func() { p.UnblackholeTx(); p.UnblackholeRx() })
 	<-s.Done()
-	err = returnsWithin(t, 30*time.Second, "Release(context.Background()) after the session was lost", func() error {
+	err := returnsWithin(t, 30*time.Second, "Release(context.Background()) after the session was lost", func() error {
 		return l.Release(context.Background())
 	})
 	if !errors.Is(err, lock.ErrSessionLost) {
@@ -73,15 +83,10 @@ func TestReleaseAfterSessionLostReturns(t *testing.T) {
 // lease takes the key.
 func TestReleaseEndsWithItsSessionsLoss(t *testing.T) {
 	t.Parallel()
-	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	s := newSession(t, etcdtest.Client(t, url), lock.WithTTL(2*time.Second))
-	l, err := s.Acquire(testCtx(t), "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _, l := heldThroughProxy(t)
 	p.PauseTx() // the release's delete waits in the proxy, as do the renewals
 	t.Cleanup(p.UnpauseTx)
-	err = returnsWithin(t, 30*time.Second, "Release(context.Background()) while etcd does not answer", func() error {
+	err := returnsWithin(t, 30*time.Second, "Release(context.Background()) while etcd does not answer", func() error {
 		return l.Release(context.Background())
 	})
 	if !errors.Is(err, lock.ErrSessionLost) && !errors.Is(err, lock.ErrUnavailable) {
