@@ -119,3 +119,18 @@ func TestSessionsAndLocksPastAFrozenMember(t *testing.T) {
 		}
 	}
 }
+
+// A NewSession whose ctx ends while etcd's host cannot be found says so.
+func TestNewSessionUnknownHostNamesIt(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, "http://no-such-host.invalid:2379")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := lock.NewSession(ctx, cli, lock.WithPrefix(prefix(t)))
+	if !errors.Is(err, lock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("NewSession = %v, want ErrUnavailable and context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "no-such-host.invalid") {
+		t.Errorf("NewSession = %v: does not name the host it could not find", err)
+	}
+}
