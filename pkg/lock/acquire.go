@@ -239,6 +239,9 @@ func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
 	if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
 		s.unclaim(l)
 		l.finish(StateReleased, ErrReleased)
+		// A try a member held unanswered may still write the key once the
+		// name is free.
+		s.landLate(l)
 		return err
 	}
 	return s.failAcquire(ctx, l, err)

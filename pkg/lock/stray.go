@@ -129,9 +129,10 @@ func (s *Session) sweepStrays() {
 // keys were deleted.
 func (l *Lock) mayLand() { l.unanswered.Store(true) }
 
-// landLate queues l's keys, just deleted, as strays if a try of its
-// acquiring write went unanswered: a put etcd applies after the delete
-// would otherwise hold the name for the rest of the session.
+// landLate queues l's keys, just deleted (or never written: a try that
+// found the name taken), as strays if a try of its acquiring write went
+// unanswered: a put etcd applies after that would otherwise hold the name
+// for the rest of the session.
 func (s *Session) landLate(l *Lock) {
 	if !l.unanswered.Load() {
 		return
