@@ -17,6 +17,11 @@ type stray struct {
 	key, value string
 	added      time.Time // on the session's clock
 	sweeps     int       // sweeps that looked for it and did not find it
+	// held is set for a key of an acquisition one of whose writes a
+	// member held unanswered (Lock.mayLand): a member that thaws after
+	// any wait delivers it, so it is looked for as long as the session
+	// lives (up to maxHeldStrays of them).
+	held bool
 }
 
 // sameWrite compares key with what one acquisition of this session wrote
@@ -58,8 +63,36 @@ func (s *Session) addStrays(l *Lock, keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.clock.Now()
+	held := l.unanswered.Load()
 	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value, added: now})
+		s.strays = append(s.strays, stray{key: key, value: l.value, added: now, held: held})
+	}
+	if held {
+		s.forgetOldestHeld()
+	}
+}
+
+// maxHeldStrays bounds the held strays the session keeps looking for: a
+// sweep of them all is one transaction.
+const maxHeldStrays = maxTxnOps
+
+// forgetOldestHeld forgets the oldest held strays beyond maxHeldStrays
+// (s.mu held).
+func (s *Session) forgetOldestHeld() {
+	n := 0
+	for _, st := range s.strays {
+		if st.held {
+			n++
+		}
+	}
+	for i := 0; n > maxHeldStrays && i < len(s.strays); {
+		if !s.strays[i].held {
+			i++
+			continue
+		}
+		s.log.Warn("forgetting a key a member held unanswered: should it land, it holds its name until the session's next acquisition of it, or its end", zap.String("key", s.strays[i].key))
+		s.strays = append(s.strays[:i], s.strays[i+1:]...)
+		n--
 	}
 }
 
@@ -79,12 +112,13 @@ const straySweeps = 3
 
 // lookAgain counts a sweep that looked for st and did not find it, and
 // reports whether to look again: until straySweeps sweeps looked and a TTL
-// passed since it became a stray, however short the renewal interval. A
-// put still in flight by then is a network pathology; the lease takes its
-// key, and the session's next acquisition of the name replaces it.
+// passed since it became a stray, however short the renewal interval, or
+// for as long as the session lives if it is held. A put still in flight by
+// then is a network pathology; the lease takes its key, and the session's
+// next acquisition of the name replaces it.
 func (s *Session) lookAgain(st *stray) bool {
 	st.sweeps++
-	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
+	return st.held || st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
 }
 
 // sweepStrays deletes the stray keys that have landed, each only if it
