@@ -190,14 +190,14 @@ func (l *Lock) Err() error {
 // session. Once the session is lost to its deadline — before the call or
 // during it — it returns at once an error wrapping the session's
 // *LostError (ErrSessionLost, ErrDeadlinePassed): the lease, renewed no
-// more, takes the keys. Without a
-// deadline in ctx, DefaultTimeout bounds it (ErrUnavailable). A non-nil
-// error means the delete may not have happened (once ctx
-// has ended, the error matches ctx.Err(), even when etcd's own "request
-// timed out" came first); the key then goes away when the session next
-// acquires the name (the new Acquire replaces it, with a new token), when
-// the session closes, or when the lease expires. After Session.Abandon, Release deletes nothing: the keys
-// stay until the lease expires, as Abandon promises.
+// more, takes the keys. Without a deadline in ctx, DefaultTimeout bounds
+// it (ErrUnavailable). A non-nil error means the delete may not have
+// happened (once ctx has ended, the error matches ctx.Err(), even when
+// etcd's own "request timed out" came first); the key then goes away when
+// the session next acquires the name (the new Acquire replaces it, with a
+// new token), when the session closes, or when the lease expires. After
+// Session.Abandon, Release deletes nothing: the keys stay until the lease
+// expires, as Abandon promises.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim

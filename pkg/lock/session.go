@@ -217,8 +217,8 @@ func (s *Session) Err() error {
 // those names wait the delay. Calling Close again, or after a loss, is
 // safe: it retries those deletes and the revoke, unless an earlier Close
 // revoked the lease, after which it returns nil at once. Without a
-// deadline in ctx, DefaultTimeout bounds it. After a loss, a lock
-// the loss ended keeps its marker; one released before it is a clean end.
+// deadline in ctx, DefaultTimeout bounds it. After a loss, a lock the loss
+// ended keeps its marker; one released before it is a clean end.
 func (s *Session) Close(ctx context.Context) error {
 	if s.revoked.Load() {
 		return nil // an earlier Close did all there is to do
