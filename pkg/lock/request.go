@@ -93,8 +93,10 @@ func unavailable(ctx context.Context, c *clientv3.Client, last error) error {
 	return fmt.Errorf("%w: %w: %w", ErrUnavailable, last, ctx.Err()) // etcd's answer says why
 }
 
-// reasonTimeout bounds whyUnanswered's question.
-const reasonTimeout = 500 * time.Millisecond
+// reasonTimeout bounds whyUnanswered's question, asked once the caller's
+// time is up: a connection that fails answers it at once, a member that
+// holds requests unanswered never does.
+const reasonTimeout = 100 * time.Millisecond
 
 // whyUnanswered asks c's connection, without waiting for it to become
 // ready as the client's own requests do, why they get no answer: gRPC's
