@@ -19,21 +19,17 @@ import (
 // context.DeadlineExceeded.
 const DefaultTimeout = 10 * time.Second
 
-// Each try of a request the library sends again (retried) gets
-// firstTryTimeout, each later one twice the one before, up to
-// maxTryTimeout: a frozen member, or one cut off from its leader, holds a
-// request unanswered, and the next try goes to the client's next
-// endpoint; a healthy member slowed by load still gets a try long enough
-// to answer.
-const (
-	firstTryTimeout = time.Second
-	maxTryTimeout   = 4 * time.Second
-)
+// firstTryTimeout bounds the first try of a request the library sends
+// again (retried), each later try twice the one before: a frozen member,
+// or one cut off from its leader, holds a request unanswered, and the
+// next try goes to the client's next endpoint; a healthy member slowed by
+// load, or a large request, still gets a try long enough to be answered.
+const firstTryTimeout = time.Second
 
 // retried sends a request — try, which must be safe to send again
 // whatever became of an earlier try: idempotent, or guarded by a compare
 // that makes a repeat a no-op — until etcd answers it, each try bounded
-// (firstTryTimeout, doubling up to maxTryTimeout), so that a member that
+// (firstTryTimeout, then twice the last), so that a member that
 // holds it unanswered does not hold the call: the next try goes to the
 // client's next endpoint, after a jittered backoff of up to 1 s. lost is
 // called for each try given up so, which may still be applied later. An
@@ -67,7 +63,7 @@ func retried[T any](ctx context.Context, c *clientv3.Client, lost func(), try fu
 		if lost != nil {
 			lost()
 		}
-		bound = min(2*bound, maxTryTimeout)
+		bound *= 2
 		if backoff.Sleep(ctx, retry.Next()) != nil {
 			return zero, ended(ctx, c, err)
 		}
