@@ -413,10 +413,7 @@ func (s *Session) renewLoop(lastSend time.Time) {
 		switch {
 		case err == nil:
 			s.log.Debug("renewed", zap.Duration("rtt", s.cfg.clock.Since(send)))
-			if !s.renewed(send, time.Duration(resp.TTL)*time.Second) {
-				s.lose(ErrDeadlinePassed, errLateRenewal)
-				return
-			}
+			s.renewed(send, time.Duration(resp.TTL)*time.Second)
 			lastSend = send
 			t.Reset(max(s.every-s.cfg.clock.Since(lastSend), 0))
 			s.sweepStrays()
@@ -491,29 +488,16 @@ func (s *Session) renew(retry bool) (*clientv3.LeaseKeepAliveResponse, error) {
 	}
 }
 
-// errLateRenewal is the detail of a loss to a renewal whose reply came
-// after the deadline had passed.
-var errLateRenewal = errors.New("a renewal's reply came after the deadline had passed")
-
-// renewed records a successful renewal sent at send, and reports whether
-// the session lives. A reply that arrives after the session ended changes
-// nothing: loss is final. Nor does one that arrives once the deadline has
-// passed, before the watchdog acted on it: whoever read the deadline —
-// the holder, etcdlock run's guardian — may have stopped on it already,
-// so the deadline's verdict is final too, and the caller loses the
-// session.
-func (s *Session) renewed(send time.Time, ttl time.Duration) bool {
+// renewed records a successful renewal sent at send. A reply that arrives
+// after the session ended changes nothing: loss is final.
+func (s *Session) renewed(send time.Time, ttl time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return false
-	}
-	if !s.cfg.clock.Now().Before(s.deadline) {
-		return false
+		return
 	}
 	s.lastErr = nil
 	if d := lease.Deadline(send, ttl, s.margin); d.After(s.deadline) {
 		s.deadline = d
 	}
-	return true
 }
