@@ -72,9 +72,9 @@ func (s State) String() string {
 // a reconnect even then (and the lock is lost at the session's deadline
 // anyway if the connection carries no renewals either).
 type Lock struct {
-	s    *Session
-	name string
-	key  string
+	s *Session
+	lockName
+	key string // the contender key of name
 	// rev is key's create revision — every key's, for AcquireAll — once
 	// the acquiring write's reply came; 0 until then. It is the token of
 	// every kind but a semaphore, whose holder's is its slot key's
@@ -94,10 +94,10 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	// unclaimed is closed when the session drops the claim; made only when
+	// claimDropped is closed when the session drops the claim; made only when
 	// a later acquisition of the name waits for that. Guarded by
 	// Session.mu.
-	unclaimed chan struct{}
+	claimDropped chan struct{}
 
 	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
 	// the session Mux's mutex.
@@ -201,7 +201,7 @@ func (l *Lock) Err() error {
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
-	if l.s.abandoned.Load() {
+	if l.s.ledger.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
 	}
 	if err := l.s.lostErr(); err != nil {
@@ -217,7 +217,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.s.keepForClose(l)
 		return fmt.Errorf("lock: release %q: %w", l.name, asCtxErr(ctx, err))
 	}
-	l.s.landLate(l)
+	l.landLate()
 	l.s.released(l)
 	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
 		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.Token()))
@@ -249,7 +249,7 @@ func (l *Lock) finish(state State, err error) bool {
 	// A holder asked to stop by Break that releases ends cleanly: it
 	// stopped before it released.
 	clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
-	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.abandoned.Load())...)
+	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.ledger.abandoned.Load())...)
 	l.watch = nil
 	acquiring := l.acquiring
 	l.mu.Unlock()
@@ -292,7 +292,16 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 		l.acquiring = nil
 		l.mu.Unlock()
 		cancel(nil)
-		l.s.inflight.Done()
+		l.s.claims.inflight.Done()
+	}
+}
+
+// waits calls l's wait hook, the first time only (see WithWaitHook). Only
+// the acquiring goroutine calls it.
+func (l *Lock) waits() {
+	if fn := l.waitHook; fn != nil {
+		l.waitHook = nil
+		fn()
 	}
 }
 
@@ -309,7 +318,7 @@ func (l *Lock) lose(cause, detail error) {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.
-			l.s.addStrays(l, append([]string{l.key}, others...)...)
+			l.s.addLeftovers(l, append([]string{l.key}, others...)...)
 			l.s.sweepSoon()
 		}
 		l.s.unclaim(l)

@@ -20,6 +20,12 @@ func ValidateName(name string) error {
 	return nil
 }
 
+// lockName is a lock name and its keys under the session's prefix.
+type lockName struct {
+	name string
+	keys keyspace.Name
+}
+
 // NamePrefix returns the etcd key prefix under which the contenders for
 // name keep their keys, given the lock prefix (DefaultPrefix, or the one
 // given to WithPrefix): prefix, name with '%' written as %25 and '/' as %2F,

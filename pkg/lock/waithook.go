@@ -24,12 +24,3 @@ func (o WaitHookOption) set(c *config) error {
 }
 
 func (WaitHookOption) acquireOption() {}
-
-// waits calls l's wait hook, the first time only (see WithWaitHook). Only
-// the acquiring goroutine calls it.
-func (l *Lock) waits() {
-	if fn := l.waitHook; fn != nil {
-		l.waitHook = nil
-		fn()
-	}
-}

@@ -9,18 +9,22 @@ import (
 	"go.uber.org/zap"
 )
 
-// stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.failAcquire), or a key that a lock of
-// several keys still has after it was lost (see Lock.lose): the renewal
-// loop deletes it, by its exact value, after the next few renewals.
-type stray struct {
+// leftover is a leftover key (see "Words" in DESIGN.md) that the session
+// knows of and sweeps: the key of a failed acquisition whose put may still
+// land after its clean-up ran (see Lock.failAcquire), or a key that a
+// lock of several keys still has after it was lost (see Lock.lose), or a
+// key of an acquisition one of whose writes a member held unanswered,
+// which may land after the keys were deleted (held, see Lock.landLate). The
+// renewal loop deletes it, by its exact value, after the next few
+// renewals.
+type leftover struct {
 	key, value string
 	added      time.Time // on the session's clock
 	sweeps     int       // sweeps that looked for it and did not find it
 	// held is set for a key of an acquisition one of whose writes a
 	// member held unanswered (Lock.mayLand): a member that thaws after
 	// any wait delivers it, so it is looked for as long as the session
-	// lives (up to maxHeldStrays of them).
+	// lives (up to maxHeldLeftovers of them).
 	held bool
 }
 
@@ -28,7 +32,7 @@ type stray struct {
 // into it: its value (unique within the lease, see Record.Seq) under this
 // session's lease.
 func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.keeper.id)}
 }
 
 // deleteIfWritten deletes key, in a transaction's Then, only if it holds
@@ -42,7 +46,7 @@ func (s *Session) deleteIfWritten(key, value string) clientv3.Op {
 // maxTxnOps). It calls answered(i, deleted) for each ws[i] etcd answered
 // for, in order, and returns how many that is and the error that stopped
 // the rest.
-func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i int, deleted bool)) (int, error) {
+func (s *Session) deleteWrites(ctx context.Context, ws []leftover, answered func(i int, deleted bool)) (int, error) {
 	ops := make([]clientv3.Op, len(ws))
 	for i, w := range ws {
 		ops[i] = s.deleteIfWritten(w.key, w.value)
@@ -57,87 +61,39 @@ func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i 
 	return done, err
 }
 
-// addStrays queues keys that l may have written for the renewal loop to
-// delete (see sweepStrays).
-func (s *Session) addStrays(l *Lock, keys ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.cfg.clock.Now()
-	held := l.unanswered.Load()
-	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value, added: now, held: held})
-	}
-	if held {
-		s.forgetOldestHeld()
-	}
-}
-
-// maxHeldStrays bounds the held strays the session keeps looking for: a
-// sweep of them all is one transaction.
-const maxHeldStrays = maxTxnOps
-
-// forgetOldestHeld forgets the oldest held strays beyond maxHeldStrays
-// (s.mu held).
-func (s *Session) forgetOldestHeld() {
-	n := 0
-	for _, st := range s.strays {
-		if st.held {
-			n++
-		}
-	}
-	for i := 0; n > maxHeldStrays && i < len(s.strays); {
-		if !s.strays[i].held {
-			i++
-			continue
-		}
-		s.log.Warn("forgetting a key a member held unanswered: should it land, it holds its name until the session's next acquisition of it, or its end", zap.String("key", s.strays[i].key))
-		s.strays = append(s.strays[:i], s.strays[i+1:]...)
-		n--
-	}
-}
-
-// sweepSoon asks the renewal loop to sweep the strays now rather than
-// after its next renewal.
-func (s *Session) sweepSoon() {
-	select {
-	case s.sweepNow <- struct{}{}:
-	default:
-	}
-}
-
-// straySweeps is how many sweeps look for a stray key, and find it not
+// leftoverSweeps is how many sweeps look for a leftover key, and find it not
 // there, before it is forgotten, once a TTL has passed since it became a
-// stray (see lookAgain). A sweep that got no answer did not look.
-const straySweeps = 3
+// leftover (see lookAgain). A sweep that got no answer did not look.
+const leftoverSweeps = 3
 
 // lookAgain counts a sweep that looked for st and did not find it, and
-// reports whether to look again: until straySweeps sweeps looked and a TTL
-// passed since it became a stray, however short the renewal interval, or
-// for as long as the session lives if it is held. A put still in flight by
-// then is a network pathology; the lease takes its key, and the session's
-// next acquisition of the name replaces it.
-func (s *Session) lookAgain(st *stray) bool {
+// reports whether to look again: until leftoverSweeps sweeps looked and a TTL
+// passed since it became a leftover, however short the renewal interval,
+// or for as long as the session lives if it is held. A put still in flight
+// by then is a network pathology; the lease takes its key, and the
+// session's next acquisition of the name replaces it.
+func (s *Session) lookAgain(st *leftover) bool {
 	st.sweeps++
-	return st.held || st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
+	return st.held || st.sweeps < leftoverSweeps || s.cfg.clock.Since(st.added) < s.keeper.ttl
 }
 
-// sweepStrays deletes the stray keys that have landed, each only if it
+// sweepLeftovers deletes the leftover keys that have landed, each only if it
 // still holds the value its own acquisition wrote, in one transaction (in
 // chunks of maxTxnOps). It runs on the renewal loop after a renewal,
 // bounded well within the renewal interval.
-func (s *Session) sweepStrays() {
+func (s *Session) sweepLeftovers() {
 	s.mu.Lock()
-	strays := s.strays
-	s.strays = nil
+	leftovers := s.ledger.leftovers
+	s.ledger.leftovers = nil
 	s.mu.Unlock()
-	if len(strays) == 0 {
+	if len(leftovers) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
+	ctx, cancel := context.WithTimeout(s.alive, s.keeper.every/4)
 	defer cancel()
-	var keep []stray
-	done, err := s.deleteWrites(ctx, strays, func(i int, deleted bool) {
-		st := strays[i]
+	var keep []leftover
+	done, err := s.deleteWrites(ctx, leftovers, func(i int, deleted bool) {
+		st := leftovers[i]
 		if deleted {
 			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
 		} else if s.lookAgain(&st) {
@@ -148,13 +104,13 @@ func (s *Session) sweepStrays() {
 	// this client too slow for the sweep's time, or etcd unreachable —
 	// they were not looked for. A refusal counts as a look, so that a
 	// delete etcd never allows is not sent forever.
-	for _, st := range strays[done:] {
+	for _, st := range leftovers[done:] {
 		if unanswered(err) || s.lookAgain(&st) {
 			keep = append(keep, st)
 		}
 	}
 	s.mu.Lock()
-	s.strays = append(s.strays, keep...)
+	s.ledger.leftovers = append(s.ledger.leftovers, keep...)
 	s.mu.Unlock()
 }
 
@@ -164,15 +120,15 @@ func (s *Session) sweepStrays() {
 func (l *Lock) mayLand() { l.unanswered.Store(true) }
 
 // landLate queues l's keys, just deleted (or never written: a try that
-// found the name taken), as strays if a try of its acquiring write went
+// found the name taken), as leftovers if a try of its acquiring write went
 // unanswered: a put etcd applies after that would otherwise hold the name
 // for the rest of the session.
-func (s *Session) landLate(l *Lock) {
+func (l *Lock) landLate() {
 	if !l.unanswered.Load() {
 		return
 	}
 	l.mu.Lock()
 	others := l.kind.otherKeys()
 	l.mu.Unlock()
-	s.addStrays(l, append([]string{l.key}, others...)...)
+	l.s.addLeftovers(l, append([]string{l.key}, others...)...)
 }
