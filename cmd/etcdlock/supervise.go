@@ -175,10 +175,12 @@ func (sv *supervisor) exited(ev guardian.Event) result {
 	for range sv.gd.Events() { // until the guardian is waited for
 	}
 	l := sv.l
-	if sv.lostErr == nil && !time.Now().Before(sv.s.Deadline()) {
-		// The guardian stopped the command at the deadline while this
-		// process was stopped or starved: the session sees the loss as
-		// soon as it runs.
+	if sv.lostErr == nil && !time.Now().Before(sv.soft) {
+		// The guardian stopped the command at the deadline it was told
+		// while this process was stopped or starved: the session sees the
+		// loss as soon as it runs. The guardian's deadline, not the
+		// session's: a renewal whose reply came late may have moved the
+		// session's since, and the command was stopped all the same.
 		select {
 		case <-l.Lost():
 		case <-time.After(time.Second):
@@ -250,6 +252,15 @@ func (sv *supervisor) onUnacknowledged() {
 // is held, and notes failing renewals.
 func (sv *supervisor) onTick() {
 	if sv.lost == nil {
+		return
+	}
+	if !time.Now().Before(sv.soft) {
+		// The guardian stops the command at the deadline it was told, on
+		// its own: that verdict is final. A later deadline, from a
+		// renewal whose reply came late, must not make the command's
+		// exit look like its own (143 for the SIGTERM instead of 79).
+		sv.lost = nil
+		sv.lostErr = cmp.Or(sv.l.Err(), error(errDeadlinePassed))
 		return
 	}
 	sv.renewals.check(sv.g.printer, sv.s)

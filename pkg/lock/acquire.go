@@ -17,7 +17,8 @@ import (
 // lost. Contenders are served in FIFO order. Every successful Acquire gets
 // a token no earlier acquisition was given: a key this session left under
 // name is replaced, never adopted. While it waits, etcd being briefly
-// unreachable or electing a leader does not fail it.
+// unreachable or electing a leader does not fail it, and a request a
+// member holds unanswered is sent again to the client's next endpoint.
 //
 // On failure it removes its key and returns why: ctx's error (matched by
 // errors.Is even when etcd's "request timed out" came first),
@@ -116,14 +117,18 @@ type queued struct {
 	preds   []*mvccpb.KeyValue          // an AcquireAll's: each name's predecessor, or nil
 }
 
-// queue sends the acquiring transaction of l's contender key once:
+// queue sends the acquiring transaction of l's contender key:
 // If(l's key is absent) Then(older, the kind's read of the older keys,
 // before the put; Put(l's key)) Else(Get(l's key)), a leftover, which it
-// returns instead.
+// returns instead. A try a member holds unanswered is sent again
+// (retried): if it was applied, the next finds its key, which is
+// replaced as any leftover is, never adopted.
 func (l *Lock) queue(ctx context.Context, older clientv3.Op) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
 	absent, then, mine := l.queueOps(older)
-	resp, err := s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	resp, err := retried(ctx, s.client, l.mayLand, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
+	})
 	if err != nil {
 		return queued{}, nil, err
 	}
@@ -232,6 +237,9 @@ func (l *Lock) failTry(ctx context.Context, err error) error {
 	if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
 		s.unclaim(l)
 		l.finish(StateReleased, ErrReleased)
+		// A try a member held unanswered may still write the key once the
+		// name is free.
+		l.landLate()
 		return err
 	}
 	return l.failAcquire(ctx, err)

@@ -27,7 +27,9 @@ import (
 // It returns the holder and whether it released within the wait (false:
 // fenced or forced), ErrNotHeld if no key of name has token (released,
 // expired or broken meanwhile) and ErrNotOwner if that key is a waiter's.
-// Options: WithPrefix, WithCleanupTimeout, WithBreakWait, WithForce.
+// Each of its writes is sent again while a member holds it unanswered;
+// without a deadline in ctx, one that etcd does not answer within
+// DefaultTimeout fails with ErrUnavailable. Options: WithPrefix, WithCleanupTimeout, WithBreakWait, WithForce.
 func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...BreakOption) (Contender, bool, error) {
 	if err := validateClient(client); err != nil {
 		return Contender{}, false, err
@@ -104,10 +106,14 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 		wait = DefaultBreakWait
 	}
 	r.BreakRequested = time.Now().UTC()
-	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(b.key), "=", int64(b.h.Token))).
-		Then(clientv3.OpPut(b.key, r.Encode(), clientv3.WithIgnoreLease())).
-		Commit()
+	// Sent again while a member holds it unanswered: a request repeated
+	// puts the same record, which the holder, lost at the first, ignores.
+	resp, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(b.key), "=", int64(b.h.Token))).
+			Then(clientv3.OpPut(b.key, r.Encode(), clientv3.WithIgnoreLease())).
+			Commit()
+	})
 	if err != nil {
 		return false, fmt.Errorf("lock: break: ask the holder: %w", err)
 	}
@@ -128,7 +134,9 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 		return false, ctx.Err()
 	}
 	// The wait ended, or the watch broke: is the key still the holder's?
-	get, err := b.client.Get(ctx, b.key)
+	get, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return b.client.Get(ctx, b.key)
+	})
 	if err != nil {
 		return false, fmt.Errorf("lock: break: read the holder's key: %w", err)
 	}
@@ -140,7 +148,9 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 // which counts from a renewal sent before the revoke, so before that lease
 // can expire, and it frees the names earlier by releasing them.
 func (b *breaker) fence(ctx context.Context, name string) error {
-	ttl, err := b.client.TimeToLive(ctx, b.h.LeaseID, clientv3.WithAttachedKeys())
+	ttl, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseTimeToLiveResponse, error) {
+		return b.client.TimeToLive(ctx, b.h.LeaseID, clientv3.WithAttachedKeys())
+	})
 	if err != nil {
 		return fmt.Errorf("lock: break %q: read the holder's lease: %w", name, err)
 	}
@@ -151,7 +161,10 @@ func (b *breaker) fence(ctx context.Context, name string) error {
 	for i, k := range ttl.Keys {
 		keys[i] = string(k)
 	}
-	g, err := b.client.Grant(ctx, ttl.GrantedTTL)
+	// A fence's lease whose grant reply was lost holds no key, and expires.
+	g, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return b.client.Grant(ctx, ttl.GrantedTTL)
+	})
 	if err != nil {
 		return fmt.Errorf("lock: break %q: grant the fence's lease: %w", name, err)
 	}
@@ -164,7 +177,9 @@ func (b *breaker) fence(ctx context.Context, name string) error {
 	if err := b.revoke(ctx, name); err != nil {
 		return err
 	}
-	if _, err := b.client.KeepAliveOnce(ctx, g.ID); err != nil {
+	if _, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseKeepAliveResponse, error) {
+		return b.client.KeepAliveOnce(ctx, g.ID)
+	}); err != nil {
 		return fmt.Errorf("lock: break %q: renew the fence's lease: %w", name, err)
 	}
 	return nil
@@ -178,7 +193,9 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 	for i, k := range keys {
 		gets[i] = clientv3.OpGet(k)
 	}
-	read, err := b.client.Txn(ctx).Then(gets...).Commit()
+	read, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).Then(gets...).Commit()
+	})
 	if err != nil {
 		return err
 	}
@@ -201,7 +218,12 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 	if len(puts) == 0 {
 		return nil
 	}
-	resp, err := b.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	// Sent again while a member holds it unanswered: a put that landed
+	// moved the key's mod revision, so a repeat does nothing, and the read
+	// that follows finds the key on the fence's lease.
+	resp, err := retried(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	})
 	if err == nil && !resp.Succeeded {
 		return b.move(ctx, keys, lease) // one changed since the read (released, say): read again
 	}
@@ -224,7 +246,13 @@ func (b *breaker) force(ctx context.Context, name string) error {
 func (b *breaker) revoke(ctx context.Context, name string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cleanup)
 	defer cancel()
-	if _, err := b.client.Revoke(rctx, b.h.LeaseID); err != nil && !isLeaseNotFound(err) {
+	if _, err := retried(rctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+		resp, err := b.client.Revoke(ctx, b.h.LeaseID)
+		if isLeaseNotFound(err) {
+			err = nil // revoked by an earlier try, or expired
+		}
+		return resp, err
+	}); err != nil {
 		return fmt.Errorf("lock: break %q: lease revoke failed: %w", name, err)
 	}
 	return nil

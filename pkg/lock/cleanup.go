@@ -83,7 +83,9 @@ func (l *Lock) removeFailed() {
 		// or Abandon the delete runs: Close's revoke may fail (its ctx
 		// done), and a waiter's key would then block the name for a TTL.
 	case l.rev != 0:
-		err = l.deleteKeys(ctx, false)
+		if err = l.deleteKeys(ctx, false); err == nil {
+			l.landLate()
+		}
 	default:
 		err = l.removeUnconfirmed(ctx)
 	}
@@ -144,7 +146,9 @@ func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error
 	if name, kind := keyspace.Parse(s.cfg.prefix, string(kv.Key)); kind == keyspace.Contender {
 		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.keeper.id), kv.CreateRevision)))
 	}
-	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
+	_, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
+	})
 	if err != nil {
 		return fmt.Errorf("remove key left by an earlier acquisition: %w", err)
 	}

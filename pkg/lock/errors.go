@@ -38,6 +38,12 @@ var (
 	ErrLost = errors.New("lock: lost")
 	// ErrReleased: the lock was released by Release or Session.Close.
 	ErrReleased = errors.New("lock: released")
+	// ErrUnavailable: etcd did not answer a request before the call's
+	// ctx ended, or within DefaultTimeout for a ctx without a deadline.
+	// The error also says why, as far as the client can tell (a refused
+	// connection, an unknown host, a TLS handshake that failed, no
+	// leader, no answer), and wraps ctx's error.
+	ErrUnavailable = errors.New("lock: etcd unavailable")
 	// ErrMarkersKept: Session.Close revoked the lease, but could not
 	// delete the lock-delay markers of clean ends (WithLockDelay): the
 	// next holders of those names wait the delay.

@@ -36,8 +36,13 @@ type keeper struct {
 // grant grants the session's lease and returns its keeper, with the
 // deadline counted from the grant's send time.
 func grant(ctx context.Context, client *clientv3.Client, cfg config) (*keeper, error) {
-	send := cfg.clock.Now()
-	resp, err := client.Grant(ctx, lease.Seconds(cfg.ttl))
+	// A grant is sent again if a member holds it unanswered: a lease whose
+	// reply was lost has no keys, and expires by its TTL.
+	var send time.Time
+	resp, err := retried(ctx, client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		send = cfg.clock.Now()
+		return client.Grant(ctx, lease.Seconds(cfg.ttl))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}

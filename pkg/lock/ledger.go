@@ -3,6 +3,8 @@ package lock
 import (
 	"slices"
 	"sync/atomic"
+
+	"go.uber.org/zap"
 )
 
 // ledger is what a session must still clean up, beyond what its Locks
@@ -31,8 +33,36 @@ func (s *Session) addLeftovers(l *Lock, keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.clock.Now()
+	held := l.unanswered.Load()
 	for _, key := range keys {
-		s.ledger.leftovers = append(s.ledger.leftovers, leftover{key: key, value: l.value, added: now})
+		s.ledger.leftovers = append(s.ledger.leftovers, leftover{key: key, value: l.value, added: now, held: held})
+	}
+	if held {
+		s.forgetOldestHeld()
+	}
+}
+
+// maxHeldLeftovers bounds the held leftovers the session keeps looking
+// for: a sweep of them all is one transaction.
+const maxHeldLeftovers = maxTxnOps
+
+// forgetOldestHeld forgets the oldest held leftovers beyond
+// maxHeldLeftovers (s.mu held).
+func (s *Session) forgetOldestHeld() {
+	n := 0
+	for _, st := range s.ledger.leftovers {
+		if st.held {
+			n++
+		}
+	}
+	for i := 0; n > maxHeldLeftovers && i < len(s.ledger.leftovers); {
+		if !s.ledger.leftovers[i].held {
+			i++
+			continue
+		}
+		s.log.Warn("forgetting a key a member held unanswered: should it land, it holds its name until the session's next acquisition of it, or its end", zap.String("key", s.ledger.leftovers[i].key))
+		s.ledger.leftovers = append(s.ledger.leftovers[:i], s.ledger.leftovers[i+1:]...)
+		n--
 	}
 }
 

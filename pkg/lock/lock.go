@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -85,6 +86,9 @@ type Lock struct {
 	// waitHook is WithWaitHook's fn until l.waits calls it; only the
 	// acquiring goroutine uses it.
 	waitHook func()
+	// unanswered is set once a try of the acquiring write went
+	// unanswered (mayLand): it may land after the keys' deletion.
+	unanswered atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -182,22 +186,37 @@ func (l *Lock) Err() error {
 // Release is idempotent: calling it again after an error (or a lost reply)
 // is safe, and releasing a lock whose key is already gone returns nil. It
 // never deletes another owner's key, nor a later lock's key of this same
-// session. A non-nil error means the delete may not have happened (once ctx
-// has ended, the error matches ctx.Err(), even when etcd's own "request
-// timed out" came first); the key then goes away when the session next
-// acquires the name (the new Acquire replaces it, with a new token), when
-// the session closes, or when the lease expires. After Session.Abandon, Release deletes nothing: the keys
-// stay until the lease expires, as Abandon promises.
+// session. Once the session is lost to its deadline — before the call or
+// during it — it returns at once an error wrapping the session's
+// *LostError (ErrSessionLost, ErrDeadlinePassed): the lease, renewed no
+// more, takes the keys. Without a deadline in ctx, DefaultTimeout bounds
+// it (ErrUnavailable). A non-nil error means the delete may not have
+// happened (once ctx has ended, the error matches ctx.Err(), even when
+// etcd's own "request timed out" came first); the key then goes away when
+// the session next acquires the name (the new Acquire replaces it, with a
+// new token), when the session closes, or when the lease expires. After
+// Session.Abandon, Release deletes nothing: the keys stay until the lease
+// expires, as Abandon promises.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
 	if l.s.ledger.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
 	}
+	if err := l.s.lostErr(); err != nil {
+		return fmt.Errorf("lock: release %q: its lease, renewed no more, takes its keys: %w", l.name, err)
+	}
+	// The session's loss ends the delete: the lease takes the keys then.
+	ctx, stop := l.s.untilLost(ctx)
+	defer stop()
 	if err := l.deleteKeys(ctx, true); err != nil {
+		if lerr := l.s.lostErr(); lerr != nil {
+			return fmt.Errorf("lock: release %q: its lease, renewed no more, takes its keys: %w", l.name, lerr)
+		}
 		l.s.keepForClose(l)
 		return fmt.Errorf("lock: release %q: %w", l.name, asCtxErr(ctx, err))
 	}
+	l.landLate()
 	l.s.released(l)
 	if ce := l.s.log.Check(zapcore.DebugLevel, "released"); ce != nil {
 		ce.Write(zap.String("name", l.name), zap.Stringer("token", l.Token()))
@@ -306,7 +325,9 @@ func (l *Lock) lose(cause, detail error) {
 	}
 }
 
-// deleteKeys deletes l's keys, each only if it is still the one l wrote:
+// deleteKeys deletes l's keys, each only if it is still the one l wrote
+// (each transaction sent again, retried, while a member holds it
+// unanswered: a compare-and-delete repeated is a no-op):
 // the contender key by its create revision, with the keys of l's kind
 // (kind.deleteOps) in the same transaction, nested, one conditional
 // delete per key.
@@ -322,19 +343,26 @@ func (l *Lock) deleteKeys(ctx context.Context, held bool) error {
 	l.mu.Lock()
 	ops := l.kind.deleteOps(l)
 	l.mu.Unlock()
+	c := l.s.client
 	if len(ops) == 0 {
-		_, err := compareAndDelete(ctx, l.s.client, l.key, l.rev)
+		_, err := retried(ctx, c, nil, func(ctx context.Context) (bool, error) {
+			return compareAndDelete(ctx, c, l.key, l.rev)
+		})
 		return err
 	}
 	ops = append(ops, deleteIfCreated(l.key, l.rev))
 	if held {
 		cmps, dels := joined(ops)
-		resp, err := l.s.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+		resp, err := retried(ctx, c, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return c.Txn(ctx).If(cmps...).Then(dels...).Commit()
+		})
 		if err != nil || resp.Succeeded {
 			return err
 		}
 	}
-	_, err := l.s.client.Txn(ctx).Then(ops...).Commit()
+	_, err := retried(ctx, c, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.Txn(ctx).Then(ops...).Commit()
+	})
 	return err
 }
 

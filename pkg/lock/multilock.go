@@ -64,7 +64,9 @@ func (h *setHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValu
 	for _, key := range keys {
 		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)))
 	}
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
+	resp, err := retried(ctx, s.client, l.mayLand, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
+	})
 	if err != nil {
 		return queued{}, nil, err
 	}

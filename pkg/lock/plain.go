@@ -43,11 +43,13 @@ func (plain) wait(ctx context.Context, l *Lock, q queued) error {
 func (plain) try(ctx context.Context, l *Lock) (queued, error) {
 	s, pfx := l.s, l.keys().Contenders()
 	for {
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))).
-			Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
-			Commit()
+		resp, err := retried(ctx, s.client, l.mayLand, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).
+				Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))).
+				Else(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...), clientv3.OpGet(l.key)).
+				Commit()
+		})
 		if err != nil {
 			return queued{}, err
 		}

@@ -61,7 +61,10 @@ type Session struct {
 }
 
 // NewSession grants a lease and starts renewing it. ctx bounds only the
-// grant. The client must outlive the session.
+// grant; without a deadline, DefaultTimeout does (see ErrUnavailable). A
+// member that holds the grant unanswered is given up after a second, and
+// the grant sent again to the client's next endpoint. The client must
+// outlive the session.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
@@ -161,8 +164,9 @@ func (s *Session) Err() error {
 // wrapping ErrMarkersKept: the session is closed, and the next holders of
 // those names wait the delay. Calling Close again, or after a loss, is
 // safe: it retries those deletes and the revoke, unless an earlier Close
-// revoked the lease, after which it returns nil at once. After a loss, a lock
-// the loss ended keeps its marker; one released before it is a clean end.
+// revoked the lease, after which it returns nil at once. Without a
+// deadline in ctx, DefaultTimeout bounds it. After a loss, a lock the loss
+// ended keeps its marker; one released before it is a clean end.
 func (s *Session) Close(ctx context.Context) error {
 	if s.ledger.revoked.Load() {
 		return nil // an earlier Close did all there is to do
@@ -170,6 +174,11 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	held := append(s.claims.all(), s.ledger.markers...)
 	s.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
 	// The acquisitions in progress, which end canceled them, finish their
@@ -187,8 +196,14 @@ func (s *Session) Close(ctx context.Context) error {
 			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(markersErr))
 		}
 	}
-	_, err := s.client.Revoke(ctx, s.keeper.id)
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	_, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+		resp, err := s.client.Revoke(ctx, s.keeper.id)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // revoked already, by an earlier try or someone else, or expired
+		}
+		return resp, err
+	})
+	if err != nil {
 		return fmt.Errorf("lock: revoke lease: %w", err)
 	}
 	// The lease is gone: a marker delete compares its key, so none could
@@ -213,6 +228,33 @@ func (s *Session) Abandon() {
 	s.ledger.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
 	s.wg.Wait()
+}
+
+// lostErr returns the session's *LostError once it is lost to its
+// deadline, else nil (also after Close, or a loss etcd answered for).
+// The lease, renewed no more, then takes the session's keys; after a
+// revoke, Break may have moved them to a lease of its own, which only a
+// Release frees early.
+func (s *Session) lostErr() error {
+	if err := s.Err(); errors.Is(err, ErrSessionLost) && errors.Is(err, ErrDeadlinePassed) {
+		return err
+	}
+	return nil
+}
+
+// untilLost returns ctx, canceled also when the session is lost, and its
+// stop function.
+func (s *Session) untilLost(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.alive, func() {
+		if err := s.lostErr(); err != nil {
+			cancel(err)
+		}
+	})
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
 }
 
 // lose ends the session with a LostError unless it has already ended.

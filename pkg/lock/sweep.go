@@ -12,13 +12,20 @@ import (
 // leftover is a leftover key (see "Words" in DESIGN.md) that the session
 // knows of and sweeps: the key of a failed acquisition whose put may still
 // land after its clean-up ran (see Lock.failAcquire), or a key that a
-// lock of several keys still has after it was lost (see Lock.lose). The
+// lock of several keys still has after it was lost (see Lock.lose), or a
+// key of an acquisition one of whose writes a member held unanswered,
+// which may land after the keys were deleted (held, see Lock.landLate). The
 // renewal loop deletes it, by its exact value, after the next few
 // renewals.
 type leftover struct {
 	key, value string
 	added      time.Time // on the session's clock
 	sweeps     int       // sweeps that looked for it and did not find it
+	// held is set for a key of an acquisition one of whose writes a
+	// member held unanswered (Lock.mayLand): a member that thaws after
+	// any wait delivers it, so it is looked for as long as the session
+	// lives (up to maxHeldLeftovers of them).
+	held bool
 }
 
 // sameWrite compares key with what one acquisition of this session wrote
@@ -61,12 +68,13 @@ const leftoverSweeps = 3
 
 // lookAgain counts a sweep that looked for st and did not find it, and
 // reports whether to look again: until leftoverSweeps sweeps looked and a TTL
-// passed since it became a leftover, however short the renewal interval. A
-// put still in flight by then is a network pathology; the lease takes its
-// key, and the session's next acquisition of the name replaces it.
+// passed since it became a leftover, however short the renewal interval,
+// or for as long as the session lives if it is held. A put still in flight
+// by then is a network pathology; the lease takes its key, and the
+// session's next acquisition of the name replaces it.
 func (s *Session) lookAgain(st *leftover) bool {
 	st.sweeps++
-	return st.sweeps < leftoverSweeps || s.cfg.clock.Since(st.added) < s.keeper.ttl
+	return st.held || st.sweeps < leftoverSweeps || s.cfg.clock.Since(st.added) < s.keeper.ttl
 }
 
 // sweepLeftovers deletes the leftover keys that have landed, each only if it
@@ -104,4 +112,23 @@ func (s *Session) sweepLeftovers() {
 	s.mu.Lock()
 	s.ledger.leftovers = append(s.ledger.leftovers, keep...)
 	s.mu.Unlock()
+}
+
+// mayLand records that a try of l's acquiring write went unanswered
+// (retried): a member that held it may still apply it, even after l's
+// keys were deleted.
+func (l *Lock) mayLand() { l.unanswered.Store(true) }
+
+// landLate queues l's keys, just deleted (or never written: a try that
+// found the name taken), as leftovers if a try of its acquiring write went
+// unanswered: a put etcd applies after that would otherwise hold the name
+// for the rest of the session.
+func (l *Lock) landLate() {
+	if !l.unanswered.Load() {
+		return
+	}
+	l.mu.Lock()
+	others := l.kind.otherKeys()
+	l.mu.Unlock()
+	l.s.addLeftovers(l, append([]string{l.key}, others...)...)
 }

@@ -152,7 +152,8 @@ const readTryTimeout = 5 * time.Second
 // try: while etcd is unreachable, has no leader or sheds load (gRPC codes
 // Unavailable — a broken connection, "leader changed", "request timed
 // out" — and ResourceExhausted, "too many requests"), or does not answer a
-// try within readTryTimeout, it is retried with jittered backoff up to
+// try within its bound (firstTryTimeout, doubling up to readTryTimeout),
+// it is retried with jittered backoff up to
 // 1 s until it succeeds, ctx ends or l ends.
 // clientv3 retries a Get so, but never a Txn, and without this a
 // connection that breaks under a waiter would end its Acquire with an
@@ -163,14 +164,18 @@ func (l *Lock) waitRead(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnR
 	// Jittered, so that the waiters an election interrupted do not retry
 	// in step.
 	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
+	bound := firstTryTimeout
 	for {
-		// One try gets readTryTimeout; the next goes to the client's
-		// next endpoint.
-		tctx, cancel := context.WithTimeout(ctx, readTryTimeout)
+		// One try gets its bound, the next twice as long up to
+		// readTryTimeout, and goes to the client's next endpoint.
+		tctx, cancel := context.WithTimeout(ctx, bound)
 		resp, err := s.client.Txn(tctx).Then(ops...).Commit()
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryableRead(err) && !errors.Is(err, context.DeadlineExceeded) {
 			return resp, err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			bound = min(2*bound, readTryTimeout)
 		}
 		d := retry.Next()
 		s.log.Debug("waiting: read failed, retrying", zap.String("name", l.name), zap.Duration("in", d), zap.Error(err))

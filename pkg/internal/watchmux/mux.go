@@ -60,6 +60,14 @@ const (
 	// ProbeTimeout + a reconnect and a read.
 	ProbeAfter   = 5 * time.Second
 	ProbeTimeout = 5 * time.Second
+	// WaiterProbeAfter and WaiterProbeTimeout replace ProbeAfter and
+	// ProbeTimeout while the stream carries a watch that someone waits on
+	// to go on (WatchFromNow, WatchRange: a waiter's predecessor, a
+	// semaphore's queue): the next holder of a lock must not wait ten
+	// seconds for a stream on a frozen member to be given up. A probe
+	// costs etcd a small message a second.
+	WaiterProbeAfter   = time.Second
+	WaiterProbeTimeout = time.Second
 )
 
 // Mux multiplexes key watches over one etcd watch stream, so that a watch
@@ -85,6 +93,7 @@ type Mux struct {
 	mu      sync.Mutex
 	nextID  int64
 	watches map[int64]*Watch // every live watch, by its current ID
+	waiters int              // of watches, those without a create revision: someone waits on them
 	delayed []*Watch         // stateDelayed, in order of due time
 	queue   []*Watch         // stateQueued, in order
 	reread  []*Watch         // stateReread
@@ -214,6 +223,9 @@ func (m *Mux) add(w *Watch) *Watch {
 	m.nextID++
 	w.id = m.nextID
 	m.watches[w.id] = w
+	if w.createRev == 0 {
+		m.waiters++
+	}
 	wake := true // a create to send, or an earlier due time to wake up for
 	if w.state == stateDelayed {
 		// Insert in due order; with one delay, that is at the end.
@@ -264,7 +276,7 @@ func (m *Mux) Remove(w *Watch) {
 // drop forgets w and, if the current stream has its watch, queues a cancel
 // request for it. m.mu must be held.
 func (m *Mux) drop(w *Watch) {
-	delete(m.watches, w.id)
+	m.forget(w)
 	switch w.state {
 	case stateDelayed:
 		m.delayed = without(m.delayed, w)
@@ -278,6 +290,14 @@ func (m *Mux) drop(w *Watch) {
 		m.cancels = append(m.cancels, w.id)
 	}
 	w.state = stateDone
+}
+
+// forget removes w from the live watches. m.mu must be held.
+func (m *Mux) forget(w *Watch) {
+	delete(m.watches, w.id)
+	if w.createRev == 0 {
+		m.waiters--
+	}
 }
 
 func without(ws []*Watch, w *Watch) []*Watch {

@@ -112,7 +112,7 @@ func (m *Mux) refuse(w *Watch, reason string) func() {
 		return nil
 	}
 	m.log.Warn("etcd refused to watch a key", zap.String("key", w.key), zap.String("reason", reason))
-	delete(m.watches, w.id)
+	m.forget(w)
 	w.state = stateDone
 	fire, err := w.fire, &RefusedError{Key: w.key, Reason: reason}
 	return func() { fire(err) }
@@ -162,7 +162,7 @@ func (m *Mux) handleEvents(resp *pb.WatchResponse) func() {
 // a re-read. m.mu must be held.
 func (m *Mux) broken(w *Watch) func() {
 	if w.createRev == 0 {
-		delete(m.watches, w.id)
+		m.forget(w)
 		w.state = stateDone
 		fire := w.fire
 		return func() { fire(nil) }

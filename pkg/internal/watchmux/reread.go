@@ -83,7 +83,7 @@ func (m *Mux) finishRead(rd *reading, res readResult) bool {
 		case m.watches[w.id] != w:
 			// removed, or fired by a delete event, meanwhile
 		case refused && len(rd.watches) == 1:
-			delete(m.watches, w.id)
+			m.forget(w)
 			w.state = stateDone
 			f, err := w.fire, &RefusedError{Key: w.key, Reason: res.err.Error()}
 			fire = append(fire, func() { f(err) })
@@ -91,11 +91,11 @@ func (m *Mux) finishRead(rd *reading, res readResult) bool {
 			w.state, w.alone = stateReread, refused
 			back = append(back, w)
 		case res.revs[i].Create != w.createRev:
-			delete(m.watches, w.id)
+			m.forget(w)
 			w.state = stateDone
 			fire = append(fire, func() { w.fire(nil) })
 		case w.puts && res.revs[i].Mod != w.createRev:
-			delete(m.watches, w.id)
+			m.forget(w)
 			w.state = stateDone
 			fire = append(fire, func() { w.fire(ErrModified) })
 		default:

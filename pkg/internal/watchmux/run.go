@@ -241,26 +241,31 @@ type probe struct {
 
 // checkSilence asks etcd for a progress report on a stream that carries
 // watches and has delivered nothing for ProbeAfter, and fails with
-// errSilent when nothing at all arrives within ProbeTimeout of the ask.
+// errSilent when nothing at all arrives within ProbeTimeout of the ask
+// (WaiterProbeAfter and WaiterProbeTimeout while someone waits on one).
 // It returns when it must be called again (zero: no need).
 func (m *Mux) checkSilence(ws pb.Watch_WatchClient, p *probe, now time.Time, idle bool) (time.Time, error) {
 	m.mu.Lock()
 	heard, msgs := m.heard, m.msgs
+	after, timeout := ProbeAfter, ProbeTimeout
+	if m.waiters > 0 {
+		after, timeout = WaiterProbeAfter, WaiterProbeTimeout
+	}
 	m.mu.Unlock()
 	if !p.sent.IsZero() {
 		if msgs == p.msgs {
-			if !now.Before(p.sent.Add(ProbeTimeout)) {
+			if !now.Before(p.sent.Add(timeout)) {
 				return time.Time{}, errSilent
 			}
-			return p.sent.Add(ProbeTimeout), nil
+			return p.sent.Add(timeout), nil
 		}
 		*p = probe{} // answered, or anything else arrived
 	}
 	if idle {
 		return time.Time{}, nil
 	}
-	if now.Before(heard.Add(ProbeAfter)) {
-		return heard.Add(ProbeAfter), nil
+	if now.Before(heard.Add(after)) {
+		return heard.Add(after), nil
 	}
 	m.mu.Lock()
 	m.probing = true
@@ -269,7 +274,7 @@ func (m *Mux) checkSilence(ws pb.Watch_WatchClient, p *probe, now time.Time, idl
 	if err := ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}}); err != nil {
 		return time.Time{}, err
 	}
-	return now.Add(ProbeTimeout), nil
+	return now.Add(timeout), nil
 }
 
 // begin prepares the state for a new stream: watches of the broken one are
@@ -282,7 +287,7 @@ func (m *Mux) begin() {
 	var fire []func(error)
 	for _, w := range m.orphans {
 		if w.createRev == 0 {
-			delete(m.watches, w.id)
+			m.forget(w)
 			w.state = stateDone
 			fire = append(fire, w.fire)
 		} else {
@@ -337,7 +342,7 @@ func (m *Mux) take(now time.Time) (reqs []*pb.WatchRequest, idle bool, err error
 	for _, w := range m.queue {
 		// A fresh ID each time: etcd keeps the ID of a watch it ended
 		// for compaction until the client cancels it.
-		delete(m.watches, w.id)
+		delete(m.watches, w.id) // and back under its new ID
 		m.nextID++
 		w.id, w.state = m.nextID, stateSent
 		m.watches[w.id] = w
