@@ -4,9 +4,10 @@
 //
 // # Setting it up
 //
-// Make the lock with New, passing the elector's durations (WithTimings;
-// default DefaultTimings, client-go's and controller-runtime's defaults),
-// and give the elector the same durations (Lock.Timings).
+// Make the lock with New, passing the elector's durations (DefaultTimings
+// are client-go's and controller-runtime's defaults) and package lock's
+// options for the lease (lock.WithTTL, lock.WithPrefix...), and give the
+// elector the same durations (Lock.Timings).
 //
 //   - client-go: set the lock as LeaderElectionConfig.Lock and wrap
 //     OnStartedLeading with Lock.Lead, whose context ends with the term.

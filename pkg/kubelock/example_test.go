@@ -25,7 +25,7 @@ func Example() {
 	}
 	defer cli.Close()
 	host, _ := os.Hostname()
-	lk, err := kubelock.New(cli, "my-controller", host)
+	lk, err := kubelock.New(cli, "my-controller", host, kubelock.DefaultTimings)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func Example_controllerRuntime() {
 	}
 	defer cli.Close()
 	host, _ := os.Hostname()
-	lk, err := kubelock.New(cli, "my-controller", host)
+	lk, err := kubelock.New(cli, "my-controller", host, kubelock.DefaultTimings)
 	if err != nil {
 		log.Fatal(err)
 	}

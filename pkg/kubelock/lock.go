@@ -65,11 +65,17 @@ type observation struct {
 	lease  clientv3.LeaseID
 }
 
-// New returns the lock of election name for the candidate identity. The
-// record's key is the prefix (WithPrefix, default DefaultPrefix) followed by
+// New returns the lock of election name for the candidate identity, made
+// for an elector with timings t (DefaultTimings: client-go's and
+// controller-runtime's defaults); give the elector the same. The record's
+// key is the prefix (lock.WithPrefix, default DefaultPrefix) followed by
 // name. identity must be unique among the candidates, as for any client-go
-// resource lock.
-func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock, error) {
+// resource lock. opts are package lock's session options a Lock honours:
+// lock.WithPrefix, WithTTL, WithSafetyMargin, WithCleanupTimeout and
+// WithLogger; others fail with ErrInvalidOption. New checks t as client-go's
+// NewLeaderElector does and against the TTL (see Timings), and the lock
+// bounds each call by Timings.CallTimeout.
+func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock.SessionOption) (*Lock, error) {
 	if client == nil {
 		return nil, invalid("nil etcd client")
 	}
@@ -79,14 +85,9 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	if identity == "" {
 		return nil, invalid("empty identity")
 	}
-	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop()}
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil option")
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	cfg, err := newConfig(t, opts)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.margin >= cfg.ttl {
 		return nil, invalid("safety margin %v must be below the TTL %v", cfg.margin, cfg.ttl)
@@ -104,8 +105,8 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	}, nil
 }
 
-// Timings returns the elector durations the lock was made for
-// (WithTimings): give the elector the same.
+// Timings returns the elector durations the lock was made for (New's t):
+// give the elector the same.
 func (l *Lock) Timings() Timings { return l.cfg.timings }
 
 // Key returns the etcd key of the record.

@@ -67,7 +67,7 @@ func Options(lk *kubelock.Lock, opts manager.Options) (manager.Options, error) {
 		{"RetryPeriod", &opts.RetryPeriod, t.RetryPeriod},
 	} {
 		if *d.set != nil && **d.set != d.want {
-			return opts, fmt.Errorf("%w: %s %v, the lock's timings are %v (kubelock.WithTimings)", ErrConflict, d.name, **d.set, t)
+			return opts, fmt.Errorf("%w: %s %v, the lock's timings are %v (kubelock.New's timings)", ErrConflict, d.name, **d.set, t)
 		}
 		*d.set = &d.want
 	}

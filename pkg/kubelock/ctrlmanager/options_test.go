@@ -11,6 +11,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Options sets the lock and its durations, and refuses fields already set
@@ -18,11 +19,11 @@ import (
 func TestOptionsRefusesConflicts(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	lk, err := kubelock.New(cli, "ctl", "a", kubelock.WithPrefix("/ctrlmanager/options/"))
+	lk, err := kubelock.New(cli, "ctl", "a", kubelock.DefaultTimings, lock.WithPrefix("/ctrlmanager/options/"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := kubelock.New(cli, "ctl", "b", kubelock.WithPrefix("/ctrlmanager/options/"))
+	other, err := kubelock.New(cli, "ctl", "b", kubelock.DefaultTimings, lock.WithPrefix("/ctrlmanager/options/"))
 	if err != nil {
 		t.Fatal(err)
 	}

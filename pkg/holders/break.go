@@ -1,6 +1,7 @@
-package lock
+package holders
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,53 +12,64 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Break asks the holder of name whose token is token (for a read-write
-// lock, one of its readers) to release it, and waits until its key is
-// gone: the holder released it, or its lease expired. A holder still
-// holding it when the wait ends (WithBreakWait, default DefaultBreakWait)
-// is fenced: its lease is revoked and its keys are kept, on a lease of its
-// TTL, until it releases them or that TTL passes, so that the next holder
-// cannot start before the broken one stopped at its deadline. WithForce
-// deletes the key and revokes the lease at once instead. A holder that no
-// session watches (etcdctl lock, concurrency.Mutex, a Detached grant) is
-// fenced without waiting.
-//
-// It returns the holder and whether it released within the wait (false:
-// fenced or forced), ErrNotHeld if no key of name has token (released,
-// expired or broken meanwhile) and ErrNotOwner if that key is a waiter's.
-// Options: WithPrefix, WithCleanupTimeout, WithBreakWait, WithForce.
-func Break(ctx context.Context, client *clientv3.Client, name string, token fencing.Token, opts ...BreakOption) (Contender, bool, error) {
-	if err := validateClient(client); err != nil {
+// lock, one of its readers) to release, and waits up to wait (0: the
+// DefaultBreakWait) for its key to go. A holder still there then, or one
+// that no session watches (etcdctl lock, concurrency.Mutex, a Detached
+// grant), is fenced: its lease is revoked and its keys kept until the
+// holder's deadline has passed, so the next holder starts after it stopped.
+// It returns the holder and whether it released within the wait,
+// lock.lock.ErrNotHeld if no key of name has token and lock.lock.ErrNotOwner if that
+// key is a waiter's.
+func Break(ctx context.Context, client *clientv3.Client, prefix, name string, token fencing.Token, wait time.Duration) (Contender, bool, error) {
+	if wait < 0 {
+		return Contender{}, false, fmt.Errorf("%w: break wait %v is negative", lock.ErrInvalidOption, wait)
+	}
+	b, err := newBreaker(ctx, client, prefix, name, token)
+	if err != nil {
 		return Contender{}, false, err
 	}
-	if err := ValidateName(name); err != nil {
-		return Contender{}, false, err
+	released, err := b.ask(ctx, cmp.Or(wait, DefaultBreakWait))
+	if err != nil || released {
+		return b.h, released, err
+	}
+	return b.h, false, b.fence(ctx, name)
+}
+
+// Force deletes the key of the holder of name whose token is token and
+// revokes its lease at once, without asking it: the next holder may start
+// while the broken one is still stopping. Its errors are Break's.
+func Force(ctx context.Context, client *clientv3.Client, prefix, name string, token fencing.Token) (Contender, error) {
+	b, err := newBreaker(ctx, client, prefix, name, token)
+	if err != nil {
+		return Contender{}, err
+	}
+	return b.h, b.force(ctx, name)
+}
+
+// newBreaker checks Break's and Force's arguments and finds the holder.
+func newBreaker(ctx context.Context, client *clientv3.Client, prefix, name string, token fencing.Token) (*breaker, error) {
+	if err := validate(client, prefix); err != nil {
+		return nil, err
+	}
+	if err := lock.ValidateName(name); err != nil {
+		return nil, err
 	}
 	if !token.IsValid() {
-		return Contender{}, false, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
+		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
-	cfg, err := newConfig(opts)
+	h, err := holderOf(ctx, client, prefix, name, token)
 	if err != nil {
-		return Contender{}, false, err
+		return nil, err
 	}
-	h, err := holderOf(ctx, client, cfg.prefix, name, token)
-	if err != nil {
-		return Contender{}, false, err
-	}
-	b := breaker{client: client, h: h, key: h.Key, cleanup: cfg.cleanupTimeout}
+	b := &breaker{client: client, h: h, key: h.Key}
 	if h.SlotKey != "" {
 		b.key = h.SlotKey // the key whose create revision is the token
 	}
-	if cfg.force {
-		return h, false, b.force(ctx, name)
-	}
-	released, err := b.ask(ctx, cfg.breakWait)
-	if err != nil || released {
-		return h, released, err
-	}
-	return h, false, b.fence(ctx, name)
+	return b, nil
 }
 
 // holderOf is the holder of name with token.
@@ -71,21 +83,24 @@ func holderOf(ctx context.Context, client *clientv3.Client, prefix, name string,
 		return st.Holders[i], nil
 	}
 	if slices.ContainsFunc(st.Waiters, func(w Contender) bool { return w.Token == token }) {
-		return Contender{}, fmt.Errorf("%w: token %s of %q is a waiter, not the holder", ErrNotOwner, token, name)
+		return Contender{}, fmt.Errorf("%w: token %s of %q is a waiter, not the holder", lock.ErrNotOwner, token, name)
 	}
-	return Contender{}, fmt.Errorf("%w: no holder of %q has token %s", ErrNotHeld, name, token)
+	return Contender{}, fmt.Errorf("%w: no holder of %q has token %s", lock.ErrNotHeld, name, token)
 }
 
-// DefaultBreakWait is how long Break waits for the holder to release by
-// default.
+// DefaultBreakWait is how long Break waits for the holder to release when
+// given no wait.
 const DefaultBreakWait = 30 * time.Second
+
+// revokeTimeout bounds the revoke of the holder's lease, which runs on a
+// fresh context so that it happens even when the caller's has ended.
+const revokeTimeout = 5 * time.Second
 
 // breaker breaks one holder, h, whose token is key's create revision.
 type breaker struct {
-	client  *clientv3.Client
-	h       Contender
-	key     string
-	cleanup time.Duration
+	client *clientv3.Client
+	h      Contender
+	key    string
 }
 
 // errGone says that the holder's key went away before Break wrote to it.
@@ -93,15 +108,12 @@ var errGone = errors.New("went away")
 
 // ask writes the break request into the holder's key — its record with
 // BreakRequested set, under the holder's own lease, so the holder's watch
-// sees a write (ErrBreakRequested) — and waits up to wait for the key to
+// sees a write (lock.ErrBreakRequested) — and waits up to wait for the key to
 // go, unless no session watches it. It reports whether the key went.
 func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
-	r := b.h.Record
+	r := b.h.record
 	if b.h.Foreign || r.Seq == 0 {
 		return false, nil // no session watches it: nobody would answer
-	}
-	if wait == 0 {
-		wait = DefaultBreakWait
 	}
 	r.BreakRequested = time.Now().UTC()
 	resp, err := b.client.Txn(ctx).
@@ -109,7 +121,7 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 		Then(clientv3.OpPut(b.key, r.Encode(), clientv3.WithIgnoreLease())).
 		Commit()
 	if err != nil {
-		return false, fmt.Errorf("lock: break: ask the holder: %w", err)
+		return false, fmt.Errorf("holders: break: ask the holder: %w", err)
 	}
 	if !resp.Succeeded {
 		return true, nil // released before it was asked
@@ -130,7 +142,7 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 	// The wait ended, or the watch broke: is the key still the holder's?
 	get, err := b.client.Get(ctx, b.key)
 	if err != nil {
-		return false, fmt.Errorf("lock: break: read the holder's key: %w", err)
+		return false, fmt.Errorf("holders: break: read the holder's key: %w", err)
 	}
 	return len(get.Kvs) == 0 || get.Kvs[0].CreateRevision != int64(b.h.Token), nil
 }
@@ -142,7 +154,7 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 func (b *breaker) fence(ctx context.Context, name string) error {
 	ttl, err := b.client.TimeToLive(ctx, b.h.LeaseID, clientv3.WithAttachedKeys())
 	if err != nil {
-		return fmt.Errorf("lock: break %q: read the holder's lease: %w", name, err)
+		return fmt.Errorf("holders: break %q: read the holder's lease: %w", name, err)
 	}
 	if ttl.TTL < 0 {
 		return nil // expired: its keys went with it
@@ -153,19 +165,19 @@ func (b *breaker) fence(ctx context.Context, name string) error {
 	}
 	g, err := b.client.Grant(ctx, ttl.GrantedTTL)
 	if err != nil {
-		return fmt.Errorf("lock: break %q: grant the fence's lease: %w", name, err)
+		return fmt.Errorf("holders: break %q: grant the fence's lease: %w", name, err)
 	}
 	// A transaction per batch: etcd bounds the operations of one.
 	for batch := range slices.Chunk(keys, 64) {
 		if err := b.move(ctx, batch, g.ID); err != nil {
-			return fmt.Errorf("lock: break %q: move the holder's keys to the fence's lease: %w", name, err)
+			return fmt.Errorf("holders: break %q: move the holder's keys to the fence's lease: %w", name, err)
 		}
 	}
 	if err := b.revoke(ctx, name); err != nil {
 		return err
 	}
 	if _, err := b.client.KeepAliveOnce(ctx, g.ID); err != nil {
-		return fmt.Errorf("lock: break %q: renew the fence's lease: %w", name, err)
+		return fmt.Errorf("holders: break %q: renew the fence's lease: %w", name, err)
 	}
 	return nil
 }
@@ -210,54 +222,25 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 
 // force deletes the holder's key at once and revokes its lease.
 func (b *breaker) force(ctx context.Context, name string) error {
-	ok, err := compareAndDelete(ctx, b.client, b.key, int64(b.h.Token))
+	resp, err := b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(b.key), "=", int64(b.h.Token))).
+		Then(clientv3.OpDelete(b.key)).
+		Commit()
 	if err != nil {
-		return fmt.Errorf("lock: break %q: %w", name, err)
+		return fmt.Errorf("holders: break %q: %w", name, err)
 	}
-	if !ok {
-		return fmt.Errorf("%w: holder of %q with token %s %w", ErrNotHeld, name, b.h.Token, errGone)
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: holder of %q with token %s %w", lock.ErrNotHeld, name, b.h.Token, errGone)
 	}
 	return b.revoke(ctx, name)
 }
 
-// revoke revokes the holder's lease, within the clean-up timeout.
+// revoke revokes the holder's lease, within revokeTimeout.
 func (b *breaker) revoke(ctx context.Context, name string) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cleanup)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 	defer cancel()
 	if _, err := b.client.Revoke(rctx, b.h.LeaseID); err != nil && !isLeaseNotFound(err) {
-		return fmt.Errorf("lock: break %q: lease revoke failed: %w", name, err)
+		return fmt.Errorf("holders: break %q: lease revoke failed: %w", name, err)
 	}
 	return nil
 }
-
-// WithBreakWait bounds how long Break waits for the holder to release
-// before it fences it; d must be positive. A BreakOption.
-func WithBreakWait(d time.Duration) BreakWaitOption { return BreakWaitOption{d} }
-
-// BreakWaitOption is what WithBreakWait returns: a BreakOption.
-type BreakWaitOption struct{ d time.Duration }
-
-func (o BreakWaitOption) set(c *config) error {
-	if o.d <= 0 {
-		return invalid("break wait %v must be positive", o.d)
-	}
-	c.breakWait = o.d
-	return nil
-}
-
-func (BreakWaitOption) breakOption() {}
-
-// WithForce makes Break delete the holder's key and revoke its lease at
-// once, without asking it first: the next holder may start while the
-// broken one is still stopping. A BreakOption.
-func WithForce() ForceOption { return ForceOption{} }
-
-// ForceOption is what WithForce returns: a BreakOption.
-type ForceOption struct{}
-
-func (ForceOption) set(c *config) error {
-	c.force = true
-	return nil
-}
-
-func (ForceOption) breakOption() {}
