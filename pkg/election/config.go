@@ -111,10 +111,7 @@ func (c *Config) validate(opts []lock.SessionOption) (session, error) {
 	if err := lock.ValidateSessionOptions(opts...); err != nil {
 		return session{}, fmt.Errorf("%w: session options: %w", ErrInvalidConfig, err)
 	}
-	set, err := settings.Of(opts)
-	if err != nil {
-		return session{}, fmt.Errorf("%w: session options: %w", ErrInvalidConfig, err)
-	}
+	set := settings.Of(opts)
 	switch {
 	case set.LockDelay != 0:
 		// The wait after an unclean end is the tenure key's.

@@ -49,10 +49,7 @@ func newConfig(t Timings, opts []lock.SessionOption) (config, error) {
 	if err := lock.ValidateSessionOptions(opts...); err != nil {
 		return config{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	set, err := settings.Of(opts)
-	if err != nil {
-		return config{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
+	set := settings.Of(opts)
 	switch {
 	case set.Owner != "":
 		return config{}, invalid("lock.WithOwner: the identity is New's argument")

@@ -31,16 +31,15 @@ type Settings struct {
 // option's value, as NewSession does, and sets it in s.
 type Setter interface{ Set(s *Settings) error }
 
-// Of returns what opts set, later options over earlier ones. It skips a
-// nil option: check opts with lock.ValidateSessionOptions first.
-func Of[O any](opts []O) (Settings, error) {
+// Of returns what opts set, later options over earlier ones. Check opts
+// with lock.ValidateSessionOptions first: Of skips a nil option and one
+// whose value that check rejects.
+func Of[O any](opts []O) Settings {
 	var s Settings
 	for _, o := range opts {
 		if set, ok := any(o).(Setter); ok {
-			if err := set.Set(&s); err != nil {
-				return Settings{}, err
-			}
+			_ = set.Set(&s) // rejected by lock.ValidateSessionOptions
 		}
 	}
-	return s, nil
+	return s
 }
