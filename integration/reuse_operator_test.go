@@ -85,7 +85,7 @@ func (r *reuseRun) fault(c *reuseClient, kind int, d, lat time.Duration) {
 }
 
 // operatorDelete deletes the key of a lock held for a while, raw or with
-// lock.Break (which also revokes the holder's lease).
+// holders.Force (which also revokes the holder's lease).
 func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool) {
 	now := r.now()
 	r.mu.Lock()

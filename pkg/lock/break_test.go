@@ -131,7 +131,7 @@ func TestBreakFencesAHolderThatDoesNotRelease(t *testing.T) {
 	mustReceive(t, next, "the fenced holder released")
 }
 
-// WithForce deletes the key at once: the waiter gets the name while the
+// holders.Force deletes the key at once: the waiter gets the name while the
 // holder learns of it by its watch — as ErrKeyDeleted, or ErrLeaseRevoked
 // when the revoke that follows the delete is heard of first.
 func TestBreakForce(t *testing.T) {

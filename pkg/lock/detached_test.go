@@ -159,12 +159,12 @@ func TestDetachedRejectsBadInput(t *testing.T) {
 		t.Errorf("ttl near the largest Duration: %v", err)
 	}
 	if _, err := d.Acquire(ctx, "a", "o", maxTTL+time.Second); !errors.Is(err, lock.ErrInvalidOption) {
-		t.Errorf("ttl above MaxTTL: %v", err)
+		t.Errorf("ttl above etcd's maximum: %v", err)
 	}
-	// MaxTTL itself is etcd's maximum, granted as asked.
+	// etcd's maximum itself is granted as asked.
 	g, err := d.Acquire(ctx, "max", "o", maxTTL)
 	if err != nil {
-		t.Fatalf("MaxTTL: %v", err)
+		t.Fatalf("maximum TTL: %v", err)
 	}
 	if g.TTL != maxTTL {
 		t.Errorf("granted TTL %v, want %v", g.TTL, maxTTL)

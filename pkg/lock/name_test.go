@@ -39,7 +39,7 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 	}
 	prefixOf := func(n string) string { return namePrefix(t, "/p/", n) }
 	if a, b, found := nests(prefixOf); found {
-		t.Errorf("NamePrefix(%q) = %q lies under NamePrefix(%q) = %q", a, prefixOf(a), b, prefixOf(b))
+		t.Errorf("the key prefix of %q, %q, lies under that of %q, %q", a, prefixOf(a), b, prefixOf(b))
 	}
 	// Negative control: the same check finds nesting in unescaped names.
 	if _, _, found := nests(func(n string) string { return "/p/" + n + "/" }); !found {
@@ -53,7 +53,7 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 		"/":            "/p/%2F/",
 	} {
 		if got := namePrefix(t, "/p/", name); got != want {
-			t.Errorf("NamePrefix(%q) = %q, want %q", name, got, want)
+			t.Errorf("key prefix of %q = %q, want %q", name, got, want)
 		}
 	}
 }

@@ -138,7 +138,7 @@ func TestValidateAcquireOptions(t *testing.T) {
 		"none":                       {nil, true},
 		"limit":                      {[]lock.AcquireOption{lock.WithLimit(maxLimit)}, true},
 		"limit 0":                    {[]lock.AcquireOption{lock.WithLimit(0)}, false},
-		"limit above MaxLimit":       {[]lock.AcquireOption{lock.WithLimit(maxLimit + 1)}, false},
+		"limit above the maximum":    {[]lock.AcquireOption{lock.WithLimit(maxLimit + 1)}, false},
 		"shared":                     {[]lock.AcquireOption{lock.WithShared()}, true},
 		"lock-delay":                 {[]lock.AcquireOption{lock.WithLockDelay(maxLockDelay)}, true},
 		"negative lock-delay":        {[]lock.AcquireOption{lock.WithLockDelay(-time.Second)}, false},
