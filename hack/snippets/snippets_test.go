@@ -8,29 +8,34 @@ import (
 	"testing"
 )
 
-// readmes maps each README, from the repository's root, to the package
+// readmes maps each README, from the repository's root, to the packages
 // whose Examples hold its snippets.
-var readmes = map[string]string{
-	"README.md":              "pkg/lock",
-	"pkg/lock/README.md":     "pkg/lock",
-	"pkg/kubelock/README.md": "pkg/kubelock",
-	"fencing/README.md":      "fencing",
+var readmes = map[string][]string{
+	"README.md":              {"pkg/lock", "pkg/kubelock"},
+	"pkg/lock/README.md":     {"pkg/lock"},
+	"pkg/kubelock/README.md": {"pkg/kubelock"},
+	"fencing/README.md":      {"fencing"},
+	"pkg/election/README.md": {"pkg/election"},
 }
 
-// Each line of every ```go block of each README is, in order, a line of
-// one of the Example functions of the package it documents (compared with
-// runs of blanks as one space; blank lines and placeholders are skipped).
+// Each line of every ```go block of each README, and each line a ```diff
+// block adds or keeps, is, in order, a line of one of the Example functions
+// of the package it documents (compared with runs of blanks as one space;
+// blank lines and placeholders are skipped).
 func TestReadmeSnippets(t *testing.T) {
 	root := filepath.Join("..", "..")
-	for readme, pkg := range readmes {
+	for readme, pkgs := range readmes {
 		snippets := goBlocks(t, filepath.Join(root, readme))
 		if len(snippets) == 0 {
 			t.Errorf("%s: no Go snippet", readme)
 		}
-		examples := exampleLines(t, filepath.Join(root, pkg))
+		var examples [][]string
+		for _, pkg := range pkgs {
+			examples = append(examples, exampleLines(t, filepath.Join(root, pkg))...)
+		}
 		for i, s := range snippets {
 			if !inOrderInAny(s, examples) {
-				t.Errorf("%s: snippet %d is in no Example of %s, in order:\n%s", readme, i+1, pkg, strings.Join(s, "\n"))
+				t.Errorf("%s: snippet %d is in no Example of %s, in order:\n%s", readme, i+1, strings.Join(pkgs, " or "), strings.Join(s, "\n"))
 			}
 		}
 	}
@@ -40,17 +45,24 @@ func TestReadmeSnippets(t *testing.T) {
 // Examples spell out.
 var placeholders = map[string]bool{"if err != nil { ... }": true, "if err != nil { return err }": true}
 
-// goBlocks returns the lines of each ```go block of path.
+// goBlocks returns the lines of each ```go block of path, and the new side
+// of each ```diff block (its added and kept lines).
 func goBlocks(t *testing.T, path string) [][]string {
 	t.Helper()
 	var blocks [][]string
 	var cur []string
-	in := false
+	in, diff := false, false
 	for _, raw := range readLines(t, path) {
 		line := normalize(raw) // a block may be indented, in a list
+		if in && diff && !strings.HasPrefix(line, "```") {
+			if strings.HasPrefix(raw, "-") {
+				continue // the old side
+			}
+			line = normalize(strings.TrimPrefix(strings.TrimPrefix(raw, "+"), " "))
+		}
 		switch {
-		case !in && strings.HasPrefix(line, "```go"):
-			in, cur = true, nil
+		case !in && (line == "```go" || line == "```diff"):
+			in, diff, cur = true, line == "```diff", nil
 		case in && strings.HasPrefix(line, "```"):
 			in = false
 			blocks = append(blocks, cur)

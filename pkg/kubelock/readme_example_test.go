@@ -18,6 +18,25 @@ import (
 // TestReadmeSnippets in hack/snippets checks that each snippet's lines are
 // in one of these functions, in order.
 
+// The lock of a controller-runtime manager (README.md shows it as a diff).
+func Example_readmeDiff() {
+	etcd, podName, cfg := (*clientv3.Client)(nil), "pod-0", &rest.Config{}
+	lk, err := kubelock.New(etcd, "my-controller", podName, kubelock.DefaultTimings) // etcd: *clientv3.Client
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lk.Close(context.Background())
+	opts, err := ctrlmanager.Options(lk, ctrl.Options{
+		LeaderElection:                true,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	_, _ = mgr, err
+}
+
 // The lock of a controller-runtime manager.
 func Example_readme() {
 	etcd, podName, cfg := (*clientv3.Client)(nil), "pod-0", &rest.Config{}
