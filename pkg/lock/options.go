@@ -12,7 +12,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
-// Defaults and bounds.
+// Defaults, bounds and words.
 const (
 	// DefaultPrefix is the etcd key prefix under which locks live.
 	DefaultPrefix = "/etcdlock/"
@@ -22,6 +22,8 @@ const (
 	// one key and reads one predecessor per name, within etcd's default
 	// limit of 128 operations per transaction (--max-txn-ops).
 	MaxNames = 64
+	// ForeignHolder describes a holder without an etcdlock record.
+	ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
 )
 
 // defaultCleanupTimeout is WithCleanupTimeout's default.
