@@ -9,7 +9,7 @@ PKGS     ?= ./...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build test demo lint cross release bench bench-scale chaos surface tidy-check clean
+.PHONY: all build test demo lint cross release bench bench-scale chaos chaos-net chaos-net-short surface tidy-check clean
 
 all: lint build test
 
@@ -117,3 +117,22 @@ BREAK_RUNS ?= 10
 chaos:
 	CHAOS_RUNS=$(CHAOS_RUNS) CHAOS_SEED=$(CHAOS_SEED) REUSE_RUNS=$(REUSE_RUNS) REUSE_SEED=$(REUSE_SEED) REUSE_DURATION=$(REUSE_DURATION) BREAK_RUNS=$(BREAK_RUNS) \
 	  $(GO) test -count=1 -timeout 4h -run '^(TestChaos.*|TestReuseLong)$$' -v ./integration | grep -v -e '^=== RUN' -e 'logger.go'
+
+## chaos-net: the real-network fault harness (integration/netfault/README.md):
+## three etcd member processes and the clients in network namespaces of
+## their own, joined by veths and a bridge (198.18.0.0/15, nothing leaves
+## the machine), faults injected by the kernel (nftables drops, SIGSTOP,
+## SIGKILL); NETFAULT_TRIALS trials of each fault in NETFAULT_FAULTS
+## (default: every fault), drawn from NETFAULT_SEED, then a table per
+## fault. Needs root and nftables (apt-get install nftables), and says so.
+NETFAULT_TRIALS ?= 5
+chaos-net:
+	@[ "$$(id -u)" = 0 ] || { echo "make chaos-net needs root: it makes network namespaces, veths and nftables rules" >&2; exit 1; }
+	@command -v nft >/dev/null || { echo "make chaos-net needs nftables: apt-get install nftables" >&2; exit 1; }
+	NETFAULT=1 NETFAULT_TRIALS=$(NETFAULT_TRIALS) NETFAULT_SEED=$(NETFAULT_SEED) NETFAULT_FAULTS=$(NETFAULT_FAULTS) \
+	  $(GO) test -count=1 -timeout 4h -run '^TestNetFault$$' -v ./integration/netfault | grep --line-buffered -v -e '^=== RUN'
+
+## chaos-net-short: one trial each of a cut-off holder and of the control,
+## on a fixed seed (its times: integration/netfault/README.md).
+chaos-net-short:
+	$(MAKE) chaos-net NETFAULT_TRIALS=1 NETFAULT_SEED=1 NETFAULT_FAULTS=cut-client,control-no-deadline

@@ -18,19 +18,20 @@ import (
 // main path through the built binary: a subtest of TestCLICommandMainPaths
 // ("" here) or a test elsewhere.
 var mainPaths = map[string]string{
-	"run":        "",
-	"elect":      "",
-	"acquire":    "TestCLIScriptCommands",
-	"renew":      "TestCLIScriptCommands",
-	"release":    "TestCLIScriptCommands",
-	"status":     "TestCLIScriptCommands",
-	"list":       "TestCLIScriptCommands",
-	"leader":     "TestCLIScriptCommands",
-	"break":      "",
-	"dev":        "TestCLIDevServer",
-	"version":    "",
-	"completion": "",
-	"help":       "",
+	"run":          "",
+	"elect":        "",
+	"acquire":      "TestCLIScriptCommands",
+	"renew":        "TestCLIScriptCommands",
+	"release":      "TestCLIScriptCommands",
+	"status":       "TestCLIScriptCommands",
+	"list":         "TestCLIScriptCommands",
+	"leader":       "TestCLIScriptCommands",
+	"kube-leaders": "TestCLIKubeLeaders",
+	"break":        "",
+	"dev":          "TestCLIDevServer",
+	"version":      "",
+	"completion":   "",
+	"help":         "",
 }
 
 // Every command the binary offers has a test of its main path: the list

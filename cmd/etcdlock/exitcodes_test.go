@@ -136,7 +136,7 @@ func TestExplain(t *testing.T) {
 // A missing or extra argument is a usage error (64), as the exit-code
 // table promises, for every command that checks its arguments.
 func TestArgumentCountIsAUsageError(t *testing.T) {
-	for _, args := range [][]string{{"status"}, {"leader"}, {"renew"}, {"release"}, {"break"}, {"acquire"}, {"list", "a", "b"}, {"version", "x"}} {
+	for _, args := range [][]string{{"status"}, {"leader"}, {"renew"}, {"release"}, {"break"}, {"acquire"}, {"list", "a", "b"}, {"kube-leaders", "a", "b"}, {"version", "x"}} {
 		var stdout, stderr strings.Builder
 		if code := Main(args, strings.NewReader(""), &stdout, &stderr); code != exitcode.Usage {
 			t.Errorf("etcdlock %s: exit %d (%s), want %d", strings.Join(args, " "), code, strings.TrimSpace(stderr.String()), exitcode.Usage)

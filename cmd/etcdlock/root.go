@@ -179,6 +179,7 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 		newRunCommand(g), newElectCommand(g),
 		newAcquireCommand(g), newRenewCommand(g), newReleaseCommand(g),
 		newStatusCommand(g), newListCommand(g), newLeaderCommand(g), newBreakCommand(g),
+		newKubeLeadersCommand(g),
 		newDevCommand(), newVersionCommand(g),
 		newExitCodesTopic(),
 	)

@@ -7,11 +7,13 @@
 // size, and the longest function of cmd/.
 //
 //	go run ./hack/surface    (from the repository's root; make surface)
+//	go run ./hack/surface -path    (also lists the functions of that path)
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/doc"
@@ -32,13 +34,15 @@ const (
 )
 
 func main() {
-	if err := run(); err != nil {
+	listPath := flag.Bool("path", false, "list the functions one contended Acquire of a plain lock runs, and Mutex.Lock's")
+	flag.Parse()
+	if err := run(*listPath); err != nil {
 		fmt.Fprintln(os.Stderr, "surface:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(listPath bool) error {
 	anchorDir, err := goList(anchorPkg)
 	if err != nil {
 		return err
@@ -58,7 +62,7 @@ func run() error {
 	mo, xo := docStats(ours)
 	mt, xt := docStats(theirs)
 	fmt.Fprintf(w, "exported doc comments: mean lines, longest\t%.1f, %d\t%.1f, %d\n", mo, xo, mt, xt)
-	path, err := contendedPath(anchorDir)
+	path, err := contendedPath(anchorDir, listPath)
 	if err != nil {
 		return err
 	}
@@ -185,37 +189,59 @@ func goList(pkg string) (string, error) {
 // contendedPath runs TestContendedAcquirePath with coverage, for a lock
 // and for concurrency.Mutex, with and without the contended acquisition,
 // and returns "files / functions" for each: those with a statement the
-// acquisition ran more often than the run without it.
-func contendedPath(anchorDir string) ([2]string, error) {
+// acquisition ran more often than the run without it. The test ends the
+// process as the acquisition returns, so that neither run's clean-up is
+// counted: the test binary is built once and run directly, with
+// GOCOVERDIR, and its counters turned into profiles by go tool covdata.
+func contendedPath(anchorDir string, list bool) ([2]string, error) {
 	tmp, err := os.MkdirTemp("", "surface")
 	if err != nil {
 		return [2]string{}, err
 	}
 	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "lock.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, "-tags", "surface", "-covermode=atomic",
+		"-coverpkg=./"+lockDir+","+anchorPkg, "./"+lockDir)
+	if out, err := build.CombinedOutput(); err != nil {
+		return [2]string{}, fmt.Errorf("%v: %v\n%s", build.Args, err, out)
+	}
 	var res [2]string
 	for i, run := range []struct{ name, dir string }{{"lock", lockDir}, {"mutex", anchorDir}} {
 		var profiles [2]string
 		for j, base := range []string{"1", ""} {
-			profiles[j] = filepath.Join(tmp, run.name+base+".out")
-			cmd := exec.Command("go", "test", "-tags", "surface", "-count=1", "-covermode=count", "-coverprofile="+profiles[j],
-				"-coverpkg=./"+lockDir+","+anchorPkg, "-run", "^TestContendedAcquirePath$", "./"+lockDir)
-			cmd.Env = append(os.Environ(), "ETCDLOCK_PATH="+run.name, "ETCDLOCK_PATH_BASE="+base)
+			covdir := filepath.Join(tmp, run.name+base)
+			if err := os.Mkdir(covdir, 0o755); err != nil {
+				return res, err
+			}
+			cmd := exec.Command(bin, "-test.count=1", "-test.run", "^TestContendedAcquirePath$")
+			cmd.Dir = lockDir
+			// TMPDIR: the embedded etcd's files, which the ended process
+			// leaves, go with tmp.
+			cmd.Env = append(os.Environ(), "ETCDLOCK_PATH="+run.name, "ETCDLOCK_PATH_BASE="+base, "GOCOVERDIR="+covdir, "TMPDIR="+tmp)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return res, fmt.Errorf("%v: %v\n%s", cmd.Args, err, out)
+			}
+			profiles[j] = covdir + ".out"
+			conv := exec.Command("go", "tool", "covdata", "textfmt", "-i="+covdir, "-o="+profiles[j])
+			if out, err := conv.CombinedOutput(); err != nil {
+				return res, fmt.Errorf("%v: %v\n%s", conv.Args, err, out)
 			}
 		}
 		files, funcs, err := covered(profiles[0], profiles[1], run.dir)
 		if err != nil {
 			return res, err
 		}
-		res[i] = fmt.Sprintf("%d / %d", files, funcs)
+		if list {
+			fmt.Printf("%s: %s\n", run.name, strings.Join(funcs, " "))
+		}
+		res[i] = fmt.Sprintf("%d / %d", files, len(funcs))
 	}
 	return res, nil
 }
 
 // covered counts the files and functions of dir with a statement that
 // ran more often in the coverage profile full than in base.
-func covered(base, full, dir string) (files, funcs int, err error) {
+func covered(base, full, dir string) (files int, funcs []string, err error) {
 	counts := func(path string) (map[string]int, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -235,11 +261,11 @@ func covered(base, full, dir string) (files, funcs int, err error) {
 	}
 	before, err := counts(base)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	after, err := counts(full)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	type pos struct {
 		file string
@@ -257,7 +283,7 @@ func covered(base, full, dir string) (files, funcs int, err error) {
 	absDir, _ := filepath.Abs(dir)
 	p, err := parseDir(absDir)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	seenFile, seenFunc := map[string]bool{}, map[string]bool{}
 	for _, h := range hits {
@@ -272,11 +298,34 @@ func covered(base, full, dir string) (files, funcs int, err error) {
 			}
 			if from, to := p.fset.Position(fd.Pos()).Line, p.fset.Position(fd.End()).Line; h.line >= from && h.line <= to {
 				seenFile[h.file] = true
-				seenFunc[h.file+":"+fd.Name.Name+strconv.Itoa(from)] = true
+				seenFunc[h.file+":"+funcName(fd)] = true
 			}
 		}
 	}
-	return len(seenFile), len(seenFunc), nil
+	for f := range seenFunc {
+		funcs = append(funcs, f)
+	}
+	slices.Sort(funcs)
+	return len(seenFile), funcs, nil
+}
+
+// funcName is a function's name, with its receiver's type for a method
+// (T.m), and its position for a function literal's enclosing one.
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	if star, ok := t.(*ast.StarExpr); ok {
+		t = star.X
+	}
+	if idx, ok := t.(*ast.IndexExpr); ok {
+		t = idx.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
 }
 
 // kindFiles are the files that may look at a lock's kind: the kinds' own

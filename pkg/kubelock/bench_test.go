@@ -8,8 +8,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/client-go/tools/leaderelection"
 
+	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // BenchmarkFailover measures, with client-go's LeaderElector
@@ -120,4 +123,91 @@ func BenchmarkDialDuringPartition(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-to-first-answer")
 	b.ReportMetric(float64(worst.Milliseconds()), "ms-worst")
+}
+
+// BenchmarkEtcdLeaderElection measures whether a term survives an election
+// of etcd's own raft leader. A cluster of its own, 3 members at etcd's
+// default raft timing (heartbeat 100 ms, election timeout 1 s); one
+// elector configured by ElectionConfig leads. Each iteration kills etcd's
+// raft leader (HardStop, no leadership transfer), waits for the next one,
+// then watches the term for TTL + RenewDeadline more, and restarts the
+// member. kept/kill is the share of kills the term survived; k is
+// min(RenewDeadline, TTL − margin) over the election timeout. A killed
+// member's peer handler can stay blocked in etcd's backend after HardStop,
+// which the binary's leak check then reports after the results.
+//
+//	go test -run '^$' -bench EtcdLeaderElection -benchtime 8x .
+func BenchmarkEtcdLeaderElection(b *testing.B) {
+	const election = time.Second
+	for _, tc := range []struct{ ttl, renew, retry time.Duration }{
+		{2 * time.Second, time.Second, 300 * time.Millisecond},
+		{3 * time.Second, 1500 * time.Millisecond, 500 * time.Millisecond},
+		{4 * time.Second, 2 * time.Second, 500 * time.Millisecond},
+		{4 * time.Second, 3 * time.Second, 500 * time.Millisecond},
+		{DefaultTTL, DefaultTimings.RenewDeadline, DefaultTimings.RetryPeriod},
+	} {
+		b.Run(fmt.Sprintf("ttl=%v,renew=%v", tc.ttl, tc.renew), func(b *testing.B) {
+			c := etcdtest.Cluster(b, embedded.WithMembers(3), embedded.WithRaftTiming(100*time.Millisecond, election))
+			cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second,
+				DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cli.Close()
+			tm := Timings{LeaseDuration: tc.renew * 3 / 2, RenewDeadline: tc.renew, RetryPeriod: tc.retry}
+			lk, err := New(cli, "ctl", "a", tm, lock.WithPrefix(prefix(b)), lock.WithTTL(tc.ttl))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lk.Close(context.Background())
+			terms := make(chan Term, 100)
+			cfg, err := ElectionConfig(lk, leaderelection.LeaderElectionConfig{Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					t, _ := TermFrom(ctx)
+					terms <- t
+					<-ctx.Done()
+				},
+				OnStoppedLeading: func() {},
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			stop := runElector(b, cfg)
+			defer stop()
+			var term Term
+			kept := 0
+			b.ResetTimer()
+			for range b.N {
+				for term.t == nil || term.Context().Err() != nil {
+					select {
+					case term = <-terms:
+					case <-time.After(time.Minute):
+						b.Fatal("no term within a minute")
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				old, err := c.Leader(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				old.HardStop()
+				if _, err := c.Leader(ctx); err != nil {
+					b.Fatal(err)
+				}
+				time.Sleep(tc.ttl + tc.renew) // the window in which a lost term would end
+				if term.Context().Err() == nil {
+					kept++
+				} else {
+					b.Logf("term %v ended: %v", term.Token(), context.Cause(term.Context()))
+				}
+				if err := old.Restart(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+			}
+			b.ReportMetric(float64(kept)/float64(b.N), "kept/kill")
+			live := tc.ttl - lk.cfg.marginFor(tc.ttl) // a term's life without a renewal
+			b.ReportMetric(float64(min(tc.renew, live))/float64(election), "k")
+		})
+	}
 }

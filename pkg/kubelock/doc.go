@@ -9,8 +9,11 @@
 // options for the lease (lock.WithTTL, lock.WithPrefix...), and give the
 // elector the same durations (Lock.Timings).
 //
-//   - client-go: set the lock as LeaderElectionConfig.Lock and wrap
-//     OnStartedLeading with Lock.Lead, whose context ends with the term.
+//   - client-go: complete the elector's LeaderElectionConfig with
+//     ElectionConfig: it sets the lock and its durations and runs
+//     OnStartedLeading on the term's context (Lock.Lead), which ends with
+//     the term and carries it (TermFrom). A lock driven at other durations
+//     than its own says so in its log and its metrics (Lock.SetMetrics).
 //   - controller-runtime: build the manager's options with package
 //     ctrlmanager (ctrlmanager.Options). Setting the lock as
 //     manager.Options.LeaderElectionResourceLockInterface alone is not
@@ -65,19 +68,18 @@
 //     under its lease until etcd expires it, a TTL after the last renewal;
 //     followers wait for that (the Lease lock makes them wait
 //     LeaseDuration).
-//   - LeaderTransitions is never counted. client-go's elector counts a
-//     transition only when it takes over an existing record with an
-//     Update (the previous count + 1); every term of this lock starts with
-//     a Create of a missing record, to which client-go gives 0, and the
-//     count of the deleted record is gone with it. Carrying it would take a
-//     second key that outlives every record. Count terms by their tokens,
-//     which increase with every term (not by one).
+//   - LeaderTransitions is counted by the lock, not by client-go: it is
+//     the number of terms before the current one, kept in a second key
+//     beside the record (the count, without a lease) whose version each
+//     Create raises. client-go counts a transition only when it takes over
+//     a record with an Update, and every term of this lock starts with a
+//     Create. Tokens increase with every term too (not by one).
 //   - AcquireTime and RenewTime come back from Get to the microsecond, as
 //     a Lease keeps them; the stored value carries them beside the
 //     record's JSON, whose times have whole seconds.
-//   - Update before the lock has read the record (Get) or created it
-//     returns ErrNotRead, a plain error, as the Lease lock's "lease not
-//     initialized". An Update of a record that changed or vanished since
+//   - Update before the lock has read the record (Get) or created it, or
+//     after its last Get found none, returns ErrNotRead, a plain error, as
+//     the Lease lock's "lease not initialized". An Update of a record that changed or vanished since
 //     this lock read it is a conflict (apierrors.IsConflict); the Lease
 //     lock gets a conflict for a changed Lease too, but NotFound for a
 //     deleted one: this lock holds no object to send, and a conflict says
@@ -109,6 +111,15 @@
 // the measurements of the package's README — and at most at its
 // conservative deadline, TTL − margin after its last renewal, when replies
 // are slow or its watch is cut.
+//
+// # Operating it
+//
+// The elector's events go to a Kubernetes event recorder with
+// Lock.SetEventRecorder, as the Lease lock's do. Lock.Healthz is a health
+// check with client-go's HealthzAdaptor contract: it fails while the
+// elector still leads long after its term ended. `etcdlock kube-leaders`
+// lists the records under a prefix: holder, token, acquired and renewed
+// times, transitions.
 //
 // Not supported: client-go's Coordinated leader election (LeaseCandidate
 // objects).

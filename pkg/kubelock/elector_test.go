@@ -72,7 +72,13 @@ func (lg *ledger) notify() {
 // onStartedLeading returns candidate who's OnStartedLeading: it records
 // the term and runs until the context Lead gives it ends.
 func (lg *ledger) onStartedLeading(who string, l *Lock) func(context.Context) {
-	lead := l.Lead(func(ctx context.Context, term Term) {
+	return lg.observeClientGo(who, l.Lead(lg.lead(who, l)))
+}
+
+// lead returns the callback of candidate who: it records the term and
+// runs until its context ends.
+func (lg *ledger) lead(who string, l *Lock) func(context.Context, Term) {
+	return func(ctx context.Context, term Term) {
 		rec := &led{who: who, term: term}
 		lg.mu.Lock()
 		lg.terms = append(lg.terms, rec)
@@ -81,15 +87,22 @@ func (lg *ledger) onStartedLeading(who string, l *Lock) func(context.Context) {
 		<-ctx.Done()
 		end := time.Now()
 		l.mu.Lock()
-		if ended := term.t.ended; !ended.IsZero() && ended.Before(end) {
-			end = ended
+		if term.t != nil {
+			if ended := term.t.ended; !ended.IsZero() && ended.Before(end) {
+				end = ended
+			}
 		}
 		l.mu.Unlock()
 		lg.mu.Lock()
 		rec.end = end
 		lg.mu.Unlock()
 		lg.notify()
-	})
+	}
+}
+
+// observeClientGo wraps OnStartedLeading to record when client-go's own
+// context, the one it passes, ends.
+func (lg *ledger) observeClientGo(who string, lead func(context.Context)) func(context.Context) {
 	return func(ctx context.Context) {
 		lg.wg.Add(1)
 		defer lg.wg.Done()
@@ -169,9 +182,18 @@ type contender struct {
 	proxy proxy.Server
 	// stop stops the elector (client-go releases: ReleaseOnCancel).
 	stop func()
+	// viaConfig: the elector's configuration comes from ElectionConfig.
+	viaConfig bool
 }
 
 func startContender(t testing.TB, lg *ledger, who string, member int, tm timings) *contender {
+	t.Helper()
+	return startContenderWith(t, lg, who, member, tm, false)
+}
+
+// startContenderWith is startContender, with the elector configured by
+// ElectionConfig if viaConfig.
+func startContenderWith(t testing.TB, lg *ledger, who string, member int, tm timings, viaConfig bool) *contender {
 	t.Helper()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
 	// DialKeepAliveTime, as the package recommends: a connection that a
@@ -187,7 +209,7 @@ func startContender(t testing.TB, lg *ledger, who string, member int, tm timings
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &contender{who: who, tm: tm, lock: l, gate: kubetest.NewGate(l), proxy: p}
+	c := &contender{who: who, tm: tm, lock: l, gate: kubetest.NewGate(l), proxy: p, viaConfig: viaConfig}
 	c.start(t, lg)
 	t.Cleanup(func() {
 		c.heal()
@@ -200,6 +222,29 @@ func startContender(t testing.TB, lg *ledger, who string, member int, tm timings
 }
 
 func (c *contender) start(t testing.TB, lg *ledger) {
+	if c.viaConfig {
+		// ElectionConfig, with a plain callback that finds its term in
+		// its context; the harness then puts its gate in front of the
+		// lock and watches client-go's own context.
+		lead := lg.lead(c.who, c.lock)
+		cfg, err := ElectionConfig(c.lock, leaderelection.LeaderElectionConfig{
+			ReleaseOnCancel: true,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					term, _ := TermFrom(ctx)
+					lead(ctx, term)
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Lock = c.gate
+		cfg.Callbacks.OnStartedLeading = lg.observeClientGo(c.who, cfg.Callbacks.OnStartedLeading)
+		c.stop = runElector(t, cfg)
+		return
+	}
 	c.stop = runElector(t, leaderelection.LeaderElectionConfig{
 		Lock:            c.gate,
 		LeaseDuration:   c.tm.leaseDuration,

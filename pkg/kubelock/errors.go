@@ -34,14 +34,18 @@ var (
 	// but the etcd lease of its last holder, as this lock saw it, is alive.
 	ErrHolderAlive = errors.New("kubelock: the last holder's etcd lease is still alive")
 	// ErrNotRead is returned by Update with this lock's identity as holder
-	// before the lock has read the record (Get) or written it (Create), as
-	// the Lease lock returns "lease not initialized": there is no version
-	// of the record to update.
+	// before the lock has read the record (Get) or written it (Create), or
+	// when its last Get found no record, as the Lease lock returns "lease
+	// not initialized": there is no version of the record to update.
 	ErrNotRead = errors.New("kubelock: the record has not been read: call Get or Create first")
 	// ErrNoTerm is returned by Lock.Term when no term has started, and is
 	// the cause of the context Lead gives a callback that client-go ran
 	// without a Create of this lock.
 	ErrNoTerm = errors.New("kubelock: no term has started")
+	// ErrConflict is returned by ElectionConfig, and by package
+	// ctrlmanager's Options, when the caller's configuration sets a field
+	// to a value the lock cannot honour: it is refused, never overridden.
+	ErrConflict = errors.New("kubelock: option conflicts with the lock")
 )
 
 // resource names the record in the Kubernetes API errors that client-go's

@@ -15,9 +15,10 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
 )
 
-// A controller on client-go's LeaderElector: the lock replaces the Lease
-// lock, and Lead gives the callback the term's fencing token and a context
-// that ends as soon as etcd shows the term is over.
+// A controller on client-go's LeaderElector keeps its configuration and
+// swaps the lock: ElectionConfig sets the lock and its durations, and runs
+// the callback on the term's context, which ends as soon as etcd shows the
+// term is over and carries the term's fencing token.
 func Example() {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}})
 	if err != nil {
@@ -31,22 +32,22 @@ func Example() {
 	}
 	defer lk.Close(context.Background())
 
-	tm := lk.Timings() // DefaultTimings: New checked the TTL against them
-	leaderelection.RunOrDie(context.Background(), leaderelection.LeaderElectionConfig{
-		Lock:            lk,
-		LeaseDuration:   tm.LeaseDuration,
-		RenewDeadline:   tm.RenewDeadline,
-		RetryPeriod:     tm.RetryPeriod,
+	cfg, err := kubelock.ElectionConfig(lk, leaderelection.LeaderElectionConfig{
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: lk.Lead(func(ctx context.Context, term kubelock.Term) {
+			OnStartedLeading: func(ctx context.Context) {
+				term, _ := kubelock.TermFrom(ctx)
 				// Pass term.Token() with every write (package fencing).
 				fmt.Println("leading with token", term.Token())
 				<-ctx.Done()
-			}),
+			},
 			OnStoppedLeading: func() {},
 		},
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	leaderelection.RunOrDie(context.Background(), cfg)
 }
 
 // A controller-runtime manager: package ctrlmanager sets the lock, its
@@ -65,7 +66,7 @@ func Example_controllerRuntime() {
 	}
 	defer lk.Close(context.Background())
 
-	opts, err := ctrlmanager.Options(lk, manager.Options{LeaderElectionReleaseOnCancel: true})
+	opts, err := ctrlmanager.Options(lk, manager.Options{LeaderElection: true, LeaderElectionReleaseOnCancel: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -231,15 +231,29 @@ func TestCompactionWhileDisconnectedEndsTheTerm(t *testing.T) {
 // control is TestLeaderElectorOneLeaderThroughFaults's).
 func TestLeaderElectorRandomFaults(t *testing.T) {
 	t.Parallel()
+	randomFaults(t, false)
+}
+
+// TestLeaderElectorRandomFaults with every elector configured by
+// ElectionConfig and a plain OnStartedLeading(ctx), as a controller that
+// keeps its elector and swaps its lock has it; the same knobs. With 50
+// rounds or more, client-go's own contexts must overlap a later term at
+// least once: the check's negative control on the same run.
+func TestElectionConfigRandomFaults(t *testing.T) {
+	t.Parallel()
+	randomFaults(t, true)
+}
+
+func randomFaults(t *testing.T, viaConfig bool) {
 	seed, rounds := kubetest.EnvInt(t, "KUBELOCK_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_ROUNDS", 10)
-	t.Logf("seed %d, %d rounds (replay: KUBELOCK_SEED=%d go test -run TestLeaderElectorRandomFaults)", seed, rounds, seed)
+	t.Logf("seed %d, %d rounds (replay: KUBELOCK_SEED=%d go test -run %s)", seed, rounds, seed, t.Name())
 	rnd := rand.New(rand.NewSource(int64(seed)))
 	lg := newLedger()
 	short := timings{ttl: 2 * time.Second, leaseDuration: time.Second, renewDeadline: 800 * time.Millisecond, retryPeriod: 300 * time.Millisecond}
 	cands := []*contender{
-		startContender(t, lg, "c0", 0, testTimings),
-		startContender(t, lg, "c1", 1, testTimings),
-		startContender(t, lg, "c2", 2, short),
+		startContenderWith(t, lg, "c0", 0, testTimings, viaConfig),
+		startContenderWith(t, lg, "c1", 1, testTimings, viaConfig),
+		startContenderWith(t, lg, "c2", 2, short, viaConfig),
 	}
 	for round := range rounds {
 		var victim *contender
@@ -295,5 +309,13 @@ func TestLeaderElectorRandomFaults(t *testing.T) {
 	t.Logf("%d terms", len(lg.terms))
 	for _, bad := range overlaps(lg.terms, func(r *led) time.Time { return r.end }) {
 		t.Error(bad)
+	}
+	if !viaConfig {
+		return
+	}
+	clientGo := overlaps(lg.terms, func(r *led) time.Time { return r.clientGoEnd })
+	t.Logf("client-go's own contexts overlapped a later term %d times", len(clientGo))
+	if rounds >= 50 && len(clientGo) == 0 {
+		t.Error("client-go's own contexts never overlapped a later term: the overlap check cannot fail")
 	}
 }

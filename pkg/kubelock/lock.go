@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 	"github.com/etcdlock/etcdlock/pkg/lease"
@@ -37,6 +38,7 @@ type Lock struct {
 	client   *clientv3.Client
 	name     string
 	key      string
+	terms    string // the key whose version counts the election's terms
 	identity string
 	cfg      config
 	logger   *zap.Logger
@@ -46,15 +48,18 @@ type Lock struct {
 	calls sync.Mutex
 
 	mu       sync.Mutex
-	observed observation               // the record as the last call saw or wrote it
-	term     *term                     // the current term; nil between terms
-	last     *term                     // the latest term started, current or ended
-	led      *term                     // the term of the elector's latest "became leader"
-	leading  bool                      // between the elector's "became leader" and "stopped leading"
-	runs     []context.CancelCauseFunc // RunContext's, armed at the next "became leader"
-	holder   clientv3.LeaseID          // of the latest record seen not of this lock: Create waits for it to end
-	read     bool                      // a Get answered or a Create succeeded: Update has a version to compare
+	observed observation      // the record as the last call saw or wrote it
+	term     *term            // the current term; nil between terms
+	last     *term            // the latest term started, current or ended
+	led      *term            // the term of the elector's latest "became leader"
+	leading  bool             // between the elector's "became leader" and "stopped leading"
+	runs     []run            // RunContext's, armed at the next "became leader"
+	holder   clientv3.LeaseID // of the latest record seen not of this lock: Create waits for it to end
+	read     bool             // a Get answered or a Create succeeded: Update has a version to compare
 	closed   bool
+	cadence  cadence        // of the elector's renewals, against the lock's timings
+	metrics  Metrics        // SetMetrics; nopMetrics by default
+	events   *events        // SetEventRecorder; nil: events are only logged
 	wg       sync.WaitGroup // term watchers and background revokes
 }
 
@@ -70,11 +75,13 @@ type observation struct {
 // controller-runtime's defaults); give the elector the same. The record's
 // key is the prefix (lock.WithPrefix, default DefaultPrefix) followed by
 // name. identity must be unique among the candidates, as for any client-go
-// resource lock. opts are package lock's session options a Lock honours:
-// lock.WithPrefix, WithTTL, WithSafetyMargin, WithCleanupTimeout and
-// WithLogger; others fail with ErrInvalidOption. New checks t as client-go's
-// NewLeaderElector does and against the TTL (see Timings), and the lock
-// bounds each call by Timings.CallTimeout.
+// resource lock; both are at most MaxNameBytes long. opts are package
+// lock's session options a Lock honours: lock.WithPrefix, WithTTL,
+// WithSafetyMargin, WithCleanupTimeout and WithLogger; others fail with
+// ErrInvalidOption. New checks t as client-go's NewLeaderElector does and
+// against the TTL (see Timings), and the lock bounds each call by
+// Timings.CallTimeout. What is the lock's own, its metrics and its event
+// recorder, SetMetrics and SetEventRecorder set.
 func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock.SessionOption) (*Lock, error) {
 	if client == nil {
 		return nil, invalid("nil etcd client")
@@ -84,6 +91,9 @@ func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock
 	}
 	if identity == "" {
 		return nil, invalid("empty identity")
+	}
+	if len(name) > MaxNameBytes || len(identity) > MaxNameBytes {
+		return nil, invalid("name of %d bytes or identity of %d bytes: at most %d (MaxNameBytes)", len(name), len(identity), MaxNameBytes)
 	}
 	cfg, err := newConfig(t, opts)
 	if err != nil {
@@ -99,8 +109,10 @@ func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock
 		client:   client,
 		name:     name,
 		key:      cfg.prefix + name,
+		terms:    kuberecord.TermsKey(cfg.prefix + name),
 		identity: identity,
 		cfg:      cfg,
+		metrics:  nopMetrics{},
 		logger:   cfg.logger.With(zap.String("election", name), zap.String("identity", identity)),
 	}, nil
 }
@@ -108,6 +120,9 @@ func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock
 // Timings returns the elector durations the lock was made for (New's t):
 // give the elector the same.
 func (l *Lock) Timings() Timings { return l.cfg.timings }
+
+// Name returns the election's name, as given to New.
+func (l *Lock) Name() string { return l.name }
 
 // Key returns the etcd key of the record.
 func (l *Lock) Key() string { return l.key }
@@ -118,9 +133,9 @@ func (l *Lock) Identity() string { return l.identity }
 // Describe names the record in the elector's logs (resourcelock.Interface).
 func (l *Lock) Describe() string { return "etcd:" + l.key }
 
-// RecordEvent logs an event of the elector (resourcelock.Interface). There
-// is no Kubernetes object to attach it to. The events that client-go's
-// elector records when it starts and stops leading tell the lock whether
+// RecordEvent logs an event of the elector (resourcelock.Interface), and
+// posts it to the recorder given with SetEventRecorder. The events that
+// client-go's elector records when it starts and stops leading tell the lock whether
 // the elector leads (see the package doc); when it stops, the current term
 // ends (ErrStoppedLeading). An elector that did not release the term
 // (ReleaseOnCancel false) leaves the record in etcd until its lease
@@ -147,14 +162,19 @@ func (l *Lock) RecordEvent(event string) {
 	if l.last != nil {
 		token = int64(l.last.token)
 	}
+	ev := l.events
 	l.mu.Unlock()
 	l.logger.Info(event, zap.Int64("token", token))
+	ev.post(l.name, l.identity, event)
 }
 
 // Get reads the record (resourcelock.Interface). A missing record is an
 // error for which apierrors.IsNotFound is true. The raw bytes are the
 // stored value, which differs after every write. A record that shows the
 // current term is over (deleted, or under another lease) ends the term.
+// A record of this identity that another lock holds (another process
+// with the same identity) comes back with the holder "IDENTITY (another
+// lock, etcd lease LEASE)", so that the elector waits for it to end.
 func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -177,7 +197,21 @@ func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error
 	if err != nil {
 		return nil, nil, err
 	}
+	if rec.HolderIdentity == l.identity && !l.granted(clientv3.LeaseID(kv.Lease)) {
+		// Another lock with this identity holds it (a restarted pod whose
+		// predecessor's lease lives, or a misconfigured replica). Named as
+		// this identity, client-go would take it for its own and fail an
+		// Update at every retry; named as another holder, it waits.
+		rec.HolderIdentity = fmt.Sprintf("%s (another lock, etcd lease %s)", l.identity, leaseHex(clientv3.LeaseID(kv.Lease)))
+	}
 	return rec, kv.Value, nil
+}
+
+// granted reports whether id is the lease of this lock's latest term.
+func (l *Lock) granted(id clientv3.LeaseID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last != nil && l.last.lease == id
 }
 
 // Create writes the record if there is none, under a new etcd lease, and
@@ -220,6 +254,18 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		}
 		return err
 	}
+	// The terms created so far are the new term's LeaderTransitions; the
+	// count's version goes up with every Create, and the Create fails if
+	// another came in between.
+	count, err := l.client.Get(ctx, l.terms)
+	if err != nil {
+		return err
+	}
+	var terms int64
+	if len(count.Kvs) > 0 {
+		terms = count.Kvs[0].Version
+	}
+	ler.LeaderTransitions = int(terms)
 	sent := time.Now()
 	g, err := l.client.Grant(ctx, lease.Seconds(l.cfg.ttl))
 	if err != nil {
@@ -233,8 +279,8 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	resp, err := l.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)).
-		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID))).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0), clientv3.Compare(clientv3.Version(l.terms), "=", terms)).
+		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID)), clientv3.OpPut(l.terms, "")).
 		Else(clientv3.OpGet(l.key)).
 		Commit()
 	if err != nil {
@@ -245,7 +291,11 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	}
 	if !resp.Succeeded {
 		l.revokeLater(g.ID)
-		l.observeRange(resp.Responses[0].GetResponseRange())
+		rr := resp.Responses[0].GetResponseRange()
+		l.observeRange(rr)
+		if rr == nil || len(rr.Kvs) == 0 {
+			return fmt.Errorf("kubelock: create of %s: another term was created and ended since the lock counted the terms", l.key)
+		}
 		return alreadyExists(l.name)
 	}
 	if !time.Now().Before(deadline) {
@@ -258,7 +308,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		l.revokeLater(g.ID)
 		return ErrClosed
 	}
-	l.startTerm(g.ID, resp.Header.Revision, deadline)
+	l.startTerm(g.ID, resp.Header.Revision, deadline, ler.LeaderTransitions)
+	l.checkRecordLocked(ler)
+	l.cadence.renewed = time.Time{}
 	l.mu.Unlock()
 	return nil
 }
@@ -275,8 +327,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // newer record under the current term's lease, which only a renewal of this
 // term whose reply was lost can have written (as long as nothing else
 // writes with that lease, as nothing should). A renewal before the lock
-// has read the record (Get) or created it returns an error wrapping
-// ErrNotRead, not a conflict, as the Lease lock's "lease not initialized".
+// has read the record (Get) or created it, or after its last Get found
+// none, returns an error wrapping ErrNotRead, not a conflict, as the Lease
+// lock's "lease not initialized".
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -291,12 +344,23 @@ func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	if err := l.checkHolder(ler); err != nil {
 		return err
 	}
-	return l.renew(ctx, ler)
+	l.mu.Lock()
+	l.renewalStartingLocked(time.Now())
+	l.checkRecordLocked(ler)
+	l.mu.Unlock()
+	err := l.renew(ctx, ler)
+	l.mu.Lock()
+	l.cadence.renewed = time.Time{}
+	if err == nil {
+		l.cadence.renewed = time.Now()
+	}
+	l.mu.Unlock()
+	return err
 }
 
 func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.mu.Lock()
-	if !l.read {
+	if !l.read || !l.observed.exists {
 		l.mu.Unlock()
 		return fmt.Errorf("kubelock: update of %s: %w", l.key, ErrNotRead)
 	}
@@ -310,7 +374,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		deadline, renewals = t.deadline, t.renewals
 	}
 	l.mu.Unlock()
-	if t == nil || !obs.exists || obs.lease != t.lease {
+	if t == nil || obs.lease != t.lease {
 		return conflict(l.name, fmt.Errorf("the record is not this lock's current term (%s)", l.describe(obs, t)))
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -330,6 +394,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	granted := time.Duration(ka.TTL) * time.Second
+	ler.LeaderTransitions = t.transitions // client-go's is its Create's, 0
 	value, err := encode(ler, t.lease, renewals)
 	if err != nil {
 		return err

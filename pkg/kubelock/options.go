@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/internal/settings"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -17,14 +18,20 @@ import (
 const (
 	// DefaultPrefix is the key prefix of the records (lock.WithPrefix sets
 	// another): a record's key is the prefix followed by the election's
-	// name. It is apart from package lock's DefaultPrefix, so that
-	// `etcdlock list` does not show records as locks.
-	DefaultPrefix = "/etcdlock-kube/"
+	// name, and the key of its term count that key followed by "\x00terms".
+	// It is apart from package lock's DefaultPrefix, so that `etcdlock list`
+	// does not take records for locks.
+	DefaultPrefix = kuberecord.DefaultPrefix
 	// DefaultTTL is the etcd lease TTL of a term (lock.WithTTL sets
 	// another). Each successful Update
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
 	// (DefaultTimings: 2 s): three renewals fit in it.
 	DefaultTTL = 6 * time.Second
+	// MaxNameBytes bounds the length of an election's name and of an
+	// identity (New): a request carries the record's key three times and
+	// the identity twice, and etcd refuses requests over 1.5 MiB (its
+	// default --max-request-bytes), which would fail every Create.
+	MaxNameBytes = 64 << 10
 	// DefaultCleanupTimeout bounds a lease revoke the lock runs on its own
 	// context after a term ends.
 	DefaultCleanupTimeout = 5 * time.Second
@@ -64,6 +71,20 @@ func newConfig(t Timings, opts []lock.SessionOption) (config, error) {
 		c.logger = zap.NewNop()
 	}
 	return c, nil
+}
+
+// SetMetrics sends the lock's measurements to m from now on (default:
+// none); package kubemetrics provides a Prometheus m. m must not be nil
+// (ErrInvalidOption). These are the lock's own: package lock's
+// WithMetrics, which measures a session, does not apply to a Lock.
+func (l *Lock) SetMetrics(m Metrics) error {
+	if m == nil {
+		return invalid("nil metrics")
+	}
+	l.mu.Lock()
+	l.metrics = m
+	l.mu.Unlock()
+	return nil
 }
 
 func invalid(format string, args ...any) error {

@@ -1,14 +1,23 @@
 package kubelock
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Get returns AcquireTime and RenewTime to the microsecond, as the Lease
@@ -53,4 +62,114 @@ func TestUpdateBeforeGetIsNotAConflict(t *testing.T) {
 	if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
 		t.Fatalf("Update before Get = %v, want ErrNotRead and no conflict", err)
 	}
+}
+
+// An Update after a Get that found no record is ErrNotRead too, as the
+// Lease lock's "lease not initialized" after a Get of a missing Lease: the
+// lock has no version of the record to update.
+func TestUpdateAfterGetFoundNothingIsNotAConflict(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	a := newLock(t, cli, "a")
+	ctx := ctxT(t)
+	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get = %v, want NotFound", err)
+	}
+	err := a.Update(ctx, record("a"))
+	if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
+		t.Fatalf("Update after a Get that found nothing = %v, want ErrNotRead and no conflict", err)
+	}
+}
+
+// New refuses a name or an identity that etcd could never store: every
+// Create would fail.
+func TestNewRefusesHugeNames(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	huge := strings.Repeat("x", 2<<20)
+	for _, c := range []struct{ name, identity string }{{huge, "a"}, {"ctl", huge}} {
+		if _, err := New(cli, c.name, c.identity, DefaultTimings); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New with a %d-byte name and a %d-byte identity = %v, want ErrInvalidOption", len(c.name), len(c.identity), err)
+		}
+	}
+	if _, err := New(cli, strings.Repeat("x", MaxNameBytes), "a", DefaultTimings); err != nil {
+		t.Errorf("New with a name of MaxNameBytes = %v", err)
+	}
+}
+
+// A second elector with the identity of the leader, on a lock of its own
+// (a restarted pod whose predecessor's lease lives), waits for the record
+// to end without an error in client-go's log: it does not take the record
+// for its own.
+func TestSameIdentityWaitsQuietly(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	// The first term must outlive the second elector's ten attempts on
+	// a slow machine: nobody renews it.
+	first, second := newLock(t, cli, "a", lock.WithTTL(time.Minute)), newLock(t, cli, "a")
+	ctx := ctxT(t)
+	create(t, ctx, first)
+	gets := &countingLock{Lock: second, gets: make(chan struct{}, 100)}
+	errs := &errorCount{}
+	ectx, cancel := context.WithCancel(klog.NewContext(ctx, logr.New(errs)))
+	defer cancel()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: gets, LeaseDuration: testTimings.leaseDuration, RenewDeadline: testTimings.renewDeadline,
+		RetryPeriod: 100 * time.Millisecond, Name: "ctl",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { t.Error("the second elector led") },
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		le.Run(ectx)
+	}()
+	for range 10 {
+		<-gets.gets
+	}
+	cancel()
+	<-done
+	if n := errs.n.Load(); n > 0 {
+		t.Errorf("client-go logged %d errors in 10 attempts, the last: %s", n, errs.last.Load())
+	}
+	rec, _, err := second.Get(ctx)
+	if err != nil || rec.HolderIdentity == "a" {
+		t.Errorf("the second lock's Get = %+v, %v: want the other lock's record under another holder name", rec, err)
+	}
+}
+
+// countingLock signals every Get.
+type countingLock struct {
+	*Lock
+	gets chan struct{}
+}
+
+func (c *countingLock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := c.Lock.Get(ctx)
+	select {
+	case c.gets <- struct{}{}:
+	default:
+	}
+	return rec, raw, err
+}
+
+// errorCount is a logr sink that counts errors.
+type errorCount struct {
+	n    atomic.Int64
+	last atomic.Value
+}
+
+func (e *errorCount) Init(logr.RuntimeInfo)          {}
+func (e *errorCount) Enabled(int) bool               { return true }
+func (e *errorCount) Info(int, string, ...any)       {}
+func (e *errorCount) WithValues(...any) logr.LogSink { return e }
+func (e *errorCount) WithName(string) logr.LogSink   { return e }
+func (e *errorCount) Error(err error, msg string, _ ...any) {
+	e.n.Add(1)
+	e.last.Store(fmt.Sprintf("%s: %v", msg, err))
 }

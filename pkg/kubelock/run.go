@@ -11,16 +11,33 @@ import "context"
 // sends any write that could let another candidate in, and so are the
 // contexts derived from it with the context package's With functions.
 // After that it stays canceled: an elector that leads again needs a new
-// one, as a controller-runtime manager, which runs once, does.
+// one, as each controller-runtime manager, which runs once, asks for its
+// own.
 func (l *Lock) RunContext(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(parent)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.runs = append(l.runs, cancel)
+	// Those whose parent ended (a manager that stopped before it led) are
+	// dropped: a manager made again and again while it follows must not
+	// grow the list.
+	runs := l.runs[:0]
+	for _, r := range l.runs {
+		if r.ctx.Err() == nil {
+			runs = append(runs, r)
+		}
+	}
+	clear(l.runs[len(runs):])
+	l.runs = append(runs, run{ctx, cancel})
 	if l.leading {
 		l.armRunsLocked()
 	}
 	return ctx
+}
+
+// run is a RunContext waiting for the term it ends with.
+type run struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // armRunsLocked binds the pending RunContexts to the term the elector
@@ -30,11 +47,11 @@ func (l *Lock) armRunsLocked() {
 	if t == nil {
 		return
 	}
-	for _, cancel := range l.runs {
+	for _, r := range l.runs {
 		if t.ended.IsZero() {
-			t.onEnd = append(t.onEnd, cancel)
+			t.onEnd = append(t.onEnd, r.cancel)
 		} else {
-			cancel(context.Cause(t.ctx))
+			r.cancel(context.Cause(t.ctx))
 		}
 	}
 	l.runs = nil

@@ -19,8 +19,10 @@ type term struct {
 	token   fencing.Token
 	lease   clientv3.LeaseID
 	started time.Time
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	// transitions is the record's LeaderTransitions: the terms before it.
+	transitions int
+	ctx         context.Context
+	cancel      context.CancelCauseFunc
 
 	// Guarded by Lock.mu.
 	deadline time.Time // conservative: before etcd could expire the lease
@@ -31,15 +33,16 @@ type term struct {
 
 // startTerm starts a term whose record was created at revision rev, and
 // its watcher. l.mu is held.
-func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time) {
+func (l *Lock) startTerm(lease clientv3.LeaseID, rev int64, deadline time.Time, transitions int) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t := &term{
-		token:    fencing.Token(rev),
-		lease:    lease,
-		started:  time.Now(),
-		ctx:      ctx,
-		cancel:   cancel,
-		deadline: deadline,
+		token:       fencing.Token(rev),
+		transitions: transitions,
+		lease:       lease,
+		started:     time.Now(),
+		ctx:         ctx,
+		cancel:      cancel,
+		deadline:    deadline,
 	}
 	l.term, l.last = t, t
 	l.observed, l.read = observation{exists: true, modRev: rev, lease: lease}, true
@@ -245,7 +248,7 @@ func (t Term) Bind(parent context.Context) (context.Context, context.CancelFunc)
 
 // Lead adapts run to client-go's OnStartedLeading: run gets the term of
 // the elector's latest "became leader" and its context bound to client-go's
-// (Term.Bind). A callback that runs after client-go's context ended — the
+// (Term.Bind), which carries the term (TermFrom). A callback that runs after client-go's context ended — the
 // scheduler ran it late, after the elector lost — gets a done context.
 func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context) {
 	return func(parent context.Context) {
@@ -256,11 +259,12 @@ func (l *Lock) Lead(run func(ctx context.Context, t Term)) func(context.Context)
 			// client-go started leading without a Create of this lock.
 			ctx, cancel := context.WithCancelCause(parent)
 			cancel(ErrNoTerm)
-			run(ctx, Term{&term{ctx: ctx}})
+			t := Term{&term{ctx: ctx}}
+			run(context.WithValue(ctx, termKey{}, t), t)
 			return
 		}
 		t := Term{led}
-		ctx, cancel := t.Bind(parent)
+		ctx, cancel := t.Bind(context.WithValue(parent, termKey{}, t))
 		defer cancel()
 		run(ctx, t)
 	}

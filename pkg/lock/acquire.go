@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -26,7 +25,7 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 		return nil, err
 	}
 	defer stop()
-	return s.acquire(ctx, l, false)
+	return l.acquire(ctx, false)
 }
 
 // TryAcquire acquires name if no one holds it or waits for it, and
@@ -40,16 +39,21 @@ func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 		return nil, err
 	}
 	defer stop()
-	return s.acquire(ctx, l, true)
+	return l.acquire(ctx, true)
 }
 
 // start checks opts and claims name for an acquisition: it returns the
 // Lock being acquired, ctx bound to it (see Lock.bind), and bind's stop,
 // which the caller defers.
 func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) (*Lock, context.Context, func(), error) {
-	ac, err := newAcquireConfig(s.cfg.acquire, opts)
-	if err != nil {
-		return nil, nil, nil, err
+	// The session's defaults were checked by NewSession, and alone they
+	// choose one kind: of the options that choose a kind, only
+	// WithLockDelay is a SessionOption.
+	ac, err := s.cfg.acquire, error(nil)
+	if len(opts) > 0 {
+		if ac, err = newAcquireConfig(ac, opts); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	l, err := s.claim(ctx, []string{name}, ac)
 	if err != nil {
@@ -61,24 +65,36 @@ func (s *Session) start(ctx context.Context, name string, opts []AcquireOption) 
 
 // acquire is Acquire, TryAcquire (try) and AcquireAll once l is claimed
 // and ctx bound to it: l's kind writes its keys (queue, or try), they are
-// watched, the kind waits until l holds, and l becomes active. On failure
-// it cleans up (failAcquire, or failTry for a try that wrote nothing).
-func (s *Session) acquire(ctx context.Context, l *Lock, try bool) (*Lock, error) {
-	pfx := keyspace.Of(s.cfg.prefix, l.name).Contenders()
+// watched, the kind waits until l holds, and l becomes active. A queue
+// that finds keys an earlier acquisition of l's names on this session
+// left writes nothing: they are replaced (removeLeftover), and l queued
+// again. On failure it cleans up (failAcquire, or failTry for a try that
+// wrote nothing).
+func (l *Lock) acquire(ctx context.Context, try bool) (*Lock, error) {
+	s := l.s
 	var q queued
 	var err error
 	if try {
-		if q, err = l.kind.try(ctx, l, pfx); err != nil {
-			return nil, s.failTry(ctx, l, err)
+		if q, err = l.kind.try(ctx, l); err != nil {
+			return nil, l.failTry(ctx, err)
 		}
-	} else if q, err = s.enqueue(ctx, l, pfx); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
 	}
-	s.watchKey(l, q.rev)
-	if err := l.kind.wait(ctx, l, pfx, q); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+	for !try && q.rev == 0 {
+		var leftovers []*mvccpb.KeyValue
+		if q, leftovers, err = l.kind.queue(ctx, l); err != nil {
+			return nil, l.failAcquire(ctx, err)
+		}
+		for _, kv := range leftovers {
+			if err = s.removeLeftover(ctx, kv); err != nil {
+				return nil, l.failAcquire(ctx, err)
+			}
+		}
 	}
-	return s.activated(ctx, l)
+	l.watchKey(q.rev)
+	if err := l.kind.wait(ctx, l, q); err != nil {
+		return nil, l.failAcquire(ctx, err)
+	}
+	return l.activated(ctx)
 }
 
 // queued is what the acquiring transaction (kind.queue, kind.try) did and
@@ -92,29 +108,13 @@ type queued struct {
 	preds   []*mvccpb.KeyValue          // an AcquireAll's: each name's predecessor, or nil
 }
 
-// enqueue writes l's keys under pfx (kind.queue), first replacing the
-// keys that an earlier acquisition of its names on this session left
-// (removeLeftover).
-func (s *Session) enqueue(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	for {
-		q, leftovers, err := l.kind.queue(ctx, l, pfx)
-		if err != nil || q.rev != 0 {
-			return q, err
-		}
-		for _, kv := range leftovers {
-			if err := s.removeLeftover(ctx, kv); err != nil {
-				return queued{}, err
-			}
-		}
-	}
-}
-
 // queue sends the acquiring transaction of l's contender key once:
 // If(l's key is absent) Then(older, the kind's read of the older keys,
 // before the put; Put(l's key)) Else(Get(l's key)), a leftover, which it
 // returns instead.
-func (s *Session) queue(ctx context.Context, l *Lock, older clientv3.Op) (queued, []*mvccpb.KeyValue, error) {
-	absent, then, mine := s.queueOps(l, older)
+func (l *Lock) queue(ctx context.Context, older clientv3.Op) (queued, []*mvccpb.KeyValue, error) {
+	s := l.s
+	absent, then, mine := l.queueOps(older)
 	resp, err := s.client.Txn(ctx).If(absent...).Then(then...).Else(mine...).Commit()
 	if err != nil {
 		return queued{}, nil, err
@@ -124,9 +124,10 @@ func (s *Session) queue(ctx context.Context, l *Lock, older clientv3.Op) (queued
 }
 
 // queueOps are the acquiring transaction's parts (see queue).
-func (s *Session) queueOps(l *Lock, older clientv3.Op) (absent []clientv3.Cmp, then, mine []clientv3.Op) {
+func (l *Lock) queueOps(older clientv3.Op) (absent []clientv3.Cmp, then, mine []clientv3.Op) {
+	s := l.s
 	absent = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0)}
-	then = []clientv3.Op{older, clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))}
+	then = []clientv3.Op{older, clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))}
 	mine = []clientv3.Op{clientv3.OpGet(l.key)}
 	return absent, then, mine
 }
@@ -142,11 +143,12 @@ func queuedBy(rev int64, r *etcdserverpb.TxnResponse) (queued, []*mvccpb.KeyValu
 
 // watchKey records that l's keys were created at revision created, and
 // watches them from there on.
-func (s *Session) watchKey(l *Lock, created int64) {
+func (l *Lock) watchKey(created int64) {
+	s := l.s
 	l.rev = created
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.unreleased) > 0 {
+	if len(s.ledger.markers) > 0 {
 		s.rewrote(l.Names())
 	}
 	if s.err != nil {
@@ -180,15 +182,26 @@ func (l *Lock) keyGone(err error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.keyDeleted(l)
+		l.keyDeleted()
 	}()
 }
 
-// activated activates l, or cleans up if it was lost meanwhile.
-func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
-	if err := l.activate(); err != nil {
-		return nil, s.failAcquire(ctx, l, err)
+// activated moves l from acquiring to active, or cleans up if it was
+// lost meanwhile.
+func (l *Lock) activated(ctx context.Context) (*Lock, error) {
+	s := l.s
+	l.mu.Lock()
+	if l.state != stateAcquiring {
+		err := l.err
+		l.mu.Unlock()
+		return nil, l.failAcquire(ctx, err)
 	}
+	l.state = StateActive
+	now := s.cfg.clock.Now()
+	s.cfg.metrics.Waiting(-1)
+	s.cfg.metrics.Acquired(now.Sub(l.since))
+	l.since = now
+	l.mu.Unlock()
 	// Check first: the fields would be built (and allocated) on every
 	// acquisition even with debug logging off.
 	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
@@ -201,32 +214,17 @@ func (s *Session) activated(ctx context.Context, l *Lock) (*Lock, error) {
 	return l, nil
 }
 
-// activate moves l from acquiring to active, unless it was lost meanwhile.
-func (l *Lock) activate() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state != stateAcquiring {
-		return l.err
-	}
-	l.state = StateActive
-	now := l.s.cfg.clock.Now()
-	m := l.s.cfg.metrics
-	m.Waiting(-1)
-	m.Acquired(now.Sub(l.since))
-	l.since = now
-	return nil
-}
-
 // failTry ends a TryAcquire that failed with err: one that found the name
 // taken (a *LockedError) or of another kind (ErrLimitMismatch) wrote no
 // key, or removed it, and only drops its claim; any other is a failed
 // acquisition (failAcquire).
-func (s *Session) failTry(ctx context.Context, l *Lock, err error) error {
+func (l *Lock) failTry(ctx context.Context, err error) error {
+	s := l.s
 	var locked *LockedError
 	if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
 		s.unclaim(l)
 		l.finish(StateReleased, ErrReleased)
 		return err
 	}
-	return s.failAcquire(ctx, l, err)
+	return l.failAcquire(ctx, err)
 }

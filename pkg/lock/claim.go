@@ -3,9 +3,37 @@ package lock
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
+
+// claimTable is a session's claims on names: a claim starts when an
+// acquisition of a name starts (Session.claim) and ends when its Lock's
+// clean-up is done (Session.unclaim), so that the session has one Lock
+// per name at a time. Guarded by Session.mu, but for inflight.
+type claimTable struct {
+	byName map[string]*Lock
+	// contended are semaphores' names whose last acquisition on this
+	// session found keys under them (see slotHold.queue).
+	contended map[string]struct{}
+	seq       uint64 // acquisitions so far (Record.Seq)
+	// inflight counts the acquisitions in progress (claim to return):
+	// Close waits for them, so that none writes a marker after Close
+	// deleted the markers.
+	inflight sync.WaitGroup
+}
+
+// all lists the Locks with a claim, each once.
+func (t *claimTable) all() []*Lock {
+	ls := make([]*Lock, 0, len(t.byName))
+	for name, l := range t.byName {
+		if l.name == name { // an AcquireAll's claims its names, its first among them
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
 
 // claim registers a new claim on name, or explains why there can be none.
 // A claim whose lock is already released or lost but whose clean-up (the
@@ -28,7 +56,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		}
 		var old *Lock
 		for _, name := range names {
-			if o, ok := s.claims[name]; ok {
+			if o, ok := s.claims.byName[name]; ok {
 				old = o
 				break
 			}
@@ -36,25 +64,25 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		if old == nil {
 			l := s.newLock(names, ac)
 			for _, name := range names {
-				s.claims[name] = l
+				s.claims.byName[name] = l
 			}
-			s.inflight.Add(1) // done by bind's stop; under mu, before Close's end
+			s.claims.inflight.Add(1) // done by bind's stop; under mu, before Close's end
 			s.mu.Unlock()
 			s.cfg.metrics.Waiting(1)
 			return l, nil
 		}
 		// Made only when an acquisition waits on it: most locks never
 		// have one.
-		if old.unclaimed == nil {
-			old.unclaimed = make(chan struct{})
+		if old.claimDropped == nil {
+			old.claimDropped = make(chan struct{})
 		}
-		unclaimed := old.unclaimed
+		claimDropped := old.claimDropped
 		s.mu.Unlock()
 		if st := old.State(); st != StateLost && st != StateReleased {
 			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
 		}
 		select {
-		case <-unclaimed:
+		case <-claimDropped:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -65,14 +93,15 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 // the kind they choose (newKind). s.mu must be held: it numbers the
 // acquisition (keyspace.Record.Seq).
 func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
-	s.seq++
+	s.claims.seq++
 	ac.names = names
 	var keys []string // of the names after the first: an AcquireAll's
 	for _, name := range names[1:] {
-		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.lease)))
+		keys = append(keys, keyspace.Of(s.cfg.prefix, name).Contender(int64(s.keeper.id)))
 	}
-	l := &Lock{s: s, name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.lease)), kind: newKind(ac, names[1:], keys),
-		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.seq, ac), waitHook: ac.waitHook}
+	n := lockName{name: names[0], key: keyspace.Of(s.cfg.prefix, names[0]).Contender(int64(s.keeper.id))}
+	l := &Lock{s: s, lockName: n, kind: newKind(ac, names[1:], keys),
+		value: newRecord(s.cfg.owner, s.cfg.origin, s.cfg.clock.Now(), s.claims.seq, ac), waitHook: ac.waitHook}
 	l.ctx, l.cancel = context.WithCancelCause(s.alive)
 	l.since = s.cfg.clock.Now()
 	return l
@@ -82,13 +111,13 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
 	for _, name := range l.Names() {
-		if s.claims[name] == l {
-			delete(s.claims, name)
+		if s.claims.byName[name] == l {
+			delete(s.claims.byName, name)
 		}
 	}
-	if l.unclaimed != nil {
-		close(l.unclaimed)
-		l.unclaimed = nil
+	if l.claimDropped != nil {
+		close(l.claimDropped)
+		l.claimDropped = nil
 	}
 	s.mu.Unlock()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -46,7 +45,8 @@ func asCtxErr(ctx context.Context, err error) error {
 // stops l, removes its keys (on a fresh, bounded context), and returns err
 // annotated, or the session's, lock's or ctx's error when that explains
 // the failure better.
-func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
+func (l *Lock) failAcquire(ctx context.Context, err error) error {
+	s := l.s
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.leaseGone(err)
 	}
@@ -60,7 +60,7 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 	}
 	l.finish(StateReleased, ErrReleased)
 	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover
-	s.removeFailed(l)
+	l.removeFailed()
 	if err == nil {
 		return nil
 	}
@@ -70,7 +70,8 @@ func (s *Session) failAcquire(ctx context.Context, l *Lock, err error) error {
 // removeFailed removes the keys of l, a failed acquisition, on a fresh
 // context bounded by the cleanup timeout; what it cannot remove goes with
 // the lease.
-func (s *Session) removeFailed(l *Lock) {
+func (l *Lock) removeFailed() {
+	s := l.s
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.cleanupTimeout)
 	defer cancel()
 	var err error
@@ -84,7 +85,7 @@ func (s *Session) removeFailed(l *Lock) {
 	case l.rev != 0:
 		err = l.deleteKeys(ctx, false)
 	default:
-		err = s.removeUnconfirmed(ctx, l)
+		err = l.removeUnconfirmed(ctx)
 	}
 	if err != nil {
 		s.keepForClose(l) // its lock-delay marker, if any, was a clean end's
@@ -101,29 +102,30 @@ func (s *Session) removeFailed(l *Lock) {
 //
 // etcd may still apply a put it received after the clean-up (the two
 // requests race on the server, or the put was delayed in the network): the
-// key is then a stray, which the renewal loop deletes after the next
-// renewals (sweepStrays), and which the session's next acquisition of the
+// key is then a leftover, which the renewal loop deletes after the next
+// renewals (sweepLeftovers), and which the session's next acquisition of the
 // name would replace. A semaphore's contender that claims a slot with its
 // contender key (claimOps: when the name has no key, or after a read that
 // found a slot free), and a semaphore's TryAcquire, write the slot key in
 // the same transaction, with the same value: it is deleted likewise.
-func (s *Session) removeUnconfirmed(ctx context.Context, l *Lock) error {
+func (l *Lock) removeUnconfirmed(ctx context.Context) error {
+	s := l.s
 	l.mu.Lock()
 	keys := append([]string{l.key}, l.kind.otherKeys()...)
 	l.mu.Unlock()
 	// One transaction for all of them (up to maxTxnOps): a semaphore's
 	// contender key and the slot keys its transaction may have written
 	// go together, so a clean-up cut off midway leaves no slot taken.
-	ws := make([]stray, len(keys))
+	ws := make([]leftover, len(keys))
 	for i, key := range keys {
-		ws[i] = stray{key: key, value: l.value}
+		ws[i] = leftover{key: key, value: l.value}
 	}
 	done, err := s.deleteWrites(ctx, ws, func(i int, deleted bool) {
 		if !deleted {
-			s.addStrays(l, keys[i]) // not written yet: a late write may still land
+			s.addLeftovers(l, keys[i]) // not written yet: a late write may still land
 		}
 	})
-	s.addStrays(l, keys[done:]...)
+	s.addLeftovers(l, keys[done:]...)
 	return err
 }
 
@@ -140,7 +142,7 @@ func (s *Session) removeLeftover(ctx context.Context, kv *mvccpb.KeyValue) error
 	s.log.Debug("removing a key left by an earlier acquisition", zap.String("key", string(kv.Key)), zap.Int64("token", kv.CreateRevision))
 	del := []clientv3.Op{clientv3.OpDelete(string(kv.Key))}
 	if name, kind := keyspace.Parse(s.cfg.prefix, string(kv.Key)); kind == keyspace.Contender {
-		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.lease), kv.CreateRevision)))
+		del = append(del, clientv3.OpDelete(keyspace.Of(s.cfg.prefix, name).Marker(int64(s.keeper.id), kv.CreateRevision)))
 	}
 	_, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).Then(del...).Commit()
 	if err != nil {
@@ -160,41 +162,6 @@ func beforeRevoke(ls []*Lock) []clientv3.Op {
 		l.mu.Unlock()
 	}
 	return ops
-}
-
-// keepForClose remembers l, whose Release or failed acquisition's
-// clean-up could not delete its keys, for Close, if Close has anything to
-// delete for it (kind.closeOps): a lock-delay marker of a clean end must
-// not outlive the session.
-func (s *Session) keepForClose(l *Lock) {
-	l.mu.Lock()
-	keep := len(l.kind.closeOps(l)) > 0
-	l.mu.Unlock()
-	if !keep {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !slices.Contains(s.unreleased, l) {
-		s.unreleased = append(s.unreleased, l)
-	}
-}
-
-// released forgets l, whose Release succeeded, if it was kept for Close.
-func (s *Session) released(l *Lock) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return k == l })
-}
-
-// rewrote forgets the locks kept for Close under names, of which the
-// session has just written new keys (s.mu held): a session has one key per
-// name, so their keys are gone — deleted with their markers, or by
-// someone else, which leaves the markers of those unclean ends to the
-// next holder — and Close would have nothing of theirs to delete. A
-// session reused for hours keeps at most one per name.
-func (s *Session) rewrote(names []string) {
-	s.unreleased = slices.DeleteFunc(s.unreleased, func(k *Lock) bool { return slices.Contains(names, k.name) })
 }
 
 // deleteMarkers commits ops, Close's deletes of lock-delay markers, again

@@ -35,7 +35,7 @@ func (l *Lock) Confirm(ctx context.Context) error {
 		return fmt.Errorf("lock: confirm %q: %w", l.name, asCtxErr(ctx, err))
 	}
 	if !resp.Succeeded {
-		l.s.keyDeleted(l)
+		l.keyDeleted()
 	}
 	return l.Err()
 }
@@ -48,12 +48,13 @@ const goneLookupTimeout = 500 * time.Millisecond
 // whether the session's lease lives: if it is gone, the session ends (see
 // leaseGone) and l with it; otherwise, or without an answer within
 // goneLookupTimeout, l is lost with ErrKeyDeleted.
-func (s *Session) keyDeleted(l *Lock) {
+func (l *Lock) keyDeleted() {
+	s := l.s
 	if st := l.State(); st == StateLost || st == StateReleased {
 		return // a revoke deletes every key of the session: one question is enough
 	}
 	ctx, cancel := context.WithTimeout(s.alive, goneLookupTimeout)
-	resp, err := s.client.TimeToLive(ctx, s.lease)
+	resp, err := s.client.TimeToLive(ctx, s.keeper.id)
 	cancel()
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -68,9 +69,8 @@ func (s *Session) keyDeleted(l *Lock) {
 // with detail, the answer if it came as an error (see goneCause).
 func (s *Session) leaseGone(detail error) {
 	now := s.cfg.clock.Now()
-	s.mu.Lock()
-	earliest := s.deadline.Add(s.margin) // the last successful renewal's send time + TTL
-	s.mu.Unlock()
+	deadline, _ := s.keeper.lastDeadline()
+	earliest := deadline.Add(s.keeper.margin) // the last successful renewal's send time + TTL
 	s.lose(goneCause(now, earliest), detail)
 }
 

@@ -17,24 +17,24 @@ import (
 // a reader (reader), a semaphore's holder (*slotHold), a plain lock with
 // a lock-delay (*delayHold) and an AcquireAll of several names
 // (*setHold). A Lock's kind is chosen once, when it is claimed (newKind);
-// the acquisition's skeleton (Session.acquire), Release, Close and the
+// the acquisition's skeleton (Lock.acquire), Release, Close and the
 // clean-up call it, and nothing outside the kinds' files asks which kind
 // a Lock is. See "A type per kind" in DESIGN.md.
 type kind interface {
 	// queue sends the acquiring transaction once, on the acquiring
 	// goroutine: it writes l's keys and reads what l needs of the keys
-	// older than its own under pfx, its name's contenders. If this
-	// session left keys under l's names, it writes nothing and returns
-	// them (leftovers, q.rev 0), for the caller to replace.
-	queue(ctx context.Context, l *Lock, pfx string) (q queued, leftovers []*mvccpb.KeyValue, err error)
+	// older than its own among its name's contenders. If this session
+	// left keys under l's names, it writes nothing and returns them
+	// (leftovers, q.rev 0), for the caller to replace.
+	queue(ctx context.Context, l *Lock) (q queued, leftovers []*mvccpb.KeyValue, err error)
 	// try is TryAcquire's write: l's keys only if l can hold at once,
 	// else a *LockedError or ErrLimitMismatch, with no key of l left.
 	// Its result is a queue's with no older key: wait does not wait.
-	try(ctx context.Context, l *Lock, pfx string) (queued, error)
+	try(ctx context.Context, l *Lock) (queued, error)
 	// wait returns once l, queued (q), holds: no key it must wait for is
 	// older, and what it holds beyond its key (a semaphore's slot, a
 	// lock-delay's marker) is its own.
-	wait(ctx context.Context, l *Lock, pfx string, q queued) error
+	wait(ctx context.Context, l *Lock, q queued) error
 	// watch watches the keys written with l's contender key, from
 	// revision created on. l.mu is held.
 	watch(l *Lock, created int64)
@@ -53,8 +53,8 @@ type kind interface {
 	// keys, for finish to remove. l.mu is held.
 	end(clean bool) []*watchmux.Watch
 	// otherKeys lists the keys beyond the contender key that the lock
-	// holds or may have written: a loss's strays (Lock.lose), a lost
-	// reply's clean-up (Session.removeUnconfirmed). l.mu is held.
+	// holds or may have written: a loss's leftovers (Lock.lose), a lost
+	// reply's clean-up (Lock.removeUnconfirmed). l.mu is held.
 	otherKeys() []string
 	// deleteOps returns the operations that delete l's other keys, each
 	// only if it is still the one l wrote, for Lock.deleteKeys's

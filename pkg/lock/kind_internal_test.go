@@ -83,7 +83,7 @@ func TestReaderTurn(t *testing.T) {
 }
 
 func TestOneKindPerQueue(t *testing.T) {
-	l := &Lock{name: "n"}
+	l := &Lock{lockName: lockName{name: "n"}}
 	kv := func(r keyspace.Record) *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte("k"), Value: record(r)} }
 	foreign := &mvccpb.KeyValue{Key: []byte("k")}
 	for _, tt := range []struct {

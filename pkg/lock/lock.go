@@ -58,9 +58,8 @@ func (s State) String() string {
 // (DESIGN.md, "Acquire and the watch path"). Pass Token with every write
 // to a fenced resource: that is what rejects a stale holder's writes.
 type Lock struct {
-	s    *Session
-	name string
-	key  string
+	s *Session
+	lockName
 	// rev is key's create revision — every key's, for AcquireAll — once
 	// the acquiring write's reply came; 0 until then. It is the token of
 	// every kind but a semaphore, whose holder's is its slot key's
@@ -77,10 +76,10 @@ type Lock struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	// unclaimed is closed when the session drops the claim; made only when
+	// claimDropped is closed when the session drops the claim; made only when
 	// a later acquisition of the name waits for that. Guarded by
 	// Session.mu.
-	unclaimed chan struct{}
+	claimDropped chan struct{}
 
 	// mu guards what follows. Lock order: Session.mu, then Lock.mu, then
 	// the session Mux's mutex.
@@ -173,7 +172,7 @@ func (l *Lock) Err() error {
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
-	if l.s.abandoned.Load() {
+	if l.s.ledger.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
 	}
 	if err := l.deleteKeys(ctx, true); err != nil {
@@ -211,7 +210,7 @@ func (l *Lock) finish(state State, err error) bool {
 	// A holder asked to stop by Break that releases ends cleanly: it
 	// stopped before it released.
 	clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
-	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.abandoned.Load())...)
+	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.ledger.abandoned.Load())...)
 	l.watch = nil
 	acquiring := l.acquiring
 	l.mu.Unlock()
@@ -254,7 +253,16 @@ func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 		l.acquiring = nil
 		l.mu.Unlock()
 		cancel(nil)
-		l.s.inflight.Done()
+		l.s.claims.inflight.Done()
+	}
+}
+
+// waits calls l's wait hook, the first time only (see WithWaitHook). Only
+// the acquiring goroutine calls it.
+func (l *Lock) waits() {
+	if fn := l.waitHook; fn != nil {
+		l.waitHook = nil
+		fn()
 	}
 }
 
@@ -271,7 +279,7 @@ func (l *Lock) lose(cause, detail error) {
 			// The lock's other keys outlive the one whose loss ended it:
 			// the renewal loop deletes them, so that they hold no slot or
 			// name for the rest of the session.
-			l.s.addStrays(l, append([]string{l.key}, others...)...)
+			l.s.addLeftovers(l, append([]string{l.key}, others...)...)
 			l.s.sweepSoon()
 		}
 		l.s.unclaim(l)

@@ -202,7 +202,7 @@ func TestTryAcquireOfABusyNameNamesItsHolderAndLeavesNoKey(t *testing.T) {
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 {
 		t.Errorf("keys after failed TryAcquire: %v, want only the holder's", keys)
 	}
-	// A queued waiter also makes the name busy.
+	// A queued waiter also makes the name contended.
 	w := newSession(t, cli)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -47,11 +47,11 @@ type delayHold struct {
 }
 
 // wait waits for l's turn as a plain lock's, then holds the marker.
-func (h *delayHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
-	if err := h.plain.wait(ctx, l, pfx, q); err != nil {
+func (h *delayHold) wait(ctx context.Context, l *Lock, q queued) error {
+	if err := h.plain.wait(ctx, l, q); err != nil {
 		return err
 	}
-	return l.s.holdMarker(ctx, l, h)
+	return h.holdMarker(ctx, l)
 }
 
 func (h *delayHold) end(clean bool) []*watchmux.Watch {
@@ -82,13 +82,14 @@ func (h *delayHold) closeOps(l *Lock) []clientv3.Op { return h.deleteOps(l) }
 // l wrote and that is now eligible: it writes l's marker, reads the
 // others, waits the delay if there are any, and deletes them. h is l's
 // kind.
-func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+func (h *delayHold) holdMarker(ctx context.Context, l *Lock) error {
+	s := l.s
+	keys := l.keys()
 	mpfx := keys.Markers()
 	// One marker per acquisition: a later acquisition of the name on this
 	// session never overwrites an earlier one's (the evidence of its
 	// unclean end), and its clean-up deletes only its own.
-	marker := keys.Marker(int64(s.lease), l.rev)
+	marker := keys.Marker(int64(s.keeper.id), l.rev)
 	l.mu.Lock()
 	h.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
@@ -120,7 +121,7 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 	s.log.Info("the previous holder ended without releasing: waiting out the lock-delay",
 		zap.String("name", l.name), zap.Duration("lock-delay", delay), zap.Int("markers", len(found)))
 	l.waits()
-	if owed, err := s.waitDelay(ctx, l, found, newest, delay); err != nil || !owed {
+	if owed, err := l.waitDelay(ctx, found, newest, delay); err != nil || !owed {
 		return err
 	}
 	// The compare spares a marker rewritten since the read.
@@ -154,8 +155,9 @@ func (s *Session) holdMarker(ctx context.Context, l *Lock, h *delayHold) error {
 // contender that waited the delay deletes markers of an end: their
 // holders' clean-up deletes a marker only while its key exists, and every
 // key older than l's is gone.
-func (s *Session) waitDelay(ctx context.Context, l *Lock, found []*mvccpb.KeyValue, rev int64, d time.Duration) (bool, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+func (l *Lock) waitDelay(ctx context.Context, found []*mvccpb.KeyValue, rev int64, d time.Duration) (bool, error) {
+	s := l.s
+	keys := l.keys()
 	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.
@@ -170,7 +172,7 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, found []*mvccpb.KeyVal
 		switch {
 		case len(get.Responses[0].GetResponseRange().Kvs) > 0:
 			kv := get.Responses[0].GetResponseRange().Kvs[0]
-			if err := s.waitGone(ctx, l, timer, get.Header.Revision+1, kv.CreateRevision); err != nil {
+			if err := l.waitGone(ctx, timer, get.Header.Revision+1, kv.CreateRevision); err != nil {
 				return false, err
 			}
 		case get.Responses[1].GetResponseRange().Count > 0:
@@ -178,7 +180,7 @@ func (s *Session) waitDelay(ctx context.Context, l *Lock, found []*mvccpb.KeyVal
 		case !anyLeft(found, get.Responses[2].GetResponseRange().Kvs):
 			return false, nil // waited out and cleared by another contender
 		default:
-			if err := s.startDelay(ctx, l, timer, started, d); err != nil {
+			if err := l.startDelay(ctx, timer, started, d); err != nil {
 				return false, err
 			}
 		}
@@ -204,15 +206,17 @@ func anyLeft(found, kvs []*mvccpb.KeyValue) bool {
 // broken stream and re-reads the key after a compaction: it returns only
 // once the key is gone (or re-created), l or ctx ended, or etcd refused
 // the watch (ErrWatchRefused).
-func (s *Session) waitGone(ctx context.Context, l *Lock, key string, rev, createRev int64) error {
-	return s.awaitWatch(ctx, l, func(fire func(error)) *watchmux.Watch {
+func (l *Lock) waitGone(ctx context.Context, key string, rev, createRev int64) error {
+	s := l.s
+	return l.awaitWatch(ctx, func(fire func(error)) *watchmux.Watch {
 		return s.mux.WatchKey(key, rev, createRev, 0, fire)
 	})
 }
 
 // startDelay writes the timer, with a lease of d, and its started record,
 // unless another contender started them first.
-func (s *Session) startDelay(ctx context.Context, l *Lock, timer, started string, d time.Duration) error {
+func (l *Lock) startDelay(ctx context.Context, timer, started string, d time.Duration) error {
+	s := l.s
 	// etcd counts in whole seconds and raises a TTL below its minimum: the
 	// delay is never shorter than asked.
 	g, err := s.client.Grant(ctx, lease.Seconds(d))

@@ -327,8 +327,8 @@ func (r *renewals) wait(t *testing.T, n int64) {
 		fmt.Sprintf("the session did not renew %d times", n))
 }
 
-// sweeps returns once n more stray sweeps than now have run: a session
-// sweeps its strays right after each renewal, which the hook reports
+// sweeps returns once n more leftover sweeps than now have run: a session
+// sweeps its leftovers right after each renewal, which the hook reports
 // before the sweep, so it waits for n+1 renewals.
 func (r *renewals) sweeps(t *testing.T, n int64) {
 	t.Helper()

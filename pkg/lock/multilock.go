@@ -45,7 +45,7 @@ type setHold struct {
 // none of them exists; Then, before the puts, it reads each name's newest
 // key: the set's predecessor under that name. Else it reads them: keys
 // of this session, leftovers, which it returns.
-func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvccpb.KeyValue, error) {
+func (h *setHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
 	names, keys := l.Names(), l.Keys()
 	cmps := make([]clientv3.Cmp, len(keys))
@@ -57,7 +57,7 @@ func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvcc
 		elses[i] = clientv3.OpGet(key)
 	}
 	for _, key := range keys {
-		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)))
+		then = append(then, clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)))
 	}
 	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(elses...).Commit()
 	if err != nil {
@@ -85,7 +85,7 @@ func (h *setHold) queue(ctx context.Context, l *Lock, _ string) (queued, []*mvcc
 // the other: once no key older than l's is left under a name, none can
 // appear there, so the names already waited for stay clear while l waits
 // for the next.
-func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
+func (h *setHold) wait(ctx context.Context, l *Lock, q queued) error {
 	for _, pred := range q.preds {
 		if pred != nil {
 			if err := behindSemaphore(l, pred); err != nil {
@@ -100,8 +100,8 @@ func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
 		}
 		l.waits()
 		own, pfx := keys[i], keyspace.Of(l.s.cfg.prefix, names[i]).Contenders()
-		if err := l.s.waitTurn(ctx, l, string(pred.Key), func(ctx context.Context) (string, error) {
-			return l.s.olderKey(ctx, l, own, pfx)
+		if err := l.waitTurn(ctx, string(pred.Key), func(ctx context.Context) (string, error) {
+			return l.olderKey(ctx, own, pfx)
 		}); err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (h *setHold) wait(ctx context.Context, l *Lock, _ string, q queued) error {
 }
 
 // try is never called: TryAcquire takes one name, which is never a set.
-func (*setHold) try(context.Context, *Lock, string) (queued, error) {
+func (*setHold) try(context.Context, *Lock) (queued, error) {
 	return queued{}, errors.New("lock: TryAcquire of several names")
 }
 
@@ -170,7 +170,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 		l.finish(StateReleased, ErrReleased)
 		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
-	return s.acquire(ctx, l, false)
+	return l.acquire(ctx, false)
 }
 
 // validateSet checks the size of an AcquireAll's set and that no name

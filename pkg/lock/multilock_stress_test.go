@@ -1,6 +1,6 @@
 package lock_test
 
-// Attacks on AcquireAll, the semaphore's refusals and the stray sweep;
+// Attacks on AcquireAll, the semaphore's refusals and the leftover sweep;
 // each test states the claim it checks.
 
 import (
@@ -120,13 +120,13 @@ func TestSetStressLongNamesRefusedBySize(t *testing.T) {
 	}
 }
 
-// sweepEvery is the renewal interval, and so the stray-sweep interval, of
+// sweepEvery is the renewal interval, and so the leftover-sweep interval, of
 // the sessions whose sweeps a test waits out: a quarter of the default
 // for their 3 s TTL.
 const sweepEvery = 250 * time.Millisecond
 
 // Claim: deleting one key of a held set loses the set and the other keys
-// are deleted promptly (stray sweep); the sweep never deletes a later
+// are deleted promptly (leftover sweep); the sweep never deletes a later
 // acquisition's keys, even the same session's of the same names.
 func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
 	t.Parallel()
@@ -251,7 +251,7 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 			}
 		}
 	}
-	// Strays of lost replies go within a few renewals: the sweep deletes
+	// Leftovers of lost replies go within a few renewals: the sweep deletes
 	// them one key at a time, so c's may go just after a's and b's.
 	etcdtest.Eventually(t, 4*s.TTL(), func() bool {
 		return len(keysUnder(t, cli, namePrefix(t, prefix(t), "a")))+len(keysUnder(t, cli, namePrefix(t, prefix(t), "b"))) == 0 &&

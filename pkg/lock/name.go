@@ -3,6 +3,8 @@ package lock
 import (
 	"fmt"
 	"strings"
+
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
 // ValidateName reports whether name can be used as a lock name: it must be
@@ -17,3 +19,14 @@ func ValidateName(name string) error {
 	}
 	return nil
 }
+
+// lockName is a lock name and its contender key, from which its other
+// keys under the session's prefix follow (keys).
+type lockName struct {
+	name string
+	key  string // the session's contender key of name
+}
+
+// keys returns every key of the name, sharing the contender key's bytes:
+// a held Lock keeps no second copy of its prefix.
+func (n lockName) keys() keyspace.Name { return keyspace.OfContender(n.key) }

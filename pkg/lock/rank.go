@@ -10,22 +10,24 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// waitRank waits until fewer than h's limit keys under pfx are older
-// than l's, a semaphore's contender key; older lists them as of the
+// waitRank waits until fewer than h's limit contender keys of l's name
+// are older than l's, a semaphore's contender key; older lists them as of the
 // acquiring transaction, which read the slot keys too (slots, Header
 // set). It returns the latest listings of the older keys and of the slot
 // keys, read together, with the count that made l eligible. It counts
 // the older keys' deletions from one range watch, and reads only when
 // the watch is created or breaks and once l is eligible: see "Semaphore"
 // in DESIGN.md.
-func (s *Session) waitRank(ctx context.Context, l *Lock, h *slotHold, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
-	w := &rankWait{s: s, l: l, pfx: pfx, limit: int64(h.limit), older: int64(len(older)), olderKeys: older, slots: slots}
+func (h *slotHold) waitRank(ctx context.Context, l *Lock, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	s := l.s
+	w := &rankWait{s: s, l: l, limit: int64(h.limit), older: int64(len(older)), olderKeys: older, slots: slots}
 	defer w.unwatch()
 	if w.older >= w.limit {
 		l.waits()
 	}
 	for w.older >= w.limit {
 		if w.feed == nil {
+			pfx := l.keys().Contenders()
 			w.feed = s.mux.Feed(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), PrevKV: true})
 		}
 		if err := w.next(ctx); err != nil {
@@ -39,7 +41,6 @@ func (s *Session) waitRank(ctx context.Context, l *Lock, h *slotHold, pfx string
 type rankWait struct {
 	s     *Session
 	l     *Lock
-	pfx   string // the name's contenders prefix
 	limit int64
 
 	older     int64 // keys older than l's, as of counted
@@ -118,7 +119,7 @@ func (w *rankWait) unwatch() {
 // read counts the keys older than l's and lists them and the slot keys
 // (readRank).
 func (w *rankWait) read(ctx context.Context) error {
-	older, slots, err := w.s.readRank(ctx, w.l, w.pfx)
+	older, slots, err := w.l.readRank(ctx)
 	if err != nil {
 		return err
 	}
@@ -126,18 +127,15 @@ func (w *rankWait) read(ctx context.Context) error {
 	return nil
 }
 
-// readRank lists the keys under pfx older than l's, a semaphore's
+// readRank lists the contender keys of l's name older than l's, a semaphore's
 // contender key, and the slot keys (Header set), in one read, and checks
 // that l's key is still there.
-func (s *Session) readRank(ctx context.Context, l *Lock, pfx string) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+func (l *Lock) readRank(ctx context.Context) ([]*mvccpb.KeyValue, *etcdserverpb.RangeResponse, error) {
+	s := l.s
 	mine := l.rev
-	resp, err := s.waitRead(ctx, l,
-		clientv3.OpGet(l.key, clientv3.WithKeysOnly()),
-		// Not count-only: etcd counts before it applies the create
+	resp, err := l.waitRead(ctx, clientv3.OpGet(l.key, clientv3.WithKeysOnly()), // Not count-only: etcd counts before it applies the create
 		// revision filter.
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)),
-		slotsOp(s.cfg.prefix, l.name),
-	)
+		clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(mine-1)), slotsOp(s.cfg.prefix, l.name))
 	if err != nil {
 		return nil, nil, err
 	}

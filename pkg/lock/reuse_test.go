@@ -45,7 +45,7 @@ func TestFailedReleaseThenReacquire(t *testing.T) {
 				t.Fatal(err)
 			}
 			if next.Token() <= old.Token() {
-				t.Fatalf("new lock's token %v, want above the unreleased lock's %v", next.Token(), old.Token())
+				t.Fatalf("new lock's token %v, want above the markers lock's %v", next.Token(), old.Token())
 			}
 			if err := old.Release(ctx); err != nil {
 				t.Fatalf("retried Release = %v, want nil", err)
@@ -161,7 +161,7 @@ func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
 				t.Fatal("no call failed: the deadlines never cut a write short")
 			}
 			// A put still in flight when its iteration found no key lands
-			// later: once more renewals have run than a stray key is swept
+			// later: once more renewals have run than a leftover key is swept
 			// for, no key may be left.
 			after := renewals.Load() + 4
 			etcdtest.Eventually(t, 10*time.Second, func() bool { return renewals.Load() >= after },

@@ -25,16 +25,16 @@ func WithShared() forAcquire {
 // plain lock's one contender key, but it waits only for older writers.
 type reader struct{ noKeys }
 
-// queue writes l's key in the acquiring transaction (Session.queue),
+// queue writes l's key in the acquiring transaction (Lock.queue),
 // which reads the newest readerPageSize older keys first, to find the
 // newest writer among them.
-func (reader) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
-	return l.s.queue(ctx, l, clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
+func (reader) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
+	return l.queue(ctx, clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(readerPageSize)))
 }
 
-// wait returns once no key under pfx that excludes readers is older
-// than l's.
-func (reader) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+// wait returns once no contender key of l's name that excludes readers
+// is older than l's.
+func (reader) wait(ctx context.Context, l *Lock, q queued) error {
 	older := q.older.GetKvs()
 	if len(older) > 0 {
 		if err := behindSemaphore(l, older[0]); err != nil {
@@ -46,8 +46,8 @@ func (reader) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
 		return nil
 	}
 	l.waits()
-	return l.s.waitTurn(ctx, l, pred, func(ctx context.Context) (string, error) {
-		return l.s.olderWriter(ctx, l, pfx)
+	return l.waitTurn(ctx, pred, func(ctx context.Context) (string, error) {
+		return l.olderWriter(ctx)
 	})
 }
 
@@ -65,8 +65,8 @@ func readerTurn(older []*mvccpb.KeyValue, more bool) (wait bool, pred string) {
 }
 
 // try is TryAcquire for a reader (tryShared).
-func (reader) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	rev, err := l.s.tryShared(ctx, l, pfx)
+func (reader) try(ctx context.Context, l *Lock) (queued, error) {
+	rev, err := l.tryShared(ctx)
 	return queued{rev: rev}, err
 }
 
@@ -86,14 +86,15 @@ const readerPageSize = 64
 // there is none. Readers ahead of it are read in pages, newest first, at
 // most readerPageSize a round trip; keys older than l's can only go away,
 // so the pages need not be read at one revision.
-func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string, error) {
-	below := l.rev - 1
+func (l *Lock) olderWriter(ctx context.Context) (string, error) {
+	s := l.s
+	below, pfx := l.rev-1, l.keys().Contenders()
 	for first := true; ; first = false {
 		page := clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithMaxCreateRev(below), clientv3.WithLimit(readerPageSize))
 		var kvs []*mvccpb.KeyValue
 		if first {
-			resp, err := s.waitRead(ctx, l, clientv3.OpGet(l.key), page)
+			resp, err := l.waitRead(ctx, clientv3.OpGet(l.key), page)
 			if err != nil {
 				return "", err
 			}
@@ -125,20 +126,22 @@ func (s *Session) olderWriter(ctx context.Context, l *Lock, pfx string) (string,
 // writes l's key if no key under the name was written since the read
 // (a key deleted since does not matter: it can only have been a reader).
 // It returns the write's revision.
-func (s *Session) tryShared(ctx context.Context, l *Lock, pfx string) (int64, error) {
+func (l *Lock) tryShared(ctx context.Context) (int64, error) {
+	s := l.s
+	pfx := l.keys().Contenders()
 	for {
 		get, err := s.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 		if err != nil {
 			return 0, err
 		}
-		leftover := false
+		replaced := false
 		for _, kv := range get.Kvs {
 			if string(kv.Key) == l.key {
 				// Left by an earlier acquisition: never adopted.
 				if err := s.removeLeftover(ctx, kv); err != nil {
 					return 0, err
 				}
-				leftover = true
+				replaced = true
 				break
 			}
 			if err := behindSemaphore(l, kv); err != nil {
@@ -148,12 +151,12 @@ func (s *Session) tryShared(ctx context.Context, l *Lock, pfx string) (int64, er
 				return 0, lockedError(l.name, kv)
 			}
 		}
-		if leftover {
+		if replaced {
 			continue
 		}
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(pfx), "<", get.Header.Revision+1).WithPrefix()).
-			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease))).
+			Then(clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id))).
 			Commit()
 		if err != nil {
 			return 0, err

@@ -43,38 +43,38 @@ func (l *Lock) Slot() int {
 // slotHold is the kind of a semaphore's contender (WithLimit): its limit,
 // then its slot. key is "" until a slot is held; then token, the slot
 // key's create revision, is the lock's token (Lock.rev stays the
-// contender key's). claiming lists the slot keys that a claim whose reply
-// has not come may have written (see setClaiming). Guarded by Lock.mu,
+// contender key's). unconfirmed lists the slot keys that a claim whose reply
+// has not come may have written (see setUnconfirmed). Guarded by Lock.mu,
 // but for limit, which never changes.
 type slotHold struct {
 	noKeys
-	limit    int
-	n        int
-	key      string
-	token    fencing.Token
-	claiming []string
-	keyWatch *watchmux.Watch // on key, once held
+	limit       int
+	n           int
+	key         string
+	token       fencing.Token
+	unconfirmed []string
+	keyWatch    *watchmux.Watch // on key, once held
 }
 
 // queue sends the acquiring transaction of a semaphore's contender: each
 // claims a slot with l's contender key when it can, and otherwise queues
 // l (claimOrQueue), but for a first probe, when the session's last
-// acquisition of the name found it free (busy), which claims slot 0 or
+// acquisition of the name found it free (not contended), which claims slot 0 or
 // only reads (probeSemaphore). See "Semaphore" in DESIGN.md.
-func (h *slotHold) queue(ctx context.Context, l *Lock, pfx string) (queued, []*mvccpb.KeyValue, error) {
+func (h *slotHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
-	if s.busy(l.name) {
-		q, leftovers, err := s.claimOrQueue(ctx, l, h, pfx, 0, s.emptyName(l, pfx))
+	if s.contended(l.name) {
+		q, leftovers, err := h.claimOrQueue(ctx, l, 0, l.emptyName())
 		if q.claimed {
-			s.setBusy(l.name, false)
+			s.setContended(l.name, false)
 		}
 		return q, leftovers, err
 	}
-	rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+	rev, claimed, queue, slots, err := h.probeSemaphore(ctx, l)
 	if err != nil || claimed {
 		return queued{rev: rev, claimed: claimed}, nil, err
 	}
-	s.setBusy(l.name, true)
+	s.setContended(l.name, true)
 	if i := indexOfKey(queue, l.key); i >= 0 {
 		return queued{}, queue[i : i+1], nil
 	}
@@ -84,21 +84,21 @@ func (h *slotHold) queue(ctx context.Context, l *Lock, pfx string) (queued, []*m
 	if err := checkLimits(l, h.limit, queue); err != nil {
 		return queued{}, nil, err
 	}
-	order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+	order := slotOrder(l.keys(), h.limit, queue, slots, 1)
 	if len(queue) >= h.limit || len(order) == 0 {
-		return s.claimOrQueue(ctx, l, h, pfx, -1, nil)
+		return h.claimOrQueue(ctx, l, -1, nil)
 	}
-	return s.claimOrQueue(ctx, l, h, pfx, order[0], s.stillFree(l, pfx, rev, order[0]))
+	return h.claimOrQueue(ctx, l, order[0], l.stillFree(rev, order[0]))
 }
 
 // wait returns once l holds a slot: at once if the acquiring transaction
 // claimed one; else it checks the older keys' limits, waits until fewer
 // than its limit are older (waitRank), and claims a free slot
 // (claimSlot).
-func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) error {
+func (h *slotHold) wait(ctx context.Context, l *Lock, q queued) error {
 	s := l.s
 	if q.claimed {
-		s.holdSlot(l, h, q.slot, fencing.Token(q.rev))
+		h.holdSlot(l, q.slot, fencing.Token(q.rev))
 		return nil
 	}
 	if err := checkLimits(l, h.limit, q.older.Kvs); err != nil {
@@ -109,15 +109,15 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) erro
 		return err
 	}
 	q.slots.Kvs = kept
-	older, slots, err := s.waitRank(ctx, l, h, pfx, q.older.Kvs, q.slots)
+	older, slots, err := h.waitRank(ctx, l, q.older.Kvs, q.slots)
 	if err != nil {
 		return err
 	}
-	slot, tok, err := s.claimSlot(ctx, l, h, pfx, older, slots)
+	slot, tok, err := h.claimSlot(ctx, l, older, slots)
 	if err != nil {
 		return err
 	}
-	s.holdSlot(l, h, slot, tok)
+	h.holdSlot(l, slot, tok)
 	return nil
 }
 
@@ -127,14 +127,13 @@ func (h *slotHold) wait(ctx context.Context, l *Lock, pfx string, q queued) erro
 // one transaction writes l's contender key and the key of the free slot
 // that slotOrder puts first if no key under the name was written since
 // the probe read it (takeSlot).
-func (h *slotHold) try(ctx context.Context, l *Lock, pfx string) (queued, error) {
-	s := l.s
+func (h *slotHold) try(ctx context.Context, l *Lock) (queued, error) {
 	for {
-		rev, claimed, queue, slots, err := s.probeSemaphore(ctx, l, h, pfx)
+		rev, claimed, queue, slots, err := h.probeSemaphore(ctx, l)
 		if err != nil || claimed {
 			return queued{rev: rev, claimed: true}, err
 		}
-		removed, err := s.removeOwnKeys(ctx, l, queue, slots)
+		removed, err := l.removeOwnKeys(ctx, queue, slots)
 		if err != nil {
 			return queued{}, err
 		}
@@ -144,11 +143,11 @@ func (h *slotHold) try(ctx context.Context, l *Lock, pfx string) (queued, error)
 		if err := checkLimits(l, h.limit, queue); err != nil {
 			return queued{}, err
 		}
-		order := slotOrder(keyspace.Of(s.cfg.prefix, l.name), h.limit, queue, slots, 1)
+		order := slotOrder(l.keys(), h.limit, queue, slots, 1)
 		if len(queue) >= h.limit || len(order) == 0 {
 			return queued{}, semaphoreHolder(l.name, queue, slots)
 		}
-		if rev, ok, err := s.takeSlot(ctx, l, h, pfx, rev, order[0]); err != nil || ok {
+		if rev, ok, err := h.takeSlot(ctx, l, rev, order[0]); err != nil || ok {
 			return queued{rev: rev, claimed: true, slot: order[0]}, err
 		}
 	}
@@ -170,12 +169,12 @@ func (h *slotHold) end(bool) []*watchmux.Watch {
 }
 
 // otherKeys is the slot key held, if any, and those a claim may have
-// written (setClaiming).
+// written (setUnconfirmed).
 func (h *slotHold) otherKeys() []string {
 	if h.key == "" {
-		return h.claiming
+		return h.unconfirmed
 	}
-	return append([]string{h.key}, h.claiming...)
+	return append([]string{h.key}, h.unconfirmed...)
 }
 
 // deleteOps deletes the slot key held by its create revision, the token,
@@ -185,8 +184,8 @@ func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
 	if h.key != "" {
 		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
 	}
-	ops := make([]clientv3.Op, len(h.claiming))
-	for i, key := range h.claiming {
+	ops := make([]clientv3.Op, len(h.unconfirmed))
+	for i, key := range h.unconfirmed {
 		ops[i] = l.s.deleteIfWritten(key, l.value)
 	}
 	return ops
@@ -237,7 +236,8 @@ func semaphoreHolder(name string, queue, slots []*mvccpb.KeyValue) *LockedError 
 // removeOwnKeys removes the keys this session's earlier acquisition of l's
 // name left in queue (its contender key) or slots (its slot keys), and
 // reports whether there were any: the name must then be read again.
-func (s *Session) removeOwnKeys(ctx context.Context, l *Lock, queue, slots []*mvccpb.KeyValue) (bool, error) {
+func (l *Lock) removeOwnKeys(ctx context.Context, queue, slots []*mvccpb.KeyValue) (bool, error) {
+	s := l.s
 	if i := indexOfKey(queue, l.key); i >= 0 {
 		return true, s.removeLeftover(ctx, queue[i])
 	}
@@ -254,31 +254,31 @@ func indexOfKey(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// maxBusyNames bounds busyNames: beyond it, a name's acquisitions are
+// maxContendedNames bounds claimTable.contended: beyond it, a name's acquisitions are
 // sent as if it were free, which costs a round trip when it is not.
-const maxBusyNames = 1024
+const maxContendedNames = 1024
 
-// busy reports whether the session's last acquisition of the semaphore
-// name found keys under it (setBusy).
-func (s *Session) busy(name string) bool {
+// contended reports whether the session's last acquisition of the semaphore
+// name found keys under it (setContended).
+func (s *Session) contended(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.busyNames[name]
+	_, ok := s.claims.contended[name]
 	return ok
 }
 
-// setBusy records whether an acquisition of the semaphore name found keys
+// setContended records whether an acquisition of the semaphore name found keys
 // under it, for the next acquisition's first transaction (slotHold.queue):
 // a guess, never a guarantee; either transaction is correct.
-func (s *Session) setBusy(name string, busy bool) {
+func (s *Session) setContended(name string, contended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case !busy:
-		delete(s.busyNames, name)
-	case s.busyNames == nil:
-		s.busyNames = map[string]struct{}{name: {}}
-	case len(s.busyNames) < maxBusyNames:
-		s.busyNames[name] = struct{}{}
+	case !contended:
+		delete(s.claims.contended, name)
+	case s.claims.contended == nil:
+		s.claims.contended = map[string]struct{}{name: {}}
+	case len(s.claims.contended) < maxContendedNames:
+		s.claims.contended[name] = struct{}{}
 	}
 }

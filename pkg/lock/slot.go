@@ -28,7 +28,7 @@ func slotsOp(prefix, name string) clientv3.Op {
 func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
 	kept := slots[:0:0]
 	for _, kv := range slots {
-		if clientv3.LeaseID(kv.Lease) != s.lease {
+		if clientv3.LeaseID(kv.Lease) != s.keeper.id {
 			kept = append(kept, kv)
 			continue
 		}
@@ -40,31 +40,32 @@ func (s *Session) removeOwnSlots(ctx context.Context, slots []*mvccpb.KeyValue) 
 }
 
 // emptyName returns the comparisons that hold when l's name has no key at
-// all: no contender key under pfx (no holder or waiter of any kind, no
+// all: no contender key of l's name (no holder or waiter of any kind, no
 // key this session left) and no slot key (a holder whose contender key is
 // gone still has its slot). etcd compares every key of a range, and the
 // range's absent key when it is empty, so a create revision of 0 over a
 // range holds exactly when the range is empty. A contender that writes
 // its key and slot 0's when they hold is first in FIFO order, and slot
 // 0's new key is created after every earlier holder's of that slot.
-func (s *Session) emptyName(l *Lock, pfx string) []clientv3.Cmp {
+func (l *Lock) emptyName() []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slots()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Contenders()), "=", 0).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Slots()), "=", 0).WithPrefix(),
 	}
 }
 
 // claimOps returns the writes with which l, a semaphore's contender of
 // kind h, claims slot together with its contender key: both keys, under
 // the session's lease, with l's value, at one revision, l's token. It
-// records the slot's key as l's claim first (setClaiming); the caller
+// records the slot's key as l's claim first (setUnconfirmed); the caller
 // clears it when the transaction did not claim.
-func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
-	key := keyspace.Of(s.cfg.prefix, l.name).Slot(slot)
-	h.setClaiming(l, key)
+func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
+	s := l.s
+	key := l.keys().Slot(slot)
+	h.setUnconfirmed(l, key)
 	return []clientv3.Op{
-		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.lease)),
-		clientv3.OpPut(key, l.value, clientv3.WithLease(s.lease)),
+		clientv3.OpPut(l.key, l.value, clientv3.WithLease(s.keeper.id)),
+		clientv3.OpPut(key, l.value, clientv3.WithLease(s.keeper.id)),
 	}
 }
 
@@ -74,9 +75,10 @@ func (s *Session) claimOps(l *Lock, h *slotHold, slot int) []clientv3.Op {
 // slot 0 and returns claimed and the write's revision; otherwise it
 // writes nothing and returns the name's contender keys, oldest first, and
 // its slot keys, read at revision rev.
-func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold, pfx string) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
-	resp, err := s.client.Txn(ctx).If(s.emptyName(l, pfx)...).Then(s.claimOps(l, h, 0)...).Else(
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
+	s := l.s
+	resp, err := s.client.Txn(ctx).If(l.emptyName()...).Then(h.claimOps(l, 0)...).Else(
+		clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
 	).Commit()
 	if err != nil {
@@ -85,33 +87,34 @@ func (s *Session) probeSemaphore(ctx context.Context, l *Lock, h *slotHold, pfx 
 	if resp.Succeeded {
 		return resp.Header.Revision, true, nil, nil, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	return resp.Header.Revision, false, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, nil
 }
 
 // stillFree returns the comparisons that hold when no contender key under
-// pfx was written after revision read, so that the contenders are those
+// l's name was written after revision read, so that the contenders are those
 // read then or fewer, and slot is free.
-func (s *Session) stillFree(l *Lock, pfx string, read int64, slot int) []clientv3.Cmp {
+func (l *Lock) stillFree(read int64, slot int) []clientv3.Cmp {
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(pfx), "<", read+1).WithPrefix(),
-		clientv3.Compare(clientv3.CreateRevision(keyspace.Of(s.cfg.prefix, l.name).Slot(slot)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(l.keys().Contenders()), "<", read+1).WithPrefix(),
+		clientv3.Compare(clientv3.CreateRevision(l.keys().Slot(slot)), "=", 0),
 	}
 }
 
 // claimOrQueue sends one transaction: If(cmps) Then(claim slot with l's
-// contender key, claimOps) Else(queue l as Session.queue does, reading
+// contender key, claimOps) Else(queue l as Lock.queue does, reading
 // every older key, and read the slot keys); with slot -1, only the Else.
 // It returns what the transaction did, or the leftover key of this
 // session that stopped it from queueing.
-func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx string, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
-	absent, then, mine := s.queueOps(l, clientv3.OpGet(pfx, clientv3.WithPrefix()))
+func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []clientv3.Cmp) (queued, []*mvccpb.KeyValue, error) {
+	s := l.s
+	absent, then, mine := l.queueOps(clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
 	txn := s.client.Txn(ctx)
 	if slot < 0 {
 		txn = txn.Then(enqueue)
 	} else {
-		txn = txn.If(cmps...).Then(s.claimOps(l, h, slot)...).Else(enqueue)
+		txn = txn.If(cmps...).Then(h.claimOps(l, slot)...).Else(enqueue)
 	}
 	resp, err := txn.Commit()
 	if err != nil {
@@ -120,7 +123,7 @@ func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx st
 	if slot >= 0 && resp.Succeeded {
 		return queued{rev: resp.Header.Revision, claimed: true, slot: slot}, nil, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	r := resp.Responses[0].GetResponseTxn()
 	q, leftovers := queuedBy(resp.Header.Revision, r)
 	if leftovers == nil {
@@ -133,27 +136,28 @@ func (s *Session) claimOrQueue(ctx context.Context, l *Lock, h *slotHold, pfx st
 // takeSlot writes l's contender key and the key of slot in one
 // transaction, if stillFree holds since revision read, and returns the
 // write's revision; ok is false if the transaction did not apply.
-func (s *Session) takeSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, read int64, slot int) (rev int64, ok bool, err error) {
-	txn, err := s.client.Txn(ctx).If(s.stillFree(l, pfx, read, slot)...).Then(s.claimOps(l, h, slot)...).Commit()
+func (h *slotHold) takeSlot(ctx context.Context, l *Lock, read int64, slot int) (rev int64, ok bool, err error) {
+	s := l.s
+	txn, err := s.client.Txn(ctx).If(l.stillFree(read, slot)...).Then(h.claimOps(l, slot)...).Commit()
 	if err != nil {
 		return 0, false, err
 	}
 	if txn.Succeeded {
 		return txn.Header.Revision, true, nil
 	}
-	h.setClaiming(l)
+	h.setUnconfirmed(l)
 	return 0, false, nil
 }
 
-// setClaiming records keys, before a claim that may write one of them is
+// setUnconfirmed records keys, before a claim that may write one of them is
 // sent, as the slot keys l may have written until the reply comes (none:
 // the reply came and l claimed none). The clean-up of an acquisition whose
 // claim's reply is lost deletes them by the value l wrote
 // (removeUnconfirmed, deleteKeys), which no other write has.
-func (h *slotHold) setClaiming(l *Lock, keys ...string) {
+func (h *slotHold) setUnconfirmed(l *Lock, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.claiming = keys
+	h.unconfirmed = keys
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -171,17 +175,18 @@ const maxSlotTries = 8
 // its slot until its lease goes), it waits for a slot key's deletion and
 // reads again. It returns the slot and its key's create revision, l's
 // token.
-func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx string, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
-	keys := keyspace.Of(s.cfg.prefix, l.name)
+func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyValue, slots *etcdserverpb.RangeResponse) (int, fencing.Token, error) {
+	s := l.s
+	keys := l.keys()
 	for {
 		order := slotOrder(keys, h.limit, older, slots.Kvs, maxSlotTries)
 		if len(order) == 0 {
 			// Every slot is taken: wait for one to go, then read again.
-			if err := s.waitDelete(ctx, l, keys.Slots(), slots.Header.Revision); err != nil {
+			if err := l.waitDelete(ctx, keys.Slots(), slots.Header.Revision); err != nil {
 				return 0, 0, err
 			}
 			var err error
-			if older, slots, err = s.readRank(ctx, l, pfx); err != nil {
+			if older, slots, err = l.readRank(ctx); err != nil {
 				return 0, 0, err
 			}
 			continue
@@ -191,9 +196,9 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx strin
 		for i := len(order) - 1; i >= 0; i-- {
 			claims[i] = keys.Slot(order[i])
 			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
-				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.lease))}, []clientv3.Op{try})
+				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.keeper.id))}, []clientv3.Op{try})
 		}
-		h.setClaiming(l, claims...)
+		h.setUnconfirmed(l, claims...)
 		resp, err := s.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 			Then(try).
@@ -202,7 +207,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx strin
 			return 0, 0, err
 		}
 		if !resp.Succeeded { // l's contender key is gone: nothing was written
-			h.setClaiming(l)
+			h.setUnconfirmed(l)
 			return 0, 0, ErrKeyDeleted
 		}
 		r := resp.Responses[0].GetResponseTxn()
@@ -214,7 +219,7 @@ func (s *Session) claimSlot(ctx context.Context, l *Lock, h *slotHold, pfx strin
 				r = r.Responses[0].GetResponseTxn()
 			}
 		}
-		h.setClaiming(l)
+		h.setUnconfirmed(l)
 		slots = r.Responses[0].GetResponseRange()
 		slots.Header = resp.Header
 	}
@@ -263,8 +268,9 @@ func slotOrder(name keyspace.Name, limit int, older, slots []*mvccpb.KeyValue, m
 // waitDelete waits for a deletion of a key under pfx after revision rev,
 // or for its watch on the session's stream to break, after which the
 // caller reads again anyway.
-func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64) error {
-	return s.awaitWatch(ctx, l, func(fire func(error)) *watchmux.Watch {
+func (l *Lock) waitDelete(ctx context.Context, pfx string, rev int64) error {
+	s := l.s
+	return l.awaitWatch(ctx, func(fire func(error)) *watchmux.Watch {
 		return s.mux.WatchRange(watchmux.Range{Key: pfx, End: clientv3.GetPrefixRangeEnd(pfx), Rev: rev + 1}, nil, fire, nil)
 	})
 }
@@ -272,12 +278,13 @@ func (s *Session) waitDelete(ctx context.Context, l *Lock, pfx string, rev int64
 // holdSlot records that l, of kind h, holds slot, whose key it created
 // at revision tok, and watches that key: its deletion by anyone else
 // loses the lock, as the contender key's does.
-func (s *Session) holdSlot(l *Lock, h *slotHold, slot int, tok fencing.Token) {
+func (h *slotHold) holdSlot(l *Lock, slot int, tok fencing.Token) {
+	s := l.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h.n, h.key, h.claiming = slot, keyspace.Of(s.cfg.prefix, l.name).Slot(slot), nil
+	h.n, h.key, h.unconfirmed = slot, l.keys().Slot(slot), nil
 	h.token = tok
 	if s.err != nil || l.state != stateAcquiring {
 		return

@@ -220,7 +220,7 @@ func TestStressSemaphoreRandom(t *testing.T) {
 	for _, f := range fails {
 		t.Error(f)
 	}
-	// A canceled Acquire's key that landed after its clean-up is a stray,
+	// A canceled Acquire's key that landed after its clean-up is a leftover,
 	// which its session sweeps at its next renewals.
 	etcdtest.Eventually(t, 4*newSessionTTL, func() bool { return len(keysUnder(t, cli, prefix(t))) == 0 },
 		"keys left after every lock was released")
@@ -304,7 +304,7 @@ func TestStressRWRandom(t *testing.T) {
 	for _, f := range fails {
 		t.Error(f)
 	}
-	// A canceled Acquire's key that landed after its clean-up is a stray,
+	// A canceled Acquire's key that landed after its clean-up is a leftover,
 	// which its session sweeps at its next renewals.
 	etcdtest.Eventually(t, 4*newSessionTTL, func() bool { return len(keysUnder(t, cli, prefix(t))) == 0 },
 		"keys left after every lock was released")

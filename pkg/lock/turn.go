@@ -20,7 +20,8 @@ import (
 // none), checking that l's key still exists (olderKey, or a reader's
 // olderWriter). It watches each predecessor, then reads again: see
 // "Acquire and the watch path" in DESIGN.md.
-func (s *Session) waitTurn(ctx context.Context, l *Lock, pred string, read func(context.Context) (string, error)) error {
+func (l *Lock) waitTurn(ctx context.Context, pred string, read func(context.Context) (string, error)) error {
+	s := l.s
 	t := &turnWait{s: s, l: l}
 	defer func() { s.mux.Remove(t.w) }()
 	st := turnBehind
@@ -41,8 +42,19 @@ func (s *Session) waitTurn(ctx context.Context, l *Lock, pred string, read func(
 		case turnBehind:
 			if pred != t.watching {
 				err = t.watch(ctx, pred) // a new predecessor: watch it, then read again
-			} else {
-				err = t.wait(ctx) // deleted, or the watch broke: either way read again
+				st = turnUnknown
+				break
+			}
+			// Wait until the predecessor is deleted or its watch breaks:
+			// either way, read again.
+			select {
+			case err = <-t.gone:
+				t.watching = ""
+				err = refused(err)
+			case <-l.ctx.Done():
+				err = context.Cause(l.ctx)
+			case <-ctx.Done():
+				err = ctx.Err()
 			}
 			st = turnUnknown
 		}
@@ -74,11 +86,8 @@ type turnWait struct {
 // olderKey reads, in one linearizable request (waitRead) that also checks
 // that own, l's key under pfx, still exists, the newest key under pfx
 // older than l's: its predecessor, "" if there is none.
-func (s *Session) olderKey(ctx context.Context, l *Lock, own, pfx string) (string, error) {
-	resp, err := s.waitRead(ctx, l,
-		clientv3.OpGet(own),
-		clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...),
-	)
+func (l *Lock) olderKey(ctx context.Context, own, pfx string) (string, error) {
+	resp, err := l.waitRead(ctx, clientv3.OpGet(own), clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(l.rev-1))...))
 	if err != nil {
 		return "", err
 	}
@@ -123,19 +132,6 @@ func (t *turnWait) watch(ctx context.Context, pred string) error {
 	}
 }
 
-// wait waits until the watched predecessor is deleted or its watch breaks.
-func (t *turnWait) wait(ctx context.Context) error {
-	select {
-	case err := <-t.gone:
-		t.watching = ""
-		return refused(err)
-	case <-t.l.ctx.Done():
-		return context.Cause(t.l.ctx)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // refused is the error of a watch's firing: nil for a deletion or a broken
 // watch, else etcd's refusal as ErrWatchRefused.
 func refused(err error) error {
@@ -162,7 +158,8 @@ const readTryTimeout = 5 * time.Second
 // connection that breaks under a waiter would end its Acquire with an
 // error. ctx should be bound to l (Lock.bind), so that a try waiting for a
 // connection ends with the session.
-func (s *Session) waitRead(ctx context.Context, l *Lock, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+func (l *Lock) waitRead(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	s := l.s
 	// Jittered, so that the waiters an election interrupted do not retry
 	// in step.
 	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}

@@ -14,12 +14,3 @@ func WithWaitHook(fn func()) forAcquire {
 		return nil
 	}
 }
-
-// waits calls l's wait hook, the first time only (see WithWaitHook). Only
-// the acquiring goroutine calls it.
-func (l *Lock) waits() {
-	if fn := l.waitHook; fn != nil {
-		l.waitHook = nil
-		fn()
-	}
-}

@@ -43,7 +43,8 @@ func unanswered(err error) bool {
 // it the watch's fire, and waits for it to fire: nil for a deletion or a
 // broken watch, ErrWatchRefused when etcd refused it, l's cause once l
 // ended, ctx.Err() once ctx did. The watch is removed on return.
-func (s *Session) awaitWatch(ctx context.Context, l *Lock, add func(fire func(error)) *watchmux.Watch) error {
+func (l *Lock) awaitWatch(ctx context.Context, add func(fire func(error)) *watchmux.Watch) error {
+	s := l.s
 	fired := make(chan error, 1)
 	w := add(func(err error) { fired <- err })
 	defer s.mux.Remove(w)

@@ -55,6 +55,10 @@ func (n Name) Contenders() string { return n.base + "/" }
 // wrote.
 func (n Name) Contender(lease int64) string { return fmt.Sprintf("%s/%x", n.base, lease) }
 
+// OfContender returns the keys of the name whose contender key is key (as
+// Contender writes it), sharing key's bytes: nothing is allocated.
+func OfContender(key string) Name { return Name{key[:strings.LastIndexByte(key, '/')]} }
+
 // Slots is the prefix of a semaphore's slot keys.
 func (n Name) Slots() string { return n.base + slotSegment + "/" }
 

@@ -104,3 +104,12 @@ func TestRecord(t *testing.T) {
 		t.Error("Owner")
 	}
 }
+
+func TestOfContender(t *testing.T) {
+	for _, name := range []string{"jobs", "jobs/nightly", "50%", "a/b%2Fc", "/"} {
+		want := Of("/p/", name)
+		if got := OfContender(want.Contender(0x1f)); got != want {
+			t.Errorf("OfContender(%q's contender key) = %q, want %q", name, got.Contenders(), want.Contenders())
+		}
+	}
+}

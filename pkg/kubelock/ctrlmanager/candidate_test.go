@@ -28,6 +28,9 @@ type candidate struct {
 	who string
 	// start makes the next incarnation's options.
 	start func() (incarnation, error)
+	// token, if not nil, returns the fencing token of the term under
+	// which the manager leads; the work log records it with each run.
+	token func() int64
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // the current manager's
@@ -59,7 +62,7 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 			inc.opts.Logger = logr.Discard()
 			m, err := manager.New(cfg, inc.opts)
 			if err == nil {
-				err = m.Add(log.runnable(c.who))
+				err = m.Add(log.runnable(c.who, c.token))
 			}
 			if err != nil {
 				inc.close()

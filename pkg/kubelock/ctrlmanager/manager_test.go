@@ -38,22 +38,27 @@ type setup struct {
 	// plain: the manager options are set by hand (LeaderElection, the
 	// lock, the durations), as before package ctrlmanager.
 	plain bool
+	// reuse: each candidate gives one Options value, and its lock, to
+	// every manager it makes.
+	reuse bool
 }
 
 // etcdCandidate is a candidate on the etcd lock, reaching etcd through
 // its own proxy.
 type etcdCandidate struct {
 	*candidate
-	proxy proxy.Server
-	mu    sync.Mutex
-	cli   *clientv3.Client // the current incarnation's
+	proxy  proxy.Server
+	mu     sync.Mutex
+	cli    *clientv3.Client // the current incarnation's
+	lk     *kubelock.Lock   // the current incarnation's
+	closed bool             // cli was closed by the fault "close"
 }
 
 func newEtcdCandidate(t testing.TB, who string, member int, s setup, release bool) *etcdCandidate {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[member])
 	c := &etcdCandidate{proxy: p}
 	pfx := "/ctrlmanager/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
-	c.candidate = &candidate{who: who, start: func() (incarnation, error) {
+	build := func() (incarnation, error) {
 		// DialKeepAliveTime, as the package recommends: a connection that
 		// a partition left dead is replaced.
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second,
@@ -73,9 +78,8 @@ func newEtcdCandidate(t testing.TB, who string, member int, s setup, release boo
 			_ = lk.Close(ctx)
 			cli.Close()
 		}
-		opts := manager.Options{LeaderElectionReleaseOnCancel: release}
+		opts := manager.Options{LeaderElection: true, LeaderElectionReleaseOnCancel: release}
 		if s.plain {
-			opts.LeaderElection = true
 			opts.LeaderElectionResourceLockInterface = lk
 			opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &s.timings.LeaseDuration, &s.timings.RenewDeadline, &s.timings.RetryPeriod
 		} else if opts, err = ctrlmanager.Options(lk, opts); err != nil {
@@ -83,16 +87,59 @@ func newEtcdCandidate(t testing.TB, who string, member int, s setup, release boo
 			return incarnation{}, err
 		}
 		c.mu.Lock()
-		c.cli = cli
+		c.cli, c.lk, c.closed = cli, lk, false
 		c.mu.Unlock()
 		return incarnation{opts: opts, close: closeAll}, nil
-	}}
+	}
+	c.candidate = &candidate{who: who, start: build, token: c.token}
+	if s.reuse {
+		// One lock and one Options value for every manager, as a main
+		// loop that makes a new manager after "leader election lost"
+		// does; made anew only when the fault closed the etcd client.
+		var cur incarnation
+		c.candidate.start = func() (incarnation, error) {
+			c.mu.Lock()
+			stale := cur.close == nil || c.closed
+			c.mu.Unlock()
+			if stale {
+				if cur.close != nil {
+					cur.close()
+				}
+				var err error
+				if cur, err = build(); err != nil {
+					return incarnation{}, err
+				}
+			}
+			return incarnation{opts: cur.opts, close: func() {}}, nil
+		}
+		t.Cleanup(func() {
+			if cur.close != nil {
+				cur.close()
+			}
+		})
+	}
 	return c
+}
+
+// token returns the fencing token of the current lock's latest term.
+func (c *etcdCandidate) token() int64 {
+	c.mu.Lock()
+	lk := c.lk
+	c.mu.Unlock()
+	if lk == nil {
+		return 0
+	}
+	term, err := lk.Term()
+	if err != nil {
+		return 0
+	}
+	return int64(term.Token())
 }
 
 func (c *etcdCandidate) closeClient() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	c.cli.Close()
 }
 
@@ -292,12 +339,25 @@ func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*wor
 // picks from fewer faults.
 func TestManagersNeverOverlap(t *testing.T) {
 	t.Parallel()
+	managersNeverOverlap(t, short)
+}
+
+// TestManagersNeverOverlap with one Options value per candidate, given to
+// every manager it makes (made anew only when its etcd client was
+// closed): the same checks, and the same knobs.
+func TestReusedOptionsNeverOverlap(t *testing.T) {
+	t.Parallel()
 	s := short
+	s.reuse = true
+	managersNeverOverlap(t, s)
+}
+
+func managersNeverOverlap(t *testing.T, s setup) {
 	if os.Getenv("KUBELOCK_MANAGER_DEFAULTS") == "1" {
-		s = defaults
+		s.ttl, s.timings = defaults.ttl, defaults.timings
 	}
 	seed, terms := kubetest.EnvInt(t, "KUBELOCK_MANAGER_SEED", 1), kubetest.EnvInt(t, "KUBELOCK_MANAGER_TERMS", 5)
-	t.Logf("seed %d, %d terms, TTL %v, %v", seed, terms, s.ttl, s.timings)
+	t.Logf("seed %d, %d terms, TTL %v, %v, reused options %v", seed, terms, s.ttl, s.timings, s.reuse)
 	faults := []string{"partition", "delete", "close", "stop", "crash"}
 	if f := os.Getenv("KUBELOCK_MANAGER_FAULTS"); f != "" {
 		faults = strings.Split(f, ",")
@@ -308,6 +368,9 @@ func TestManagersNeverOverlap(t *testing.T) {
 	t.Logf("%d runs", n)
 	for _, o := range log.overlaps() {
 		t.Error(o)
+	}
+	for _, e := range log.tokensRising() {
+		t.Error(e)
 	}
 }
 

@@ -23,6 +23,7 @@ type workLog struct {
 
 type workRun struct {
 	who         string
+	token       int64 // the term's fencing token, 0 if unknown
 	first, last time.Time
 	done        bool
 }
@@ -40,7 +41,7 @@ func (w *workLog) notify() {
 // ends, as a reconciler does: every moment of work is stamped before it
 // checks that its context is live, so a stamp is never later than the
 // context's end.
-func (w *workLog) runnable(who string) manager.RunnableFunc {
+func (w *workLog) runnable(who string, token func() int64) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		var r *workRun
 		tick := time.NewTicker(2 * time.Millisecond)
@@ -53,6 +54,9 @@ func (w *workLog) runnable(who string) manager.RunnableFunc {
 			w.mu.Lock()
 			if r == nil {
 				r = &workRun{who: who, first: now}
+				if token != nil {
+					r.token = token()
+				}
 				w.runs = append(w.runs, r)
 				w.notify()
 			}
@@ -120,6 +124,26 @@ func (w *workLog) overlaps() []string {
 		if latest == nil || r.last.After(latest.last) {
 			latest = r
 		}
+	}
+	return bad
+}
+
+// tokensRising returns, for every run whose token is not above the token
+// of the run that started before it, what went wrong; runs without a
+// token are left out.
+func (w *workLog) tokensRising() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var bad []string
+	var prev *workRun
+	for _, r := range w.runs {
+		if r.token == 0 {
+			continue
+		}
+		if prev != nil && r.token <= prev.token {
+			bad = append(bad, fmt.Sprintf("%s's token %d after %s's %d", r.who, r.token, prev.who, prev.token))
+		}
+		prev = r
 	}
 	return bad
 }

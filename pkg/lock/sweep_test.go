@@ -15,10 +15,10 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// strayFaults is a client whose acquiring puts can be held back past their
-// callers' contexts (so they land after the clean-up: strays) and whose
+// leftoverFaults is a client whose acquiring puts can be held back past their
+// callers' contexts (so they land after the clean-up: leftovers) and whose
 // deletes can go unanswered.
-type strayFaults struct {
+type leftoverFaults struct {
 	cli        *clientv3.Client
 	putDelay   atomic.Int64 // nanoseconds; 0 sends puts as they come
 	dropDelete atomic.Bool  // a transaction with a delete gets no answer
@@ -26,8 +26,8 @@ type strayFaults struct {
 	landed     atomic.Int64 // late puts that etcd applied
 }
 
-func newStrayFaults(t *testing.T) *strayFaults {
-	f := &strayFaults{}
+func newLeftoverFaults(t *testing.T) *leftoverFaults {
+	f := &leftoverFaults{}
 	f.cli = interceptedClient(t, cluster.Endpoints(), func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		r, ok := req.(*etcdserverpb.TxnRequest)
 		switch d := time.Duration(f.putDelay.Load()); {
@@ -53,9 +53,9 @@ func newStrayFaults(t *testing.T) *strayFaults {
 	return f
 }
 
-// strays makes failed acquisitions of names on s whose puts land d after
+// leftovers makes failed acquisitions of names on s whose puts land d after
 // their callers gave up, and returns once all have landed.
-func (f *strayFaults) strays(t *testing.T, s *lock.Session, d time.Duration, names ...string) {
+func (f *leftoverFaults) leftovers(t *testing.T, s *lock.Session, d time.Duration, names ...string) {
 	t.Helper()
 	f.putDelay.Store(int64(d))
 	for _, name := range names {
@@ -70,25 +70,25 @@ func (f *strayFaults) strays(t *testing.T, s *lock.Session, d time.Duration, nam
 }
 
 // Claim: the key of a failed acquisition whose put lands after the
-// acquisition's clean-up (a stray) is deleted by the renewal loop's
+// acquisition's clean-up (a leftover) is deleted by the renewal loop's
 // sweeps, even when the first sweeps get no answer from etcd (a loaded
 // etcd, or a loaded client, whose delete outlasts the sweep's time): a
 // sweep without an answer does not count as one that looked and found no
 // key.
-func TestStraysOutlastSweepsWithoutAnAnswer(t *testing.T) {
+func TestLeftoversOutlastSweepsWithoutAnAnswer(t *testing.T) {
 	t.Parallel()
-	cli, f := client(t), newStrayFaults(t)
+	cli, f := client(t), newLeftoverFaults(t)
 	var renewed renewals
 	s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
 	names := []string{"n0", "n1", "n2", "n3"}
 	// No delete is answered from before the clean-ups on (a sweep could
 	// otherwise delete a key between its late put and the count below).
 	f.dropDelete.Store(true)
-	f.strays(t, s, 30*time.Millisecond, names...)
+	f.leftovers(t, s, 30*time.Millisecond, names...)
 	if n := len(keysUnder(t, cli, prefix(t))); n != len(names) {
 		t.Fatalf("%d keys after the late puts, want %d", n, len(names))
 	}
-	renewed.sweeps(t, 4) // more than the looks a stray gets
+	renewed.sweeps(t, 4) // more than the looks a leftover gets
 	f.dropDelete.Store(false)
 	renewed.sweeps(t, 2)
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
@@ -96,15 +96,15 @@ func TestStraysOutlastSweepsWithoutAnAnswer(t *testing.T) {
 	}
 }
 
-// Claim: a stray is looked for during at least a TTL, however short the
+// Claim: a leftover is looked for during at least a TTL, however short the
 // renewal interval: a put that lands after three sweeps but within a TTL
 // is deleted, not left to block the name for the session's life.
-func TestStraysAreLookedForATTL(t *testing.T) {
+func TestLeftoversAreLookedForATTL(t *testing.T) {
 	t.Parallel()
-	cli, f := client(t), newStrayFaults(t)
+	cli, f := client(t), newLeftoverFaults(t)
 	var renewed renewals
 	s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
-	f.strays(t, s, 1500*time.Millisecond, "late") // six sweeps after its clean-up
+	f.leftovers(t, s, 1500*time.Millisecond, "late") // six sweeps after its clean-up
 	// Landed, as its reply says: a sweep may delete it before a read here.
 	if n := f.landed.Load(); n != 1 {
 		t.Fatalf("%d late puts landed, want 1", n)
@@ -117,12 +117,12 @@ func TestStraysAreLookedForATTL(t *testing.T) {
 
 // Claim: the acquiring write of a failed acquisition that lands only
 // after the session's next acquisition of the name holds writes nothing,
-// whatever the kind: the next lock's key keeps its value (which a stray
+// whatever the kind: the next lock's key keeps its value (which a leftover
 // sweep of the failed one's value must not match), and the lock stays
 // active through the sweeps. A semaphore's contender with another holder
 // present queues in the branch of its first transaction that does not
 // claim slot 0.
-func TestStrayLandingAfterTheNextAcquisition(t *testing.T) {
+func TestLeftoverLandingAfterTheNextAcquisition(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
@@ -136,7 +136,7 @@ func TestStrayLandingAfterTheNextAcquisition(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cli, f := testCtx(t), client(t), newStrayFaults(t)
+			ctx, cli, f := testCtx(t), client(t), newLeftoverFaults(t)
 			var renewed renewals
 			s := newSession(t, f.cli, quiet(), lock.WithTTL(3*time.Second), lock.WithRenewInterval(sweepEvery), renewed.option())
 			if tc.other {

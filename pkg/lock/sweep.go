@@ -9,11 +9,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// stray is the key of a failed acquisition whose put may still land after
-// its clean-up ran (see Session.failAcquire), or a key that a lock of
-// several keys still has after it was lost (see Lock.lose): the renewal
-// loop deletes it, by its exact value, after the next few renewals.
-type stray struct {
+// leftover is a leftover key (see "Words" in DESIGN.md) that the session
+// knows of and sweeps: the key of a failed acquisition whose put may still
+// land after its clean-up ran (see Lock.failAcquire), or a key that a
+// lock of several keys still has after it was lost (see Lock.lose). The
+// renewal loop deletes it, by its exact value, after the next few
+// renewals.
+type leftover struct {
 	key, value string
 	added      time.Time // on the session's clock
 	sweeps     int       // sweeps that looked for it and did not find it
@@ -23,7 +25,7 @@ type stray struct {
 // into it: its value (unique within the lease, see keyspace.Record.Seq) under this
 // session's lease.
 func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.lease)}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.keeper.id)}
 }
 
 // deleteIfWritten deletes key, in a transaction's Then, only if it holds
@@ -37,7 +39,7 @@ func (s *Session) deleteIfWritten(key, value string) clientv3.Op {
 // maxTxnOps). It calls answered(i, deleted) for each ws[i] etcd answered
 // for, in order, and returns how many that is and the error that stopped
 // the rest.
-func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i int, deleted bool)) (int, error) {
+func (s *Session) deleteWrites(ctx context.Context, ws []leftover, answered func(i int, deleted bool)) (int, error) {
 	ops := make([]clientv3.Op, len(ws))
 	for i, w := range ws {
 		ops[i] = s.deleteIfWritten(w.key, w.value)
@@ -52,58 +54,38 @@ func (s *Session) deleteWrites(ctx context.Context, ws []stray, answered func(i 
 	return done, err
 }
 
-// addStrays queues keys that l may have written for the renewal loop to
-// delete (see sweepStrays).
-func (s *Session) addStrays(l *Lock, keys ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.cfg.clock.Now()
-	for _, key := range keys {
-		s.strays = append(s.strays, stray{key: key, value: l.value, added: now})
-	}
-}
-
-// sweepSoon asks the renewal loop to sweep the strays now rather than
-// after its next renewal.
-func (s *Session) sweepSoon() {
-	select {
-	case s.sweepNow <- struct{}{}:
-	default:
-	}
-}
-
-// straySweeps is how many sweeps look for a stray key, and find it not
+// leftoverSweeps is how many sweeps look for a leftover key, and find it not
 // there, before it is forgotten, once a TTL has passed since it became a
-// stray (see lookAgain). A sweep that got no answer did not look.
-const straySweeps = 3
+// leftover (see lookAgain). A sweep that got no answer did not look.
+const leftoverSweeps = 3
 
 // lookAgain counts a sweep that looked for st and did not find it, and
-// reports whether to look again: until straySweeps sweeps looked and a TTL
-// passed since it became a stray, however short the renewal interval. A
+// reports whether to look again: until leftoverSweeps sweeps looked and a TTL
+// passed since it became a leftover, however short the renewal interval. A
 // put still in flight by then is a network pathology; the lease takes its
 // key, and the session's next acquisition of the name replaces it.
-func (s *Session) lookAgain(st *stray) bool {
+func (s *Session) lookAgain(st *leftover) bool {
 	st.sweeps++
-	return st.sweeps < straySweeps || s.cfg.clock.Since(st.added) < s.ttl
+	return st.sweeps < leftoverSweeps || s.cfg.clock.Since(st.added) < s.keeper.ttl
 }
 
-// sweepStrays deletes the stray keys that have landed, each only if it
+// sweepLeftovers deletes the leftover keys that have landed, each only if it
 // still holds the value its own acquisition wrote, in one transaction (in
 // chunks of maxTxnOps). It runs on the renewal loop after a renewal,
 // bounded well within the renewal interval.
-func (s *Session) sweepStrays() {
+func (s *Session) sweepLeftovers() {
 	s.mu.Lock()
-	strays := s.strays
-	s.strays = nil
+	leftovers := s.ledger.leftovers
+	s.ledger.leftovers = nil
 	s.mu.Unlock()
-	if len(strays) == 0 {
+	if len(leftovers) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.alive, s.every/4)
+	ctx, cancel := context.WithTimeout(s.alive, s.keeper.every/4)
 	defer cancel()
-	var keep []stray
-	done, err := s.deleteWrites(ctx, strays, func(i int, deleted bool) {
-		st := strays[i]
+	var keep []leftover
+	done, err := s.deleteWrites(ctx, leftovers, func(i int, deleted bool) {
+		st := leftovers[i]
 		if deleted {
 			s.log.Info("removed a key left by a failed or lost acquisition", zap.String("key", st.key))
 		} else if s.lookAgain(&st) {
@@ -114,12 +96,12 @@ func (s *Session) sweepStrays() {
 	// this client too slow for the sweep's time, or etcd unreachable —
 	// they were not looked for. A refusal counts as a look, so that a
 	// delete etcd never allows is not sent forever.
-	for _, st := range strays[done:] {
+	for _, st := range leftovers[done:] {
 		if unanswered(err) || s.lookAgain(&st) {
 			keep = append(keep, st)
 		}
 	}
 	s.mu.Lock()
-	s.strays = append(s.strays, keep...)
+	s.ledger.leftovers = append(s.ledger.leftovers, keep...)
 	s.mu.Unlock()
 }
