@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/etcdlock/etcdlock/fencing/sqlfence"
@@ -51,6 +52,22 @@ func Example_readme() {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	_, _ = mgr, err
+}
+
+// A client-go elector's config completed by the lock.
+func Example_readmeElectionConfig() {
+	ctx, lk, run := context.Background(), (*kubelock.Lock)(nil), func(context.Context) {}
+	cfg, err := kubelock.ElectionConfig(lk, leaderelection.LeaderElectionConfig{
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: run, // func(ctx): ctx ends with the term; kubelock.TermFrom(ctx) has its token
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	leaderelection.RunOrDie(ctx, cfg)
 }
 
 // A fenced write in the current term.
