@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/fencing/etcdfence"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -44,11 +45,12 @@ func (c *chaosRun) work(ctx context.Context, id int, cli *clientv3.Client, pause
 func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Session, cli *clientv3.Client, pause <-chan time.Duration, cut func(bool)) {
 	names := []string{c.cfg.names[rng.IntN(len(c.cfg.names))]}
 	var opts []lock.AcquireOption
+	shared := false
 	switch c.cfg.kind {
 	case kindSemaphore:
 		opts = append(opts, lock.WithLimit(c.cfg.limit))
 	case kindRWLock:
-		if rng.IntN(2) == 0 {
+		if shared = rng.IntN(2) == 0; shared {
 			opts = append(opts, lock.WithShared())
 		}
 	case kindMulti:
@@ -117,7 +119,7 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 		} else if i < len(serial) {
 			key = serial[i].Key()
 		}
-		tm := &term{name: name, part: name, key: key, shared: l.Shared(), slot: l.Slot(), worker: id, token: l.Token(), start: start}
+		tm := &term{name: name, part: name, key: key, shared: shared, slot: l.Slot(), worker: id, token: l.Token(), start: start}
 		if tm.slot >= 0 {
 			tm.part, tm.key = fmt.Sprintf("%s#%d", name, tm.slot), l.Key()
 		}
@@ -132,7 +134,7 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 	c.terms = append(c.terms, terms...)
 	c.mu.Unlock()
 
-	if l.Shared() && c.cfg.control != controlNone {
+	if shared && c.cfg.control != controlNone {
 		// A control's pause must hit a holder that writes: a reader's
 		// stale belief harms no fenced resource.
 		pause = nil
@@ -242,15 +244,11 @@ func (c *chaosRun) release(l *lock.Lock, terms []*term) {
 	}
 	// The broken release: delete whatever key holds the name.
 	_ = l.Release(rctx) // ends the session's claim; its compare-and-delete is harmless
-	pfx, err := lock.NamePrefix(c.cfg.prefix, name)
-	if err != nil {
+	st, err := holders.Inspect(rctx, c.obs, c.cfg.prefix, name)
+	if err != nil || st.Holder == nil {
 		return // the control then goes undetected, which the run reports
 	}
-	get, err := c.obs.Get(rctx, pfx, clientv3.WithFirstCreate()...)
-	if err != nil || len(get.Kvs) == 0 {
-		return
-	}
-	del, err := c.obs.Delete(rctx, string(get.Kvs[0].Key), clientv3.WithPrevKV())
+	del, err := c.obs.Delete(rctx, st.Holder.Key, clientv3.WithPrevKV())
 	if err == nil && len(del.PrevKvs) == 1 && fencing.Token(del.PrevKvs[0].CreateRevision) != tm.token {
 		c.mu.Lock()
 		c.badReleases++

@@ -133,7 +133,7 @@ func acquire(t *testing.T, ctx context.Context, s *lock.Session, name string) *l
 	t.Helper()
 	l, err := s.Acquire(ctx, name)
 	if err != nil {
-		t.Fatalf("%s: Acquire(%q): %v", s.Owner(), name, err)
+		t.Fatalf("Acquire(%q): %v", name, err)
 	}
 	return l
 }

@@ -35,9 +35,8 @@ func (r *reuseRun) startElections(work context.Context) (stop func()) {
 		r.sessions = append(r.sessions, el.rec)
 		r.mu.Unlock()
 		e, err := election.New(election.Config{
-			Client: r.clients[el.client].cli, Name: "leader", Identity: el.name, TTL: r.cfg.ttl, Prefix: r.prefix,
+			Client: r.clients[el.client].cli, Name: "leader",
 			ReleaseOnCancel: true, RetryMin: 20 * time.Millisecond, RetryMax: 500 * time.Millisecond,
-			SessionOptions: []lock.SessionOption{lock.WithCleanupTimeout(time.Second)},
 			Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
 				g := r.granted("term", el.name, el.client, el.rec, term.Name, term.Key, term.Token, r.now(), -1)
 				r.mu.Lock()
@@ -49,7 +48,7 @@ func (r *reuseRun) startElections(work context.Context) (stop func()) {
 				el.cur = nil
 				r.mu.Unlock()
 			}},
-		})
+		}, lock.WithOwner(el.name), lock.WithTTL(r.cfg.ttl), lock.WithPrefix(r.prefix), lock.WithCleanupTimeout(time.Second))
 		if err != nil {
 			r.t.Fatalf("election.New: %v", err)
 		}

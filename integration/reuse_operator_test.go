@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -84,7 +85,7 @@ func (r *reuseRun) fault(c *reuseClient, kind int, d, lat time.Duration) {
 }
 
 // operatorDelete deletes the key of a lock held for a while, raw or with
-// lock.Break (which also revokes the holder's lease).
+// holders.Force (which also revokes the holder's lease).
 func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool) {
 	now := r.now()
 	r.mu.Lock()
@@ -133,7 +134,7 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 	act := opAction{kind: "delete", key: g.key, call: call}
 	if brk {
 		act.kind = "break"
-		h, _, err := lock.Break(octx, r.obs, g.name, g.real, lock.WithPrefix(r.prefix), lock.WithForce())
+		h, err := holders.Force(octx, r.obs, r.prefix, g.name, g.real)
 		switch {
 		case h.Key != "":
 			// Deleted (a failed revoke only leaves the lease to expire).

@@ -4,8 +4,7 @@ import (
 	"context"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -52,13 +51,9 @@ func (w *lockWorker) releaseWith(ctx context.Context, h *held) error {
 		// The broken release: delete whatever key holds the name. An
 		// error leaves the control uncontrolled, which the run reports.
 		time.Sleep(50 * time.Millisecond) // the next holder, if any, is active by then
-		pfx, perr := lock.NamePrefix(w.r.prefix, h.g.name)
-		if perr != nil {
-			return nil
-		}
-		get, gerr := w.c.cli.Get(context.Background(), pfx, clientv3.WithFirstCreate()...)
-		if gerr == nil && len(get.Kvs) > 0 {
-			_, _ = w.c.cli.Delete(context.Background(), string(get.Kvs[0].Key))
+		st, ierr := holders.Inspect(context.Background(), w.c.cli, w.r.prefix, h.g.name)
+		if ierr == nil && st.Holder != nil {
+			_, _ = w.c.cli.Delete(context.Background(), st.Holder.Key)
 			w.r.mu.Lock()
 			w.r.controlled = true
 			w.r.mu.Unlock()

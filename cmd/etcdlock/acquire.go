@@ -72,7 +72,7 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	if err := scriptArgs(name, owner); err != nil {
 		return err
 	}
-	if err := lock.ValidateTTL(o.ttl); err != nil {
+	if err := lock.ValidateSessionOptions(lock.WithTTL(o.ttl)); err != nil {
 		return usageErr("--ttl: %w", err)
 	}
 	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {

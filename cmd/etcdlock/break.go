@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -46,7 +47,7 @@ Exits 79 if no holder of NAME has TOKEN any more.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runBreak(cmd.Context(), g, o, args[0]) },
 	}
 	cmd.Flags().StringVar(&o.token, "token", "", "the holder's token, from 'etcdlock status' (required)")
-	secondsVar(cmd.Flags(), &o.wait, "wait", lock.DefaultBreakWait, "how long to wait for the holder to release before fencing it, in seconds or as a duration")
+	secondsVar(cmd.Flags(), &o.wait, "wait", holders.DefaultBreakWait, "how long to wait for the holder to release before fencing it, in seconds or as a duration")
 	cmd.Flags().BoolVar(&o.force, "force", false, "delete the key and revoke the lease at once, without asking the holder: its command may still run when the next holder's starts")
 	return cmd
 }
@@ -62,15 +63,15 @@ func runBreak(ctx context.Context, g *globalOptions, o *breakOptions, name strin
 	if o.wait <= 0 {
 		return usageErr("--wait must be positive")
 	}
-	opts := []lock.BreakOption{lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout)}
-	if o.force {
-		opts = append(opts, lock.WithForce())
-	} else {
-		opts = append(opts, lock.WithBreakWait(o.wait))
-	}
 	// The wait is Break's to bound, not the request timeout's.
 	return g.requestFor(ctx, 2*g.requestTimeout+o.wait, func(ctx context.Context, cli *clientv3.Client) error {
-		h, released, err := lock.Break(ctx, cli, name, tok, opts...)
+		var h holders.Contender
+		var released bool
+		if o.force {
+			h, err = holders.Force(ctx, cli, g.prefix, name, tok)
+		} else {
+			h, released, err = holders.Break(ctx, cli, g.prefix, name, tok, o.wait)
+		}
 		if err != nil {
 			return err
 		}

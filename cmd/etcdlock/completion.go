@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 )
 
 // completionTimeout bounds the etcd requests of a shell completion: a
@@ -49,7 +49,7 @@ func (g *globalOptions) completeNames(cmd *cobra.Command, args []string, toCompl
 	err := g.request(context.Background(), func(ctx context.Context, cli *clientv3.Client) error {
 		ctx, cancel := context.WithTimeout(ctx, completionTimeout)
 		defer cancel()
-		all, err := lock.List(ctx, cli, toComplete, lock.WithPrefix(g.prefix))
+		all, err := holders.List(ctx, cli, g.prefix, toComplete)
 		for _, st := range all {
 			if !strings.ContainsAny(st.Name, " \t\n") {
 				names = append(names, st.Name)

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -35,8 +36,8 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 		return false
 	}
 	var last []fencing.Token
-	_ = lock.Follow(ctx, s.Client(), name, func(st lock.Status) bool {
-		var others []lock.Contender
+	_ = holders.Follow(ctx, s.Client(), g.prefix, name, func(st holders.Status) bool {
+		var others []holders.Contender
 		for _, h := range st.Holders {
 			if h.LeaseID != s.Lease() {
 				others = append(others, h)
@@ -57,14 +58,14 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 			reported = true
 		}
 		return true
-	}, lock.WithPrefix(g.prefix))
+	})
 	return reported
 }
 
 // holdersNote describes the holders of a name as status does: one holder
 // of a mutex by holderNote, readers and a semaphore's holders counted and
 // listed.
-func holdersNote(ctx context.Context, s *lock.Session, holders []lock.Contender) string {
+func holdersNote(ctx context.Context, s *lock.Session, holders []holders.Contender) string {
 	if h := holders[0]; len(holders) == 1 && !h.Shared && h.Slot < 0 {
 		return holderNote(ctx, s, h)
 	}
@@ -75,7 +76,7 @@ func holdersNote(ctx context.Context, s *lock.Session, holders []lock.Contender)
 // writerAhead is, when readers hold st's name and a writer other than
 // the lease own waits first, what a reader arriving now waits for: that
 // writer, then them; "" otherwise.
-func writerAhead(st lock.Status, own clientv3.LeaseID) string {
+func writerAhead(st holders.Status, own clientv3.LeaseID) string {
 	if len(st.Holders) == 0 || !st.Holders[0].Shared || len(st.Waiters) == 0 || st.Waiters[0].Shared || st.Waiters[0].LeaseID == own {
 		return ""
 	}
@@ -98,7 +99,7 @@ const noteAfter = 250 * time.Millisecond
 // holderNote describes a holder as status does. A key without an
 // etcdlock record has no owner or start time: its lease and the lease's
 // remaining TTL say who holds it and for how long.
-func holderNote(ctx context.Context, s *lock.Session, h lock.Contender) string {
+func holderNote(ctx context.Context, s *lock.Session, h holders.Contender) string {
 	v := viewOf(h)
 	if !v.Foreign {
 		return fmt.Sprintf("%s (token %s%s)", v.who(), v.Token, v.when())
@@ -116,7 +117,7 @@ func holderNote(ctx context.Context, s *lock.Session, h lock.Contender) string {
 // readers or a semaphore's holders.
 type heldError struct {
 	err error
-	st  lock.Status
+	st  holders.Status
 }
 
 func (e *heldError) Error() string { return e.err.Error() }
@@ -132,7 +133,7 @@ func (g *globalOptions) withHolders(ctx context.Context, cli *clientv3.Client, e
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	st, ierr := lock.Inspect(rctx, cli, name, lock.WithPrefix(g.prefix))
+	st, ierr := holders.Inspect(rctx, cli, g.prefix, name)
 	if ierr != nil || len(st.Holders) == 0 && len(st.Waiters) == 0 {
 		return err
 	}

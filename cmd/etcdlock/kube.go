@@ -47,7 +47,7 @@ whose leader released its record, or whose record's lease expired, has no line.`
 			return runKubeLeaders(cmd.Context(), g, o, p)
 		},
 	}
-	cmd.Flags().StringVar(&o.prefix, "kube-prefix", kuberecord.DefaultPrefix, "etcd key prefix of the records (kubelock.WithPrefix); must end in '/'")
+	cmd.Flags().StringVar(&o.prefix, "kube-prefix", kuberecord.DefaultPrefix, "etcd key prefix of the records (lock.WithPrefix given to kubelock.New); must end in '/'")
 	return cmd
 }
 

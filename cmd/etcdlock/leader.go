@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -46,7 +47,7 @@ func runLeader(ctx context.Context, g *globalOptions, o *leaderOptions, name str
 	}
 	var v leaderView
 	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		st, err := lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix))
+		st, err := holders.Inspect(ctx, cli, g.prefix, name)
 		v = leaderOf(ctx, cli, st)
 		return err
 	})
@@ -112,7 +113,7 @@ func followLeader(ctx context.Context, cli *clientv3.Client, name, prefix string
 	go func() {
 		defer close(lc)
 		var last *leaderView
-		fc <- lock.Follow(ctx, cli, name, func(st lock.Status) bool {
+		fc <- holders.Follow(ctx, cli, prefix, name, func(st holders.Status) bool {
 			v := leaderOf(ctx, cli, st)
 			if last != nil && last.token() == v.token() {
 				return true // another holder change than the leader's
@@ -124,7 +125,7 @@ func followLeader(ctx context.Context, cli *clientv3.Client, name, prefix string
 			case <-ctx.Done():
 				return false
 			}
-		}, lock.WithPrefix(prefix))
+		})
 	}()
 	return lc, fc
 }
@@ -144,7 +145,7 @@ func (v leaderView) token() fencing.Token {
 }
 
 // leaderOf is st's leader, its holder, with its lease's remaining TTL.
-func leaderOf(ctx context.Context, cli *clientv3.Client, st lock.Status) leaderView {
+func leaderOf(ctx context.Context, cli *clientv3.Client, st holders.Status) leaderView {
 	v := leaderView{Name: st.Name}
 	if st.Holder != nil {
 		h := holderView(ctx, cli, *st.Holder)

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 )
 
 // listView is one name of `list`: status's fields but the lease's time
@@ -37,9 +37,9 @@ func newListCommand(g *globalOptions) *cobra.Command {
 }
 
 func runList(ctx context.Context, g *globalOptions, namePrefix string) error {
-	var all []lock.Status
+	var all []holders.Status
 	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		all, err = lock.List(ctx, cli, namePrefix, lock.WithPrefix(g.prefix))
+		all, err = holders.List(ctx, cli, g.prefix, namePrefix)
 		return err
 	})
 	if err != nil {

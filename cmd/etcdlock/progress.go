@@ -61,14 +61,17 @@ type renewWarning struct {
 
 // lease is what renewWarning reads of a session (*lock.Session).
 type lease interface {
-	Remaining() time.Duration
 	TTL() time.Duration
 	Deadline() time.Time
+	Err() error
 }
 
 // check notes a change, from supervise's tick.
 func (r *renewWarning) check(p *printer, s lease) {
-	left := s.Remaining()
+	if s.Err() != nil {
+		return
+	}
+	left := time.Until(s.Deadline())
 	if left <= 0 {
 		return
 	}

@@ -9,9 +9,9 @@ import (
 
 type fakeLease struct{ left, ttl time.Duration }
 
-func (f fakeLease) Remaining() time.Duration { return f.left }
-func (f fakeLease) TTL() time.Duration       { return f.ttl }
-func (f fakeLease) Deadline() time.Time      { return time.Now().Add(f.left) }
+func (f fakeLease) TTL() time.Duration  { return f.ttl }
+func (f fakeLease) Deadline() time.Time { return time.Now().Add(f.left) }
+func (f fakeLease) Err() error          { return nil }
 
 // TestRenewWarning walks a lease through healthy, failing, renewed again,
 // failing, and past its deadline: one note per change, and none once the

@@ -260,7 +260,7 @@ func (g *globalOptions) setup() error {
 	}
 	g.logger = lg
 	// The library's check of the prefix every command passes it.
-	if err := lock.ValidateReadOptions(lock.WithPrefix(g.prefix)); err != nil {
+	if err := lock.ValidateSessionOptions(lock.WithPrefix(g.prefix)); err != nil {
 		return usageErr("--prefix: %w", err)
 	}
 	if g.conflictCode < 0 || g.conflictCode > 255 {

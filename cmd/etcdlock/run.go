@@ -184,7 +184,7 @@ func (o *runOptions) acquireOptions() []lock.AcquireOption {
 // validate checks the flags, and names and argv against them, before
 // anything starts; it returns --kill-signal's signal.
 func (o *runOptions) validate(names, argv []string) (syscall.Signal, error) {
-	if err := lock.ValidateTTL(o.ttl); err != nil {
+	if err := lock.ValidateSessionOptions(lock.WithTTL(o.ttl)); err != nil {
 		return 0, usageErr("--ttl: %w", err)
 	}
 	if o.timeout < 0 || o.killGrace < 0 || o.runTimeout < 0 {

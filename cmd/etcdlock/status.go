@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -34,9 +35,9 @@ func runStatus(ctx context.Context, g *globalOptions, name string) error {
 		return usageErr("%v", err)
 	}
 	v := statusView{Name: name}
-	var st lock.Status
+	var st holders.Status
 	err := g.read(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
-		if st, err = lock.Inspect(ctx, cli, name, lock.WithPrefix(g.prefix)); err != nil {
+		if st, err = holders.Inspect(ctx, cli, g.prefix, name); err != nil {
 			return err
 		}
 		v.Holders = make([]contenderView, len(st.Holders))

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -38,7 +39,7 @@ type contenderView struct {
 	BreakRequested string `json:"break_requested,omitempty"`
 }
 
-func viewOf(c lock.Contender) contenderView {
+func viewOf(c holders.Contender) contenderView {
 	v := contenderView{Owner: c.Owner, Token: c.Token, Host: c.Host, PID: c.PID, Since: since(c.Acquired),
 		Key: c.Key, Lease: fmt.Sprintf("%x", int64(c.LeaseID)), Foreign: c.Foreign, Shared: c.Shared, Limit: c.Limit, Names: c.Names}
 	if !c.BreakRequested.IsZero() {
@@ -53,7 +54,7 @@ func viewOf(c lock.Contender) contenderView {
 
 // holderView is viewOf(c) with the remaining TTL of c's lease, as far as
 // etcd says.
-func holderView(ctx context.Context, cli *clientv3.Client, c lock.Contender) contenderView {
+func holderView(ctx context.Context, cli *clientv3.Client, c holders.Contender) contenderView {
 	v := viewOf(c)
 	if ttl, err := cli.TimeToLive(ctx, c.LeaseID); err == nil {
 		v.LeaseTTL = ttl.TTL
@@ -62,7 +63,7 @@ func holderView(ctx context.Context, cli *clientv3.Client, c lock.Contender) con
 }
 
 // viewsOf is viewOf of each of cs; [] (not null in JSON) for none.
-func viewsOf(cs []lock.Contender) []contenderView {
+func viewsOf(cs []holders.Contender) []contenderView {
 	vs := make([]contenderView, 0, len(cs))
 	for _, c := range cs {
 		vs = append(vs, viewOf(c))

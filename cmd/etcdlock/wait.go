@@ -117,7 +117,7 @@ func watchWait(wctx context.Context, interrupt context.CancelCauseFunc, g *globa
 
 // hook is the acquisition's wait hook: the reporters report once it
 // waits.
-func (w *waitWatch) hook() lock.WaitHookOption {
+func (w *waitWatch) hook() lock.AcquireOption {
 	return lock.WithWaitHook(func() { w.waits.Do(func() { close(w.waiting) }) })
 }
 

@@ -333,7 +333,7 @@ func funcName(fd *ast.FuncDecl) string {
 var kindFiles = []string{"kind.go", "plain.go", "rwlock.go", "semaphore.go", "slot.go", "rank.go", "lockdelay.go", "multilock.go"}
 
 // kindAccessors are the Lock methods that say which kind a lock is.
-var kindAccessors = map[string]bool{"semaphore": true, "set": true, "lockDelay": true, "Shared": true}
+var kindAccessors = map[string]bool{"semaphore": true, "set": true, "lockDelay": true}
 
 // kindChecks counts, outside kindFiles, type switches and assertions on a
 // kind value (a Lock's kind field, or any assertion to a kind type, as

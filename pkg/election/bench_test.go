@@ -13,7 +13,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 )
 
 // failoverKinds are the ends of a term BenchmarkFailover measures, each
@@ -83,10 +83,10 @@ func failover(b *testing.B, pfx, kind string) time.Duration {
 		return time.Now()
 	}
 	aCli := etcdtest.Client(b, eps...)
-	a := start(b, election.Config{Identity: "a", Client: aCli, Prefix: pfx, Callbacks: cbs("a"), Logger: zap.NewNop()})
+	a := start(b, cand{Identity: "a", Prefix: pfx, Logger: zap.NewNop(), Config: election.Config{Client: aCli, Callbacks: cbs("a")}})
 	defer a.stop()
 	wait("a")
-	f := start(b, election.Config{Identity: "b", Client: etcdtest.Client(b, eps...), Prefix: pfx, Callbacks: cbs("b"), Logger: zap.NewNop()})
+	f := start(b, cand{Identity: "b", Prefix: pfx, Logger: zap.NewNop(), Config: election.Config{Client: etcdtest.Client(b, eps...), Callbacks: cbs("b")}})
 	defer f.stop()
 	waitQueued(b, aCli, pfx, 1)
 	t := a.e.Term()
@@ -113,7 +113,7 @@ func failover(b *testing.B, pfx, kind string) time.Duration {
 			b.Fatal(err)
 		}
 	case "revoke":
-		st, err := lock.Inspect(ctx, aCli, "ctl", lock.WithPrefix(pfx))
+		st, err := holders.Inspect(ctx, aCli, pfx, "ctl")
 		if err != nil || st.Holder == nil || st.Holder.Token != t.Token {
 			b.Fatalf("holder %+v (%v), want a's term %v", st.Holder, err, t.Token)
 		}
@@ -126,7 +126,7 @@ func failover(b *testing.B, pfx, kind string) time.Duration {
 		receive(b, ended, 60*time.Second, "end of a's term")
 		// The sessions' Close revokes their leases on a context of the
 		// clean-up timeout: past it, the old leases outlive the outage.
-		time.Sleep(lock.DefaultCleanupTimeout + time.Second) // the outage is the fault
+		time.Sleep(election.CleanupTimeout + time.Second) // the outage is the fault
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		if err := member.Restart(rctx); err != nil {

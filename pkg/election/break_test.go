@@ -8,19 +8,16 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 )
 
-// An operator's lock.Break of the leader is one leadership loss: the
+// An operator's holders.Break of the leader is one leadership loss: the
 // leader's term ends once, and the next term is the waiting candidate's —
 // the broken leader starts no term in between, whether it released when
 // asked, was fenced, or was forced.
 func TestBreakOfLeaderIsOneLoss(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string][]lock.BreakOption{
-		"asked":  nil,
-		"forced": {lock.WithForce()},
-	} {
+	for name, force := range map[string]bool{"asked": false, "forced": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
@@ -36,13 +33,18 @@ func TestBreakOfLeaderIsOneLoss(t *testing.T) {
 					<-ctx.Done()
 				}}
 			}
-			a := start(t, election.Config{Identity: "a", TTL: 5 * time.Second, Metrics: m, Callbacks: callbacks("a", startedA)})
+			a := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Metrics: m, Callbacks: callbacks("a", startedA)}})
 			term := receive(t, startedA, 30*time.Second, "a's term")
-			start(t, election.Config{Identity: "b", TTL: 5 * time.Second, Callbacks: callbacks("b", startedB)})
+			start(t, cand{Identity: "b", TTL: 5 * time.Second, Config: election.Config{Callbacks: callbacks("b", startedB)}})
 			waitQueued(t, a.cli, prefix(t), 1)
 
-			opts = append(opts, lock.WithPrefix(prefix(t)), lock.WithBreakWait(10*time.Second))
-			if _, _, err := lock.Break(context.Background(), a.cli, "ctl", term.Token, opts...); err != nil {
+			var err error
+			if force {
+				_, err = holders.Force(context.Background(), a.cli, prefix(t), "ctl", term.Token)
+			} else {
+				_, _, err = holders.Break(context.Background(), a.cli, prefix(t), "ctl", term.Token, 10*time.Second)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			receive(t, startedB, 30*time.Second, "b's term")
@@ -68,11 +70,11 @@ func TestForcedBreakOfLoneLeaderIsOneLoss(t *testing.T) {
 	t.Parallel()
 	m := &recorder{}
 	started := make(chan election.Term, 4)
-	a := start(t, election.Config{Identity: "a", TTL: 5 * time.Second, Metrics: m, Callbacks: election.Callbacks{
+	a := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(started, term); <-ctx.Done() },
-	}})
+	}}})
 	term := receive(t, started, 30*time.Second, "a's term")
-	st, err := lock.Inspect(context.Background(), a.cli, "ctl", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(context.Background(), a.cli, prefix(t), "ctl")
 	if err != nil || st.Holder == nil {
 		t.Fatalf("Inspect: %+v %v", st, err)
 	}
@@ -83,7 +85,7 @@ func TestForcedBreakOfLoneLeaderIsOneLoss(t *testing.T) {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	p.DelayTx(2*time.Second, 0)
 	operator := etcdtest.Client(t, url)
-	if _, _, err := lock.Break(context.Background(), operator, "ctl", term.Token, lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
+	if _, err := holders.Force(context.Background(), operator, prefix(t), "ctl", term.Token); err != nil {
 		t.Fatal(err)
 	}
 	// The break is over once a leads on a lease other than the broken one.
@@ -92,7 +94,7 @@ func TestForcedBreakOfLoneLeaderIsOneLoss(t *testing.T) {
 		if cur == nil || cur.Token == term.Token {
 			return false
 		}
-		st, err := lock.Inspect(context.Background(), a.cli, "ctl", lock.WithPrefix(prefix(t)))
+		st, err := holders.Inspect(context.Background(), a.cli, prefix(t), "ctl")
 		return err == nil && st.Holder != nil && st.Holder.Token == cur.Token && st.Holder.LeaseID != broken
 	}, "a never led again on a new lease")
 	m.mu.Lock()

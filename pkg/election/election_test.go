@@ -24,7 +24,9 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/lock/lockmetrics"
 )
 
 // cluster is a 3-member etcd with fast raft settings, shared by the tests.
@@ -64,21 +66,40 @@ type candidate struct {
 	done   chan struct{}
 }
 
-// start runs a candidate for the election "ctl" under cfg.Prefix (default:
+// cand is a candidate of the tests: its Config, and the options of its
+// sessions that the tests vary.
+type cand struct {
+	election.Config
+	Identity string        // lock.WithOwner
+	Prefix   string        // lock.WithPrefix; default: the test's prefix
+	TTL      time.Duration // lock.WithTTL; default 2s
+	Logger   *zap.Logger   // lock.WithLogger; default: the test's
+	Opts     []lock.SessionOption
+}
+
+// options are c's session options, with the tests' defaults.
+func (c cand) options(t testing.TB) []lock.SessionOption {
+	logger := c.Logger
+	if logger == nil {
+		logger = zaptest.NewLogger(t).Named(c.Identity)
+	}
+	opts := []lock.SessionOption{lock.WithPrefix(cmp.Or(c.Prefix, prefix(t))), lock.WithTTL(cmp.Or(c.TTL, 2*time.Second)), lock.WithLogger(logger)}
+	if c.Identity != "" {
+		opts = append(opts, lock.WithOwner(c.Identity))
+	}
+	return append(opts, c.Opts...)
+}
+
+// start runs a candidate for the election "ctl" under c.Prefix (default:
 // the test's prefix).
-func start(t testing.TB, cfg election.Config) *candidate {
+func start(t testing.TB, cd cand) *candidate {
 	t.Helper()
+	cfg := cd.Config
 	if cfg.Client == nil {
 		cfg.Client = etcdtest.Client(t, cluster.Endpoints()...)
 	}
-	cfg.Name, cfg.Prefix = "ctl", cmp.Or(cfg.Prefix, prefix(t))
-	if cfg.TTL == 0 {
-		cfg.TTL = 2 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = zaptest.NewLogger(t).Named(cfg.Identity)
-	}
-	e, err := election.New(cfg)
+	cfg.Name = "ctl"
+	e, err := election.New(cfg, cd.options(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +125,7 @@ func (c *candidate) stop() {
 func waitQueued(t testing.TB, cli *clientv3.Client, pfx string, n int) {
 	t.Helper()
 	etcdtest.Eventually(t, 10*time.Second, func() bool {
-		st, err := lock.Inspect(context.Background(), cli, "ctl", lock.WithPrefix(pfx))
+		st, err := holders.Inspect(context.Background(), cli, pfx, "ctl")
 		return err == nil && len(st.Waiters) == n
 	}, fmt.Sprintf("%d candidates never queued", n))
 }
@@ -153,7 +174,7 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 		once      sync.Once
 	)
 	for _, id := range []string{"a", "b", "c"} {
-		start(t, election.Config{Identity: id, ReleaseOnCancel: true, Callbacks: election.Callbacks{
+		start(t, cand{Identity: id, Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, term election.Term) {
 				iv := interval{who: id, token: term.Token, start: time.Now()}
 				select { // work for a while, then hand over by returning
@@ -168,7 +189,7 @@ func TestOneLeaderAtATimeOverManyTerms(t *testing.T) {
 				}
 				mu.Unlock()
 			},
-		}})
+		}}})
 	}
 	receive(t, enough, 60*time.Second, "30th term")
 	mu.Lock()
@@ -199,8 +220,8 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 	var stoppedA int
 	var mu sync.Mutex
 	seen := map[string][]string{}
-	mk := func(id string, onStop func()) election.Config {
-		return election.Config{Identity: id, ReleaseOnCancel: true, Callbacks: election.Callbacks{
+	mk := func(id string, onStop func()) cand {
+		return cand{Identity: id, Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, _ election.Term) { started <- id; <-ctx.Done() },
 			OnStoppedLeading: onStop,
 			OnNewLeader: func(leader string) {
@@ -208,7 +229,7 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 				seen[id] = append(seen[id], leader)
 				mu.Unlock()
 			},
-		}}
+		}}}
 	}
 	a := start(t, mk("a", func() { mu.Lock(); stoppedA++; mu.Unlock() }))
 	if got := receive(t, started, 10*time.Second, "first term"); got != "a" {
@@ -232,7 +253,7 @@ func TestGracefulHandoffAndObservers(t *testing.T) {
 	if !b.e.IsLeader() || a.e.IsLeader() {
 		t.Errorf("IsLeader: a %v b %v", a.e.IsLeader(), b.e.IsLeader())
 	}
-	l, err := election.GetLeader(context.Background(), b.cli, "ctl", lock.WithPrefix(prefix(t)))
+	l, err := election.GetLeader(context.Background(), b.cli, prefix(t), "ctl")
 	if err != nil || l.Identity != "b" {
 		t.Errorf("GetLeader = %+v %v", l, err)
 	}
@@ -256,19 +277,19 @@ func TestCrashHandoff(t *testing.T) {
 	ended := make(chan time.Time, 1)
 	startedB := make(chan time.Time, 1)
 	aCli := etcdtest.Client(t, cluster.Endpoints()...)
-	start(t, election.Config{Identity: "a", Client: aCli, TTL: ttl, Callbacks: election.Callbacks{
+	start(t, cand{Identity: "a", TTL: ttl, Config: election.Config{Client: aCli, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) {
 			offer(startedA, struct{}{})
 			<-ctx.Done()
 			offer(ended, time.Now())
 		},
-	}})
+	}}})
 	// a leads once its callback runs, not once its key is first: a crash
 	// between the two would leave no context to end.
 	receive(t, startedA, 30*time.Second, "a's OnStartedLeading")
-	start(t, election.Config{Identity: "b", TTL: ttl, Callbacks: election.Callbacks{
+	start(t, cand{Identity: "b", TTL: ttl, Config: election.Config{Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { offer(startedB, time.Now()); <-ctx.Done() },
-	}})
+	}}})
 	waitQueued(t, aCli, prefix(t), 1)
 	crashed := time.Now()
 	aCli.Close()
@@ -295,7 +316,7 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		startedN, stoppedN int
 		terms              = make(chan election.Term, 10)
 	)
-	c := start(t, election.Config{Identity: "a", Metrics: m, Callbacks: election.Callbacks{
+	c := start(t, cand{Identity: "a", Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) {
 			mu.Lock()
 			active++
@@ -310,13 +331,13 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 			mu.Unlock()
 		},
 		OnStoppedLeading: func() { mu.Lock(); stoppedN++; mu.Unlock() },
-	}})
+	}}})
 	for range 3 {
 		term := receive(t, terms, 10*time.Second, "term")
 		if !m.leading.Load() {
 			t.Errorf("Metrics not told of the term while leading")
 		}
-		st, err := lock.Inspect(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
+		st, err := holders.Inspect(context.Background(), c.cli, prefix(t), "ctl")
 		if err != nil || st.Holder == nil || st.Holder.Token != term.Token {
 			t.Fatalf("holder %+v, want term %v", st.Holder, term.Token)
 		}
@@ -340,8 +361,8 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		t.Errorf("Metrics: %d terms started, %d stopped; want 4 and 3", m.started.Load(), len(m.stopped))
 	}
 	for i, err := range m.stopped {
-		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrLeaseRevoked) || lock.LossReason(err) != "lease_revoked" {
-			t.Errorf("Metrics: term %d stopped with %v (reason %q), want a loss to a revoke", i+1, err, lock.LossReason(err))
+		if !errors.Is(err, lock.ErrLost) || !errors.Is(err, lock.ErrLeaseRevoked) || lockmetrics.LossReason(err) != "lease_revoked" {
+			t.Errorf("Metrics: term %d stopped with %v (reason %q), want a loss to a revoke", i+1, err, lockmetrics.LossReason(err))
 		}
 	}
 }
@@ -385,12 +406,12 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	leading := make(chan struct{}, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	pcli := etcdtest.Client(t, url)
-	c := start(t, election.Config{Identity: "stuck", Client: pcli, Callbacks: election.Callbacks{
+	c := start(t, cand{Identity: "stuck", Config: election.Config{Client: pcli, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) {
 			leading <- struct{}{}
 			<-release // ignores ctx: a stuck controller
 		},
-	}})
+	}}})
 	defer close(release)
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 	<-leading
@@ -423,12 +444,12 @@ func TestHealthCheckUsesTheSessionClock(t *testing.T) {
 	release := make(chan struct{})
 	leading := make(chan struct{}, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	c := start(t, election.Config{Identity: "faked", Client: etcdtest.Client(t, url), TTL: 10 * time.Second,
-		SessionOptions: []lock.SessionOption{lock.WithClock(fc)},
-		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
-			leading <- struct{}{}
-			<-release // ignores ctx: a stuck controller
-		}}})
+	c := start(t, cand{Identity: "faked", TTL: 10 * time.Second,
+		Opts: []lock.SessionOption{lock.WithClock(fc)}, Config: election.Config{Client: etcdtest.Client(t, url),
+			Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
+				leading <- struct{}{}
+				<-release // ignores ctx: a stuck controller
+			}}}})
 	defer close(release)
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 	select {
@@ -452,46 +473,53 @@ func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ok := election.Callbacks{OnStartedLeading: func(context.Context, election.Term) {}}
-	for name, cfg := range map[string]election.Config{
-		"no client":   {Name: "x", Callbacks: ok},
-		"no name":     {Client: cli, Callbacks: ok},
-		"bad name":    {Client: cli, Name: "a\x00b", Callbacks: ok},
-		"no callback": {Client: cli, Name: "x"},
-		"short ttl":   {Client: cli, Name: "x", TTL: time.Millisecond, Callbacks: ok},
-		"retry order": {Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok},
+	valid := election.Config{Client: cli, Name: "x", Callbacks: ok}
+	for name, tc := range map[string]struct {
+		cfg  election.Config
+		opts []lock.SessionOption
+	}{
+		"no client":   {cfg: election.Config{Name: "x", Callbacks: ok}},
+		"no name":     {cfg: election.Config{Client: cli, Callbacks: ok}},
+		"bad name":    {cfg: election.Config{Client: cli, Name: "a\x00b", Callbacks: ok}},
+		"no callback": {cfg: election.Config{Client: cli, Name: "x"}},
+		"short ttl":   {valid, []lock.SessionOption{lock.WithTTL(time.Millisecond)}},
+		"retry order": {cfg: election.Config{Client: cli, Name: "x", RetryMin: time.Second, RetryMax: time.Millisecond, Callbacks: ok}},
 		// Run used to log and retry these forever.
-		"prefix without slash":  {Client: cli, Name: "x", Prefix: "/el", Callbacks: ok},
-		"bad session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(-time.Second)}},
-		"nil session option":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{nil}},
-		"TTL above lock.MaxTTL": {Client: cli, Name: "x", Callbacks: ok, TTL: lock.MaxTTL + time.Second},
-		"margin not below TTL": {Client: cli, Name: "x", Callbacks: ok, TTL: 2 * time.Second,
-			SessionOptions: []lock.SessionOption{lock.WithSafetyMargin(2 * time.Second)}},
-		// Config's fields set these; SessionOptions' values used to be
-		// silently overridden.
-		"session option WithTTL":       {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithTTL(20 * time.Second)}},
-		"session option WithOwner":     {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithOwner("me")}},
-		"session option WithPrefix":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithPrefix("/other/")}},
-		"session option WithLogger":    {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLogger(zap.NewNop())}},
-		"session option WithLockDelay": {Client: cli, Name: "x", Callbacks: ok, SessionOptions: []lock.SessionOption{lock.WithLockDelay(time.Second)}},
-		"session option WithRenewHook with Metrics": {Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{},
-			SessionOptions: []lock.SessionOption{lock.WithRenewHook(func(time.Duration, error) {})}},
+		"prefix without slash": {valid, []lock.SessionOption{lock.WithPrefix("/el")}},
+		"bad session option":   {valid, []lock.SessionOption{lock.WithSafetyMargin(-time.Second)}},
+		"nil session option":   {valid, []lock.SessionOption{nil}},
+		"TTL above etcd's":     {valid, []lock.SessionOption{lock.WithTTL(9_000_000_001 * time.Second)}},
+		"margin not below TTL": {valid, []lock.SessionOption{lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)}},
+		"WithLockDelay":        {valid, []lock.SessionOption{lock.WithLockDelay(time.Second)}},
+		"WithMetrics and Metrics": {election.Config{Client: cli, Name: "x", Callbacks: ok, Metrics: &recorder{}},
+			[]lock.SessionOption{lock.WithMetrics(nopLockMetrics{})}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
+			if _, err := election.New(tc.cfg, tc.opts...); !errors.Is(err, election.ErrInvalidConfig) {
 				t.Errorf("New = %v, want ErrInvalidConfig", err)
 			}
 		})
 	}
-	e, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok})
+	e, err := election.New(valid)
 	if err != nil || e.Identity() == "" {
 		t.Fatalf("defaults: %v", err)
 	}
-	// Without Metrics, the renew hook is the caller's to set.
-	if _, err := election.New(election.Config{Client: cli, Name: "x", Callbacks: ok,
-		SessionOptions: []lock.SessionOption{lock.WithRenewHook(func(time.Duration, error) {})}}); err != nil {
-		t.Errorf("WithRenewHook without Metrics: %v", err)
+	if e, err := election.New(valid, lock.WithOwner("me")); err != nil || e.Identity() != "me" {
+		t.Errorf("WithOwner: identity %q, %v; want me", e.Identity(), err)
+	}
+	// Without Metrics, the session's metrics are the caller's to set.
+	if _, err := election.New(valid, lock.WithMetrics(nopLockMetrics{})); err != nil {
+		t.Errorf("WithMetrics without Metrics: %v", err)
 	}
 }
+
+// nopLockMetrics is a lock.Metrics that records nothing.
+type nopLockMetrics struct{}
+
+func (nopLockMetrics) Waiting(int)                       {}
+func (nopLockMetrics) Acquired(time.Duration)            {}
+func (nopLockMetrics) Ended(time.Duration, error)        {}
+func (nopLockMetrics) LeaseRenewed(time.Duration, error) {}
 
 // Without ReleaseOnCancel, stopping the leader leaves its key until the
 // lease expires; with it, a follower takes over at once.
@@ -500,13 +528,13 @@ func TestReleaseOnCancel(t *testing.T) {
 	for _, release := range []bool{true, false} {
 		t.Run(map[bool]string{true: "release", false: "keep"}[release], func(t *testing.T) {
 			startedB := make(chan time.Time, 1)
-			a := start(t, election.Config{Identity: "a", ReleaseOnCancel: release, Callbacks: election.Callbacks{
+			a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: release, Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done() },
-			}})
+			}}})
 			etcdtest.Eventually(t, 10*time.Second, a.e.IsLeader, "a never led")
-			start(t, election.Config{Identity: "b", Callbacks: election.Callbacks{
+			start(t, cand{Identity: "b", Config: election.Config{Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, _ election.Term) { offer(startedB, time.Now()); <-ctx.Done() },
-			}})
+			}}})
 			waitQueued(t, a.cli, prefix(t), 1)
 			stopped := time.Now()
 			a.stop()
@@ -529,9 +557,9 @@ func TestReleaseOnCancel(t *testing.T) {
 func TestFailedResignNextTermGetsNewToken(t *testing.T) {
 	t.Parallel()
 	tokens := make(chan fencing.Token, 10)
-	a := start(t, election.Config{Identity: "a", ReleaseOnCancel: true, Callbacks: election.Callbacks{
+	a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { tokens <- term.Token; <-ctx.Done() },
-	}})
+	}}})
 	next := func() fencing.Token {
 		t.Helper()
 		return receive(t, tokens, 10*time.Second, "term")

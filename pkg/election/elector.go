@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -21,11 +22,12 @@ var ErrRunning = errors.New("election: already running")
 // cleanupTimeout bounds each clean-up the elector runs on a fresh context,
 // because the context it would otherwise use may have ended: a resign
 // (Lock.Release), the delete of a term's tenure key and the close of a
-// session (Session.Close, which revokes its lease). It is lock's default,
-// so that the elector's clean-ups and its session's are bounded alike. A
+// session (Session.Close, which revokes its lease). It is lock's default
+// (lock.WithCleanupTimeout), so that the elector's clean-ups and its
+// session's are bounded alike. A
 // clean-up cut short only delays the handover: the leader key and the
 // tenure key still go away when their leases expire.
-const cleanupTimeout = lock.DefaultCleanupTimeout
+const cleanupTimeout = 5 * time.Second
 
 // Term is one period of leadership.
 type Term struct {
@@ -38,7 +40,7 @@ type Term struct {
 	Started time.Time // when this candidate became leader
 	lock    *lock.Lock
 	tenure  *tenure         // nil for an elector without tenure keys
-	clock   lock.Clock      // the session's, on which Deadline is a time
+	clock   clock.Clock     // the session's, on which Deadline is a time
 	ctx     context.Context // the term's: ended, the term is over
 }
 
@@ -59,6 +61,7 @@ func (t Term) Deadline() time.Time {
 // Elector campaigns for one election. Create it with New and call Run.
 type Elector struct {
 	cfg     Config
+	session session // what its lock.SessionOptions set
 	metrics Metrics // cfg.Metrics, or a no-op
 	running atomic.Bool
 
@@ -66,12 +69,16 @@ type Elector struct {
 	term *Term // current term, nil when not leading
 }
 
-// New validates cfg and fills in defaults.
-func New(cfg Config) (*Elector, error) {
-	if err := cfg.validate(); err != nil {
+// New validates cfg and opts, the options of every term's session, and
+// fills in defaults. It rejects lock.WithLockDelay (the election waits
+// after an unclean end on its own) and, with Config.Metrics,
+// lock.WithMetrics.
+func New(cfg Config, opts ...lock.SessionOption) (*Elector, error) {
+	s, err := cfg.validate(opts)
+	if err != nil {
 		return nil, err
 	}
-	e := &Elector{cfg: cfg, metrics: cfg.Metrics}
+	e := &Elector{cfg: cfg, session: s, metrics: cfg.Metrics}
 	if e.metrics == nil {
 		e.metrics = nopMetrics{}
 	}
@@ -79,7 +86,7 @@ func New(cfg Config) (*Elector, error) {
 }
 
 // Identity returns this candidate's identity.
-func (e *Elector) Identity() string { return e.cfg.Identity }
+func (e *Elector) Identity() string { return e.session.identity }
 
 // IsLeader reports whether this Elector leads: a term has started and its
 // context has not ended.
@@ -113,7 +120,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer e.running.Store(false)
-	log := e.cfg.Logger.With(zap.String("election", e.cfg.Name), zap.String("identity", e.cfg.Identity))
+	log := e.session.logger.With(zap.String("election", e.cfg.Name), zap.String("identity", e.session.identity))
 
 	var wg sync.WaitGroup
 	obsCtx, stopObs := context.WithCancel(ctx)
@@ -127,7 +134,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		mux.Run(obsCtx)
 	}()
 	if e.cfg.Callbacks.OnNewLeader != nil {
-		leaders, err := Observe(obsCtx, e.cfg.Client, e.cfg.Name, lock.WithPrefix(e.cfg.Prefix))
+		leaders, err := Observe(obsCtx, e.cfg.Client, e.session.prefix, e.cfg.Name)
 		if err != nil {
 			return err // not reached: New validated the name and prefix
 		}
@@ -167,7 +174,7 @@ func (e *Elector) Run(ctx context.Context) error {
 				cancel()
 			}
 			var err error
-			s, err = lock.NewSession(ctx, e.cfg.Client, e.cfg.sessionOptions(log)...)
+			s, err = lock.NewSession(ctx, e.cfg.Client, e.session.options(log)...)
 			if err != nil {
 				s = nil
 				if ctx.Err() == nil {
@@ -190,7 +197,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		retry.Reset()
 		keepLease = e.lead(ctx, s, l, mux, &drops, log)
 		if ctx.Err() == nil && errors.Is(l.Err(), lock.ErrKeyDeleted) {
-			// Someone deleted the leader key (lock.Break WithForce, an
+			// Someone deleted the leader key (holders.Force, an
 			// operator's delete), and may revoke the session's lease
 			// next, which would end a term won on it meanwhile: two
 			// losses for one break. The next campaign takes a new lease.
@@ -241,7 +248,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 		return true
 	}
 	if !e.cfg.noTenure {
-		t = newTenure(&e.cfg, s, l, log)
+		t = newTenure(&e.cfg, e.session, s, l, log)
 		others, err := t.claim(ctx)
 		if err == nil {
 			wg.Add(1)
@@ -263,7 +270,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			return false
 		}
 	}
-	term := &Term{Name: e.cfg.Name, Identity: e.cfg.Identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock(), ctx: termCtx}
+	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock(), ctx: termCtx}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

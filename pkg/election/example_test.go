@@ -11,6 +11,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // A controller that reconciles while it leads, fencing every write with
@@ -33,7 +34,6 @@ func Example() {
 	e, err := election.New(election.Config{
 		Client:          cli,
 		Name:            "my-controller",
-		Identity:        "replica-1",
 		ReleaseOnCancel: true,
 		Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, term election.Term) {
@@ -46,7 +46,7 @@ func Example() {
 			OnStoppedLeading: func() { fmt.Println("stopped leading") },
 			OnNewLeader:      func(id string) { log.Println("leader is", id) },
 		},
-	})
+	}, lock.WithOwner("replica-1"), lock.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,3 +14,6 @@ func WithProofFault(c Config, fault func() error) Config {
 	c.proofFault = fault
 	return c
 }
+
+// CleanupTimeout bounds the elector's clean-ups.
+const CleanupTimeout = cleanupTimeout

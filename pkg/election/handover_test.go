@@ -12,7 +12,9 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/lock/lockmetrics"
 )
 
 // A term's loss reaches Metrics with its reason: a deleted key, a revoked
@@ -26,9 +28,9 @@ func TestLossReasons(t *testing.T) {
 			defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 			m := &recorder{onStop: make(chan error, 4)}
 			terms := make(chan election.Term, 4)
-			start(t, election.Config{Identity: "a", Client: etcdtest.Client(t, url), Metrics: m, Callbacks: election.Callbacks{
+			start(t, cand{Identity: "a", Config: election.Config{Client: etcdtest.Client(t, url), Metrics: m, Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, term election.Term) { terms <- term; <-ctx.Done() },
-			}})
+			}}})
 			term := receive(t, terms, 10*time.Second, "term")
 			ctx := context.Background()
 			cli := etcdtest.Client(t, cluster.Endpoints()...)
@@ -39,7 +41,7 @@ func TestLossReasons(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "revoke":
-				st, err := lock.Inspect(ctx, cli, "ctl", lock.WithPrefix(prefix(t)))
+				st, err := holders.Inspect(ctx, cli, prefix(t), "ctl")
 				if err != nil || st.Holder == nil || st.Holder.Token != term.Token {
 					t.Fatalf("holder %+v (%v), want the term %v", st.Holder, err, term.Token)
 				}
@@ -51,7 +53,7 @@ func TestLossReasons(t *testing.T) {
 				p.BlackholeRx()
 			}
 			lost := receive(t, m.onStop, 15*time.Second, "end of the term")
-			if got := lock.LossReason(lost); !errors.Is(lost, lock.ErrLost) || got != want {
+			if got := lockmetrics.LossReason(lost); !errors.Is(lost, lock.ErrLost) || got != want {
 				t.Errorf("after a %s the term stopped with %v (reason %q), want reason %q", end, lost, got, want)
 			}
 		})
@@ -72,19 +74,20 @@ func TestUnconfirmedKeyEndsTermWhileLeaseLives(t *testing.T) {
 	m := &recorder{onStop: make(chan error, 4)}
 	terms := make(chan election.Term, 4)
 	ended := make(chan struct{}, 4)
-	cfg := election.Config{Identity: "a", TTL: 3 * time.Second, Metrics: m,
-		SessionOptions: []lock.SessionOption{lock.WithClock(fc)},
-		Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
-			terms <- term
-			<-ctx.Done()
-			ended <- struct{}{}
-		}}}
-	c := start(t, election.WithProofFault(cfg, func() error {
+	cfg := cand{Identity: "a", TTL: 3 * time.Second,
+		Opts: []lock.SessionOption{lock.WithClock(fc)}, Config: election.Config{Metrics: m,
+			Callbacks: election.Callbacks{OnStartedLeading: func(ctx context.Context, term election.Term) {
+				terms <- term
+				<-ctx.Done()
+				ended <- struct{}{}
+			}}}}
+	cfg.Config = election.WithProofFault(cfg.Config, func() error {
 		if failing.Load() {
 			return injected
 		}
 		return nil
-	}))
+	})
+	c := start(t, cfg)
 	term := receive(t, terms, 10*time.Second, "term")
 	// TTL 3 s: proofs and renewals every 1 s, margin 300 ms: the term's
 	// deadline is 2.7 s after its first proof, the tenure lease's grant,
@@ -109,12 +112,12 @@ func TestUnconfirmedKeyEndsTermWhileLeaseLives(t *testing.T) {
 	if !errors.Is(lost, lock.ErrLost) || !errors.Is(lost, lock.ErrDeadlinePassed) || !errors.Is(lost, injected) {
 		t.Errorf("term stopped with %v, want the term's deadline passed after %v", lost, injected)
 	}
-	if lock.LossReason(lost) != "deadline" {
-		t.Errorf("reason %q, want deadline", lock.LossReason(lost))
+	if lockmetrics.LossReason(lost) != "deadline" {
+		t.Errorf("reason %q, want deadline", lockmetrics.LossReason(lost))
 	}
 	// The lease lived on: the elector resigned the term (a clean end, its
 	// context over) and campaigns again on the same session.
-	l, err := election.GetLeader(context.Background(), c.cli, "ctl", lock.WithPrefix(prefix(t)))
+	l, err := election.GetLeader(context.Background(), c.cli, prefix(t), "ctl")
 	if err != nil || l.Token == term.Token {
 		t.Errorf("leader after the term %+v (%v): the term's key is still there", l, err)
 	}
@@ -142,11 +145,11 @@ func TestNextTermWaitsForAnUnreachableLeadersTenureKey(t *testing.T) {
 			ended <- event{id, time.Now()}
 		}}
 	}
-	a := start(t, election.Config{Identity: "a", Client: etcdtest.Client(t, url), Callbacks: cbs("a")})
+	a := start(t, cand{Identity: "a", Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: cbs("a")}})
 	receive(t, started, 10*time.Second, "a's term")
 	term := a.e.Term()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	start(t, election.Config{Identity: "b", Client: cli, Callbacks: cbs("b")})
+	start(t, cand{Identity: "b", Config: election.Config{Client: cli, Callbacks: cbs("b")}})
 	waitQueued(t, cli, prefix(t), 1)
 	ctx := context.Background()
 	tenures := prefix(t) + "ctl%tenure/"
@@ -201,9 +204,9 @@ func TestTenureKeyGoneEndsTerm(t *testing.T) {
 			t.Parallel()
 			m := &recorder{onStop: make(chan error, 4)}
 			terms := make(chan election.Term, 4)
-			c := start(t, election.Config{Identity: "a", Metrics: m, Callbacks: election.Callbacks{
+			c := start(t, cand{Identity: "a", Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, term election.Term) { terms <- term; <-ctx.Done() },
-			}})
+			}}})
 			first := receive(t, terms, 10*time.Second, "term")
 			ctx := context.Background()
 			get, err := c.cli.Get(ctx, prefix(t)+"ctl%tenure/", clientv3.WithPrefix())
@@ -219,8 +222,8 @@ func TestTenureKeyGoneEndsTerm(t *testing.T) {
 				t.Fatal(err)
 			}
 			lost := receive(t, m.onStop, 10*time.Second, "end of the term")
-			if !errors.Is(lost, lock.ErrLost) || !errors.Is(lost, lock.ErrKeyDeleted) || lock.LossReason(lost) != "key_deleted" {
-				t.Errorf("term stopped with %v (reason %q), want a loss to a deleted key", lost, lock.LossReason(lost))
+			if !errors.Is(lost, lock.ErrLost) || !errors.Is(lost, lock.ErrKeyDeleted) || lockmetrics.LossReason(lost) != "key_deleted" {
+				t.Errorf("term stopped with %v (reason %q), want a loss to a deleted key", lost, lockmetrics.LossReason(lost))
 			}
 			if next := receive(t, terms, 10*time.Second, "next term"); next.Token <= first.Token {
 				t.Errorf("next term's token %v, want above %v", next.Token, first.Token)
@@ -245,13 +248,13 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 	}
 	terms := make(chan started, 8)
 	ended := make(chan string, 8)
-	cfg := func(id string) election.Config {
-		return election.Config{Identity: id, Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
+	cfg := func(id string) cand {
+		return cand{Identity: id, Config: election.Config{Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, term election.Term) {
 				terms <- started{id, term, time.Now()}
 				<-ctx.Done()
 				ended <- id
-			}}}
+			}}}}
 	}
 	start(t, cfg("a"))
 	old := receive(t, terms, 10*time.Second, "first term")
@@ -271,7 +274,7 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 	}
 	// The outage is the fault: past the clean-up timeout, the old
 	// session's revoke and the tenure key's delete have failed.
-	time.Sleep(lock.DefaultCleanupTimeout + time.Second)
+	time.Sleep(election.CleanupTimeout + time.Second)
 	if err := member.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}

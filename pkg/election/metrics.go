@@ -16,7 +16,7 @@ type Metrics interface {
 	// returned); otherwise it wraps lock.ErrLost and the cause
 	// (lock.ErrDeadlinePassed — the lease's or the key's deadline —,
 	// lock.ErrLeaseRevoked, lock.ErrLeaseExpired, lock.ErrKeyDeleted,
-	// ...; lock.LossReason names it).
+	// ...; lockmetrics.LossReason names it).
 	StoppedLeading(lost error)
 	// LeaseRenewed is called after every renewal attempt of the lease
 	// with its latency and error (nil on success).

@@ -3,11 +3,13 @@ package election
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -20,7 +22,7 @@ type Leader struct {
 	Since    time.Time // when the leader says it started (its clock)
 }
 
-func leaderOf(st lock.Status) Leader {
+func leaderOf(st holders.Status) Leader {
 	if st.Holder == nil {
 		return Leader{}
 	}
@@ -28,25 +30,25 @@ func leaderOf(st lock.Status) Leader {
 	return Leader{Identity: h.Owner, Token: h.Token, Key: h.Key, Since: h.Acquired}
 }
 
-// GetLeader returns the current leader of the election name (the zero
-// Leader if none). opts are lock.Inspect's (lock.WithPrefix); a nil or
-// invalid one fails with lock.ErrInvalidOption.
-func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts ...lock.ReadOption) (Leader, error) {
-	st, err := lock.Inspect(ctx, client, name, opts...)
+// GetLeader returns the current leader of the election name under prefix
+// (the candidates' lock.WithPrefix, else lock.DefaultPrefix): the zero
+// Leader if none. Its errors are holders.Inspect's.
+func GetLeader(ctx context.Context, client *clientv3.Client, prefix, name string) (Leader, error) {
+	st, err := holders.Inspect(ctx, client, prefix, name)
 	if err != nil {
 		return Leader{}, err
 	}
 	return leaderOf(st), nil
 }
 
-// Observe reports the current leader of name, then every change of leader
-// (identity or term), learned by watching etcd rather than polling. opts
-// may set WithPrefix.
+// Observe reports the current leader of name under prefix, then every
+// change of leader (identity or term), learned by watching etcd rather than
+// polling.
 //
-// A nil client or an invalid name or option is reported at once, before
-// etcd is contacted: Observe returns a nil channel and the error GetLeader
-// would return (matching lock.ErrInvalidOption or lock.ErrInvalidName). It
-// fails for no other reason.
+// A nil client, a prefix not ending in '/' or an invalid name is reported
+// at once, before etcd is contacted: Observe returns a nil channel and the
+// error GetLeader would return (matching lock.ErrInvalidOption or
+// lock.ErrInvalidName). It fails for no other reason.
 //
 // Otherwise the channel receives the leader (the zero Leader if none) as
 // of the first successful read of etcd, then each change; etcd errors are
@@ -54,7 +56,7 @@ func GetLeader(ctx context.Context, client *clientv3.Client, name string, opts .
 // one was received: changes made while the reader is busy are reported as
 // one, the newest. The channel is closed when ctx ends, by the goroutine
 // feeding it as its last act: drain the channel to wait for it.
-func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...lock.ReadOption) (<-chan Leader, error) {
+func Observe(ctx context.Context, client *clientv3.Client, prefix, name string) (<-chan Leader, error) {
 	// Follow would report a nil client too, but on the goroutine below,
 	// where it could not be returned.
 	if client == nil {
@@ -63,16 +65,16 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 	if err := lock.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := lock.ValidateReadOptions(opts...); err != nil {
-		return nil, err
+	if !strings.HasSuffix(prefix, "/") {
+		return nil, fmt.Errorf("%w: prefix %q must end in '/'", lock.ErrInvalidOption, prefix)
 	}
 	ch := make(chan Leader)
 	go func() {
 		defer close(ch)
 		var last *Leader
-		// Follow checks client, name and opts as above, so it returns
+		// Follow checks client, prefix and name as above, so it returns
 		// only once ctx ends.
-		_ = lock.Follow(ctx, client, name, func(st lock.Status) bool {
+		_ = holders.Follow(ctx, client, prefix, name, func(st holders.Status) bool {
 			l := leaderOf(st)
 			if last != nil && last.Token == l.Token {
 				return true
@@ -84,7 +86,7 @@ func Observe(ctx context.Context, client *clientv3.Client, name string, opts ...
 			case <-ctx.Done():
 				return false
 			}
-		}, opts...)
+		})
 	}()
 	return ch, nil
 }

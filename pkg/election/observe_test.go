@@ -20,7 +20,7 @@ func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	leaders, err := election.Observe(ctx, cli, "ctl", lock.WithPrefix(prefix(t)))
+	leaders, err := election.Observe(ctx, cli, prefix(t), "ctl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +31,9 @@ func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 	if l := next("vacancy"); l != (election.Leader{}) {
 		t.Errorf("before any candidate: leader %+v, want the zero Leader", l)
 	}
-	a := start(t, election.Config{Identity: "a", ReleaseOnCancel: true, Callbacks: election.Callbacks{
+	a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done() },
-	}})
+	}}})
 	if l := next("leader"); l.Identity != "a" || !l.Token.IsValid() {
 		t.Errorf("leader %+v, want a with a token", l)
 	}
@@ -55,30 +55,30 @@ func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 	}
 }
 
-// A nil client or an invalid name or option is an error from Observe
+// A nil client, an invalid prefix or an invalid name is an error from Observe
 // itself, the same as GetLeader's, and no channel (a nil client used to
 // panic on Observe's goroutine, killing the process).
 func TestObserveRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for name, tc := range map[string]struct {
-		cli  *clientv3.Client
-		name string
-		opts []lock.ReadOption
-		want error
+		cli    *clientv3.Client
+		prefix string
+		name   string
+		want   error
 	}{
-		"nil client":           {nil, "x", nil, lock.ErrInvalidOption},
-		"empty name":           {cli, "", nil, lock.ErrInvalidName},
-		"NUL in name":          {cli, "a\x00b", nil, lock.ErrInvalidName},
-		"prefix without slash": {cli, "x", []lock.ReadOption{lock.WithPrefix("/el")}, lock.ErrInvalidOption},
-		"nil option":           {cli, "x", []lock.ReadOption{nil}, lock.ErrInvalidOption},
+		"nil client":           {nil, "/p/", "x", lock.ErrInvalidOption},
+		"empty name":           {cli, "/p/", "", lock.ErrInvalidName},
+		"NUL in name":          {cli, "/p/", "a\x00b", lock.ErrInvalidName},
+		"prefix without slash": {cli, "/el", "x", lock.ErrInvalidOption},
+		"empty prefix":         {cli, "", "x", lock.ErrInvalidOption},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ch, err := election.Observe(context.Background(), tc.cli, tc.name, tc.opts...)
+			ch, err := election.Observe(context.Background(), tc.cli, tc.prefix, tc.name)
 			if !errors.Is(err, tc.want) || ch != nil {
 				t.Errorf("Observe = %v, %v; want a nil channel and %v", ch, err, tc.want)
 			}
-			if _, gerr := election.GetLeader(context.Background(), tc.cli, tc.name, tc.opts...); !errors.Is(gerr, tc.want) {
+			if _, gerr := election.GetLeader(context.Background(), tc.cli, tc.prefix, tc.name); !errors.Is(gerr, tc.want) {
 				t.Errorf("GetLeader = %v, want %v", gerr, tc.want)
 			}
 		})

@@ -20,6 +20,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/election"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/lock/lockmetrics"
 )
 
 // overlapSeed drives the operator of TestNoOverlapAfterOperatorEnds and of
@@ -132,9 +133,9 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 			// operator may cut.
 			p, url := etcdtest.Proxy(t, cluster.Endpoints()[(i+j)%len(cluster.Endpoints())])
 			proxies[id] = p
-			ecfg := election.Config{Identity: id, Client: etcdtest.Client(t, url), Prefix: pfx, TTL: time.Second, Callbacks: cb, Metrics: m}
+			ecfg := cand{Identity: id, Prefix: pfx, TTL: time.Second, Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: cb, Metrics: m}}
 			if cfg.control {
-				ecfg = election.WithoutTenure(ecfg)
+				ecfg.Config = election.WithoutTenure(ecfg.Config)
 			}
 			start(t, ecfg)
 		}
@@ -304,7 +305,7 @@ func reasonMismatch(tr *termRec) string {
 		return ""
 	}
 	want := map[string]string{"delete": "key_deleted", "revoke": "lease_revoked"}[tr.ended]
-	got := lock.LossReason(tr.lost)
+	got := lockmetrics.LossReason(tr.lost)
 	if tr.lost == nil || got != want && !errors.Is(tr.lost, lock.ErrDeadlinePassed) {
 		return fmt.Sprintf("term %v ended by the operator's %s reported loss %q (%v), want %q", tr.token, tr.ended, got, tr.lost, want)
 	}

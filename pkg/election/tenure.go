@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
@@ -36,7 +37,7 @@ type tenure struct {
 	others string // the prefix of every tenure key of the election
 	value  string // the term's identity, for an operator's eyes
 	ttl    time.Duration
-	clock  lock.Clock    // the session's
+	clock  clock.Clock   // the session's
 	margin time.Duration // the session's safety margin
 	every  time.Duration // between proofs, from the last one's send time
 	retry  time.Duration // between tries after a failure
@@ -51,12 +52,13 @@ type tenure struct {
 	lastErr  error     // the last failure since the last proof
 }
 
-// newTenure returns the tenure of l, won on session s under cfg.
-func newTenure(cfg *Config, s *lock.Session, l *lock.Lock, log *zap.Logger) *tenure {
-	keys := keyspace.Of(cfg.Prefix, cfg.Name)
+// newTenure returns the tenure of l, won on session s under cfg and the
+// settings of its options, set.
+func newTenure(cfg *Config, set session, s *lock.Session, l *lock.Lock, log *zap.Logger) *tenure {
+	keys := keyspace.Of(set.prefix, cfg.Name)
 	every := s.TTL() / 3
 	return &tenure{client: cfg.Client, l: l, key: keys.Tenure(int64(s.Lease()), int64(l.Token())), others: keys.Tenures(),
-		value: cfg.Identity, ttl: s.TTL(), clock: s.Clock(), margin: s.SafetyMargin(), every: every,
+		value: set.identity, ttl: s.TTL(), clock: s.Clock(), margin: s.SafetyMargin(), every: every,
 		retry: min(every/4, 250*time.Millisecond), fault: cfg.proofFault, log: log}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // BenchmarkFailover measures, with client-go's LeaderElector
@@ -154,7 +155,7 @@ func BenchmarkEtcdLeaderElection(b *testing.B) {
 			}
 			defer cli.Close()
 			tm := Timings{LeaseDuration: tc.renew * 3 / 2, RenewDeadline: tc.renew, RetryPeriod: tc.retry}
-			lk, err := New(cli, "ctl", "a", WithPrefix(prefix(b)), WithTTL(tc.ttl), WithTimings(tm))
+			lk, err := New(cli, "ctl", "a", tm, lock.WithPrefix(prefix(b)), lock.WithTTL(tc.ttl))
 			if err != nil {
 				b.Fatal(err)
 			}

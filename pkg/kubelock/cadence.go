@@ -7,13 +7,13 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Metrics receives the lock's measurements (WithMetrics). Package
+// Metrics receives the lock's measurements (SetMetrics). Package
 // kubemetrics implements it with Prometheus. The methods are called from
 // the elector's goroutines, with the lock's mutex held: they must return
 // quickly and must not call back into the lock.
 type Metrics interface {
 	// TimingsMismatch is called when the elector drives the lock at
-	// other durations than it was made for (WithTimings): field is
+	// other durations than it was made for (New's timings): field is
 	// "LeaseDuration" at every write whose LeaseDurationSeconds differs,
 	// "RetryPeriod" at every third renewal in a row whose pause after the
 	// previous one is off the lock's RetryPeriod.
@@ -78,7 +78,7 @@ func (l *Lock) renewalStartingLocked(now time.Time) {
 // mismatchLocked counts a mismatch and logs the first of each field.
 // l.mu is held.
 func (l *Lock) mismatchLocked(field string, got, want time.Duration) {
-	l.cfg.metrics.TimingsMismatch(field)
+	l.metrics.TimingsMismatch(field)
 	if l.cadence.said[field] {
 		return
 	}

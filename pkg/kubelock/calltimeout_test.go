@@ -18,7 +18,7 @@ func TestCallWithoutDeadlineOnADeadConnectionTimesOut(t *testing.T) {
 	t.Parallel()
 	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
-	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
+	b := newLockFor(t, etcdtest.Client(t, url), "b", tm.elector())
 	if _, _, err := b.Get(ctxT(t)); err == nil {
 		t.Fatal("a record exists")
 	}
@@ -47,7 +47,7 @@ func TestCloseOnADeadConnectionReturns(t *testing.T) {
 	t.Parallel()
 	tm := timings{ttl: 2 * time.Second, leaseDuration: 1500 * time.Millisecond, renewDeadline: time.Second, retryPeriod: 300 * time.Millisecond}
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[1])
-	b := newLock(t, etcdtest.Client(t, url), "b", WithTimings(tm.elector()))
+	b := newLockFor(t, etcdtest.Client(t, url), "b", tm.elector())
 	if err := b.Create(ctxT(t), record("b")); err != nil {
 		t.Fatal(err)
 	}

@@ -4,15 +4,16 @@
 //
 // # Setting it up
 //
-// Make the lock with New, passing the elector's durations (WithTimings;
-// default DefaultTimings, client-go's and controller-runtime's defaults),
-// and give the elector the same durations (Lock.Timings).
+// Make the lock with New, passing the elector's durations (DefaultTimings
+// are client-go's and controller-runtime's defaults) and package lock's
+// options for the lease (lock.WithTTL, lock.WithPrefix...), and give the
+// elector the same durations (Lock.Timings).
 //
 //   - client-go: complete the elector's LeaderElectionConfig with
 //     ElectionConfig: it sets the lock and its durations and runs
 //     OnStartedLeading on the term's context (Lock.Lead), which ends with
 //     the term and carries it (TermFrom). A lock driven at other durations
-//     than its own says so in its log and its metrics (WithMetrics).
+//     than its own says so in its log and its metrics (Lock.SetMetrics).
 //   - controller-runtime: build the manager's options with package
 //     ctrlmanager (ctrlmanager.Options). Setting the lock as
 //     manager.Options.LeaderElectionResourceLockInterface alone is not
@@ -114,7 +115,7 @@
 // # Operating it
 //
 // The elector's events go to a Kubernetes event recorder with
-// WithEventRecorder, as the Lease lock's do. Lock.Healthz is a health
+// Lock.SetEventRecorder, as the Lease lock's do. Lock.Healthz is a health
 // check with client-go's HealthzAdaptor contract: it fails while the
 // elector still leads long after its term ended. `etcdlock kube-leaders`
 // lists the records under a prefix: holder, token, acquired and renewed

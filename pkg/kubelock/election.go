@@ -47,7 +47,7 @@ func ElectionConfig(lk *Lock, cfg leaderelection.LeaderElectionConfig) (leaderel
 		{"RetryPeriod", &cfg.RetryPeriod, t.RetryPeriod},
 	} {
 		if *d.set != 0 && *d.set != d.want {
-			return cfg, fmt.Errorf("%w: %s %v, the lock's timings are %v (WithTimings)", ErrConflict, d.name, *d.set, t)
+			return cfg, fmt.Errorf("%w: %s %v, the lock's timings are %v (New's timings)", ErrConflict, d.name, *d.set, t)
 		}
 		*d.set = d.want
 	}

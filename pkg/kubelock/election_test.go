@@ -109,7 +109,10 @@ func TestTimingsMismatchIsReported(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	got := make(mismatches, 100)
-	a := newLock(t, cli, "a", WithMetrics(got))
+	a := newLock(t, cli, "a")
+	if err := a.SetMetrics(got); err != nil {
+		t.Fatal(err)
+	}
 	tm := a.Timings()
 	stop := runElector(t, leaderelection.LeaderElectionConfig{
 		Lock: a, LeaseDuration: tm.LeaseDuration + 2*time.Second, RenewDeadline: tm.RenewDeadline, RetryPeriod: tm.RetryPeriod / 3,
@@ -132,7 +135,10 @@ func TestMatchingTimingsAreNotReported(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	got := make(mismatches, 100)
-	a := newLock(t, cli, "a", WithMetrics(got))
+	a := newLock(t, cli, "a")
+	if err := a.SetMetrics(got); err != nil {
+		t.Fatal(err)
+	}
 	renewed := make(chan struct{}, 100)
 	cfg, err := ElectionConfig(a, leaderelection.LeaderElectionConfig{
 		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}},

@@ -17,6 +17,8 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // timings are an elector's durations and the lock's etcd lease TTL.
@@ -202,8 +204,8 @@ func startContenderWith(t testing.TB, lg *ledger, who string, member int, tm tim
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	l, err := New(cli, "ctl", who, WithPrefix(prefix(t)), WithTTL(tm.ttl), WithTimings(tm.elector()),
-		WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), WithCleanupTimeout(time.Second))
+	l, err := New(cli, "ctl", who, tm.elector(), lock.WithPrefix(prefix(t)), lock.WithTTL(tm.ttl),
+		lock.WithLogger(zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)).Named(who)), lock.WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,23 +12,25 @@ type events struct {
 	subject  *metav1.PartialObjectMetadata
 }
 
-// WithEventRecorder posts the elector's events ("IDENTITY became leader",
-// "IDENTITY stopped leading") to r, as client-go's Lease lock does with
-// its ResourceLockConfig.EventRecorder: type Normal, reason
+// SetEventRecorder posts the elector's events ("IDENTITY became leader",
+// "IDENTITY stopped leading") to r from now on, as client-go's Lease lock
+// does with its ResourceLockConfig.EventRecorder: type Normal, reason
 // LeaderElection. With no Kubernetes object behind the record, the events
 // name a LeaderRecord (apiVersion etcdlock.io/v1) called after the
-// election, in namespace. Without it, events are only logged.
-func WithEventRecorder(r rl.EventRecorder, namespace string) Option {
-	return option(func(c *config) error {
-		if r == nil {
-			return invalid("nil event recorder")
-		}
-		c.events = &events{recorder: r, subject: &metav1.PartialObjectMetadata{
-			TypeMeta:   metav1.TypeMeta{APIVersion: resource.Group + "/v1", Kind: "LeaderRecord"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace},
-		}}
-		return nil
-	})
+// election, in namespace. Without it, events are only logged. r must not
+// be nil (ErrInvalidOption).
+func (l *Lock) SetEventRecorder(r rl.EventRecorder, namespace string) error {
+	if r == nil {
+		return invalid("nil event recorder")
+	}
+	e := &events{recorder: r, subject: &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: resource.Group + "/v1", Kind: "LeaderRecord"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace},
+	}}
+	l.mu.Lock()
+	l.events = e
+	l.mu.Unlock()
+	return nil
 }
 
 // post posts identity's event about the election name.

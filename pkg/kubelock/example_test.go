@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer cli.Close()
 	host, _ := os.Hostname()
-	lk, err := kubelock.New(cli, "my-controller", host)
+	lk, err := kubelock.New(cli, "my-controller", host, kubelock.DefaultTimings)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func Example_controllerRuntime() {
 	}
 	defer cli.Close()
 	host, _ := os.Hostname()
-	lk, err := kubelock.New(cli, "my-controller", host)
+	lk, err := kubelock.New(cli, "my-controller", host, kubelock.DefaultTimings)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Faults the elector tests do not cover: lost replies, a Close racing a
@@ -153,7 +155,7 @@ func TestLateCallbackGetsADoneContext(t *testing.T) {
 func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a := newLock(t, cli, "a", WithTTL(6*time.Second))
+	a := newLock(t, cli, "a", lock.WithTTL(6*time.Second))
 	fr := kubetest.NewGate(a)
 	tokens := make(chan fencing.Token, 4)
 	stopped := make(chan struct{}, 4)
@@ -197,7 +199,7 @@ func TestTermEndsWhenTheElectorStopsLeading(t *testing.T) {
 func TestCompactionWhileDisconnectedEndsTheTerm(t *testing.T) {
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(10*time.Second))
+	a := newLock(t, etcdtest.Client(t, url), "a", lock.WithTTL(10*time.Second))
 	ctx := ctxT(t)
 	ta := create(t, ctx, a)
 	// Paused first, so that Close drops the connection at once rather than

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // A record deleted by hand while its holder has not seen the deletion
@@ -19,7 +21,7 @@ func TestCreateWaitsForTheHolderOfADeletedRecord(t *testing.T) {
 	t.Parallel()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(10*time.Second))
+	a := newLock(t, etcdtest.Client(t, url), "a", lock.WithTTL(10*time.Second))
 	b := newLock(t, cli, "b")
 	ctx := ctxT(t)
 	ta := create(t, ctx, a)
@@ -58,8 +60,8 @@ func TestCreateWaitsOutTheLastSecondOfAPartitionedHolder(t *testing.T) {
 	t.Parallel()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a := newLock(t, etcdtest.Client(t, url), "a", WithTTL(3*time.Second))
-	b := newLock(t, cli, "b", WithTTL(3*time.Second))
+	a := newLock(t, etcdtest.Client(t, url), "a", lock.WithTTL(3*time.Second))
+	b := newLock(t, cli, "b", lock.WithTTL(3*time.Second))
 	ctx := ctxT(t)
 	ta := create(t, ctx, a)
 	if _, _, err := b.Get(ctx); err != nil {

@@ -58,6 +58,8 @@ type Lock struct {
 	read     bool             // a Get answered or a Create succeeded: Update has a version to compare
 	closed   bool
 	cadence  cadence        // of the elector's renewals, against the lock's timings
+	metrics  Metrics        // SetMetrics; nopMetrics by default
+	events   *events        // SetEventRecorder; nil: events are only logged
 	wg       sync.WaitGroup // term watchers and background revokes
 }
 
@@ -68,11 +70,19 @@ type observation struct {
 	lease  clientv3.LeaseID
 }
 
-// New returns the lock of election name for the candidate identity. The
-// record's key is the prefix (WithPrefix, default DefaultPrefix) followed by
+// New returns the lock of election name for the candidate identity, made
+// for an elector with timings t (DefaultTimings: client-go's and
+// controller-runtime's defaults); give the elector the same. The record's
+// key is the prefix (lock.WithPrefix, default DefaultPrefix) followed by
 // name. identity must be unique among the candidates, as for any client-go
-// resource lock. Both are at most MaxNameBytes long.
-func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock, error) {
+// resource lock; both are at most MaxNameBytes long. opts are package
+// lock's session options a Lock honours: lock.WithPrefix, WithTTL,
+// WithSafetyMargin, WithCleanupTimeout and WithLogger; others fail with
+// ErrInvalidOption. New checks t as client-go's NewLeaderElector does and
+// against the TTL (see Timings), and the lock bounds each call by
+// Timings.CallTimeout. What is the lock's own, its metrics and its event
+// recorder, SetMetrics and SetEventRecorder set.
+func New(client *clientv3.Client, name, identity string, t Timings, opts ...lock.SessionOption) (*Lock, error) {
 	if client == nil {
 		return nil, invalid("nil etcd client")
 	}
@@ -85,14 +95,9 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 	if len(name) > MaxNameBytes || len(identity) > MaxNameBytes {
 		return nil, invalid("name of %d bytes or identity of %d bytes: at most %d (MaxNameBytes)", len(name), len(identity), MaxNameBytes)
 	}
-	cfg := config{prefix: DefaultPrefix, ttl: DefaultTTL, cleanup: DefaultCleanupTimeout, timings: DefaultTimings, logger: zap.NewNop(), metrics: nopMetrics{}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil option")
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	cfg, err := newConfig(t, opts)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.margin >= cfg.ttl {
 		return nil, invalid("safety margin %v must be below the TTL %v", cfg.margin, cfg.ttl)
@@ -107,12 +112,13 @@ func New(client *clientv3.Client, name, identity string, opts ...Option) (*Lock,
 		terms:    kuberecord.TermsKey(cfg.prefix + name),
 		identity: identity,
 		cfg:      cfg,
+		metrics:  nopMetrics{},
 		logger:   cfg.logger.With(zap.String("election", name), zap.String("identity", identity)),
 	}, nil
 }
 
-// Timings returns the elector durations the lock was made for
-// (WithTimings): give the elector the same.
+// Timings returns the elector durations the lock was made for (New's t):
+// give the elector the same.
 func (l *Lock) Timings() Timings { return l.cfg.timings }
 
 // Name returns the election's name, as given to New.
@@ -128,8 +134,8 @@ func (l *Lock) Identity() string { return l.identity }
 func (l *Lock) Describe() string { return "etcd:" + l.key }
 
 // RecordEvent logs an event of the elector (resourcelock.Interface), and
-// posts it to the recorder given with WithEventRecorder. The events that client-go's
-// elector records when it starts and stops leading tell the lock whether
+// posts it to the recorder given with SetEventRecorder. The events that
+// client-go's elector records when it starts and stops leading tell the lock whether
 // the elector leads (see the package doc); when it stops, the current term
 // ends (ErrStoppedLeading). An elector that did not release the term
 // (ReleaseOnCancel false) leaves the record in etcd until its lease
@@ -156,9 +162,10 @@ func (l *Lock) RecordEvent(event string) {
 	if l.last != nil {
 		token = int64(l.last.token)
 	}
+	ev := l.events
 	l.mu.Unlock()
 	l.logger.Info(event, zap.Int64("token", token))
-	l.cfg.events.post(l.name, l.identity, event)
+	ev.post(l.name, l.identity, event)
 }
 
 // Get reads the record (resourcelock.Interface). A missing record is an

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -18,21 +19,30 @@ func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	cases := map[string]func() (*Lock, error){
-		"nil client":     func() (*Lock, error) { return New(nil, "ctl", "a") },
-		"empty name":     func() (*Lock, error) { return New(cli, "", "a") },
-		"NUL in name":    func() (*Lock, error) { return New(cli, "c\x00", "a") },
-		"empty identity": func() (*Lock, error) { return New(cli, "ctl", "") },
-		"nil option":     func() (*Lock, error) { return New(cli, "ctl", "a", nil) },
-		"prefix no /":    func() (*Lock, error) { return New(cli, "ctl", "a", WithPrefix("/x")) },
-		"relative":       func() (*Lock, error) { return New(cli, "ctl", "a", WithPrefix("x/")) },
-		"TTL 0":          func() (*Lock, error) { return New(cli, "ctl", "a", WithTTL(0)) },
-		"TTL huge":       func() (*Lock, error) { return New(cli, "ctl", "a", WithTTL(lock.MaxTTL+time.Second)) },
-		"margin 0":       func() (*Lock, error) { return New(cli, "ctl", "a", WithSafetyMargin(0)) },
-		"margin >= TTL": func() (*Lock, error) {
-			return New(cli, "ctl", "a", WithTTL(2*time.Second), WithSafetyMargin(2*time.Second))
+		"nil client":     func() (*Lock, error) { return New(nil, "ctl", "a", DefaultTimings) },
+		"empty name":     func() (*Lock, error) { return New(cli, "", "a", DefaultTimings) },
+		"NUL in name":    func() (*Lock, error) { return New(cli, "c\x00", "a", DefaultTimings) },
+		"empty identity": func() (*Lock, error) { return New(cli, "ctl", "", DefaultTimings) },
+		"nil option":     func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, nil) },
+		"prefix no /":    func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithPrefix("/x")) },
+		"relative":       func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithPrefix("x/")) },
+		"TTL 0":          func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithTTL(0)) },
+		"TTL huge": func() (*Lock, error) {
+			return New(cli, "ctl", "a", DefaultTimings, lock.WithTTL(9_000_000_001*time.Second))
 		},
-		"cleanup 0":  func() (*Lock, error) { return New(cli, "ctl", "a", WithCleanupTimeout(0)) },
-		"nil logger": func() (*Lock, error) { return New(cli, "ctl", "a", WithLogger(nil)) },
+		"margin 0": func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithSafetyMargin(0)) },
+		"margin >= TTL": func() (*Lock, error) {
+			return New(cli, "ctl", "a", DefaultTimings, lock.WithTTL(2*time.Second), lock.WithSafetyMargin(2*time.Second))
+		},
+		"cleanup 0":  func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithCleanupTimeout(0)) },
+		"nil logger": func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithLogger(nil)) },
+		// Session options a Lock has no use for are rejected, not ignored.
+		"owner": func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithOwner("b")) },
+		"renew interval": func() (*Lock, error) {
+			return New(cli, "ctl", "a", DefaultTimings, lock.WithRenewInterval(time.Second))
+		},
+		"clock":      func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithClock(clock.Real())) },
+		"lock delay": func() (*Lock, error) { return New(cli, "ctl", "a", DefaultTimings, lock.WithLockDelay(time.Second)) },
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -177,7 +187,7 @@ func TestTermEndsBeforeEtcdExpiresTheLease(t *testing.T) {
 	// that nothing a does — renewal or revoke — reaches etcd: the record
 	// goes when etcd expires the lease.
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
-	a := newLock(t, etcdtest.Client(t, url), "a", WithCleanupTimeout(100*time.Millisecond))
+	a := newLock(t, etcdtest.Client(t, url), "a", lock.WithCleanupTimeout(100*time.Millisecond))
 	ctx := ctxT(t)
 	term := create(t, ctx, a)
 	w := etcdtest.Client(t, cluster.Endpoints()...).Watch(ctx, a.Key(), clientv3.WithRev(int64(term.Token())+1))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // cluster is a 3-member etcd shared by the package's tests, each under its
@@ -27,12 +29,18 @@ func prefix(t testing.TB) string {
 }
 
 // newLock returns a lock of the election "ctl" under the test's prefix,
-// closed when the test ends.
-func newLock(t testing.TB, cli *clientv3.Client, identity string, opts ...Option) *Lock {
+// for testTimings, closed when the test ends.
+func newLock(t testing.TB, cli *clientv3.Client, identity string, opts ...lock.SessionOption) *Lock {
 	t.Helper()
-	opts = append([]Option{WithPrefix(prefix(t)), WithTTL(2 * time.Second), WithTimings(testTimings.elector()),
-		WithLogger(zaptest.NewLogger(t).Named(identity))}, opts...)
-	l, err := New(cli, "ctl", identity, opts...)
+	return newLockFor(t, cli, identity, testTimings.elector(), opts...)
+}
+
+// newLockFor is newLock for an elector with timings tm.
+func newLockFor(t testing.TB, cli *clientv3.Client, identity string, tm Timings, opts ...lock.SessionOption) *Lock {
+	t.Helper()
+	opts = append([]lock.SessionOption{lock.WithPrefix(prefix(t)), lock.WithTTL(2 * time.Second),
+		lock.WithLogger(zaptest.NewLogger(t).Named(identity))}, opts...)
+	l, err := New(cli, "ctl", identity, tm, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestHealthzFailsWhileLeadingAnEndedTerm(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	short := Timings{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 300 * time.Millisecond}
-	a := newLock(t, cli, "a", WithTimings(short))
+	a := newLockFor(t, cli, "a", short)
 	h := a.Healthz(0)
 	if h.Name() != "leaderElection" {
 		t.Errorf("Name = %q", h.Name())
@@ -101,7 +101,10 @@ func TestEventsPosted(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	rec := evrecord.NewFakeRecorder(10)
-	a := newLock(t, cli, "a", WithEventRecorder(rec, "ns"))
+	a := newLock(t, cli, "a")
+	if err := a.SetEventRecorder(rec, "ns"); err != nil {
+		t.Fatal(err)
+	}
 	a.RecordEvent("became leader")
 	a.RecordEvent("stopped leading")
 	for _, want := range []string{"Normal LeaderElection a became leader", "Normal LeaderElection a stopped leading"} {
@@ -109,8 +112,8 @@ func TestEventsPosted(t *testing.T) {
 			t.Errorf("event %q, want %q", got, want)
 		}
 	}
-	if _, err := New(cli, "ctl", "a", WithEventRecorder(nil, "")); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("nil recorder: New = %v, want ErrInvalidOption", err)
+	if err := a.SetEventRecorder(nil, ""); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("nil recorder: SetEventRecorder = %v, want ErrInvalidOption", err)
 	}
 }
 

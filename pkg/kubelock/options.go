@@ -1,6 +1,7 @@
 package kubelock
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -8,19 +9,21 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/internal/kuberecord"
+	"github.com/etcdlock/etcdlock/pkg/internal/settings"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Defaults.
 const (
-	// DefaultPrefix is the key prefix of the records: a record's key is the
-	// prefix followed by the election's name, and the key of its term
-	// count that key followed by "\x00terms". It is apart from package
-	// lock's DefaultPrefix, so that `etcdlock list` does not take records
-	// for locks.
+	// DefaultPrefix is the key prefix of the records (lock.WithPrefix sets
+	// another): a record's key is the prefix followed by the election's
+	// name, and the key of its term count that key followed by "\x00terms".
+	// It is apart from package lock's DefaultPrefix, so that `etcdlock list`
+	// does not take records for locks.
 	DefaultPrefix = kuberecord.DefaultPrefix
-	// DefaultTTL is the etcd lease TTL of a term. Each successful Update
+	// DefaultTTL is the etcd lease TTL of a term (lock.WithTTL sets
+	// another). Each successful Update
 	// renews it, so it must comfortably exceed the elector's RetryPeriod
 	// (DefaultTimings: 2 s): three renewals fit in it.
 	DefaultTTL = 6 * time.Second
@@ -34,13 +37,6 @@ const (
 	DefaultCleanupTimeout = 5 * time.Second
 )
 
-// Option configures New. Options are a closed set: those of this package.
-type Option interface{ apply(*config) error }
-
-type option func(*config) error
-
-func (f option) apply(c *config) error { return f(c) }
-
 type config struct {
 	prefix  string
 	ttl     time.Duration
@@ -48,99 +44,47 @@ type config struct {
 	cleanup time.Duration
 	timings Timings
 	logger  *zap.Logger
-	metrics Metrics
-	events  *events // nil: events are only logged
 }
 
-// WithPrefix sets the key prefix of the record (default DefaultPrefix). It
-// must start and end with '/'.
-func WithPrefix(prefix string) Option {
-	return option(func(c *config) error {
-		if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
-			return invalid("prefix %q must start and end with '/'", prefix)
-		}
-		c.prefix = prefix
-		return nil
-	})
+// newConfig reads the options New takes: package lock's SessionOptions
+// that a kubelock.Lock honours — lock.WithPrefix (which must also start
+// with '/'), lock.WithTTL, lock.WithSafetyMargin, lock.WithCleanupTimeout
+// and lock.WithLogger — over this package's defaults. It rejects the
+// others: a Lock has no session of its own (client-go's Update renews
+// its lease, identity is New's argument).
+func newConfig(t Timings, opts []lock.SessionOption) (config, error) {
+	if err := lock.ValidateSessionOptions(opts...); err != nil {
+		return config{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	set := settings.Of(opts)
+	switch {
+	case set.Owner != "":
+		return config{}, invalid("lock.WithOwner: the identity is New's argument")
+	case set.RenewInterval != 0 || set.Clock != nil || set.Metrics || set.LockDelay != 0:
+		return config{}, invalid("lock.WithRenewInterval, WithClock, WithMetrics and WithLockDelay do not apply to a kubelock.Lock")
+	case set.Prefix != "" && !strings.HasPrefix(set.Prefix, "/"):
+		return config{}, invalid("prefix %q must start and end with '/'", set.Prefix)
+	}
+	c := config{prefix: cmp.Or(set.Prefix, DefaultPrefix), ttl: cmp.Or(set.TTL, DefaultTTL), margin: set.SafetyMargin,
+		cleanup: cmp.Or(set.CleanupTimeout, DefaultCleanupTimeout), timings: t, logger: set.Logger}
+	if c.logger == nil {
+		c.logger = zap.NewNop()
+	}
+	return c, nil
 }
 
-// WithTTL sets the etcd lease TTL of a term (default DefaultTTL), within
-// package lock's bounds (lock.ValidateTTL). etcd raises a TTL below its
-// minimum (about 2 s with default election settings); the lock works with
-// the TTL etcd granted. A crashed leader's record disappears after about
-// the TTL; a leader whose Updates are further apart than the TTL less the
-// safety margin loses its term.
-func WithTTL(ttl time.Duration) Option {
-	return option(func(c *config) error {
-		if err := lock.ValidateTTL(ttl); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
-		c.ttl = ttl
-		return nil
-	})
-}
-
-// WithSafetyMargin sets how long before the earliest possible server-side
-// expiry of the lease a term ends (default max(TTL/10, 250ms) of the TTL
-// etcd granted). It must be positive and below the requested TTL; etcd
-// only ever grants that TTL or a longer one.
-func WithSafetyMargin(d time.Duration) Option {
-	return option(func(c *config) error {
-		if d <= 0 {
-			return invalid("safety margin %v must be positive", d)
-		}
-		c.margin = d
-		return nil
-	})
-}
-
-// WithCleanupTimeout bounds the lease revoke after a term ends (default
-// DefaultCleanupTimeout). A revoke cut short only delays the next
-// candidate: the record still goes when etcd expires the lease.
-func WithCleanupTimeout(d time.Duration) Option {
-	return option(func(c *config) error {
-		if d <= 0 {
-			return invalid("clean-up timeout %v must be positive", d)
-		}
-		c.cleanup = d
-		return nil
-	})
-}
-
-// WithTimings gives the lock the durations of the elector it serves
-// (default DefaultTimings, client-go's and controller-runtime's defaults).
-// New checks them as client-go's NewLeaderElector does and against the
-// TTL (see Timings), and the lock bounds each call by Timings.CallTimeout.
-// Give the elector the same durations: Lock.Timings returns them.
-func WithTimings(t Timings) Option {
-	return option(func(c *config) error {
-		c.timings = t
-		return nil
-	})
-}
-
-// WithLogger sets the logger (default: none). RecordEvent logs the
-// elector's events on it.
-func WithLogger(lg *zap.Logger) Option {
-	return option(func(c *config) error {
-		if lg == nil {
-			return invalid("nil logger")
-		}
-		c.logger = lg
-		return nil
-	})
-}
-
-// WithMetrics sends the lock's measurements to m (default: none); package
-// kubemetrics provides a Prometheus m. m must not be nil.
-func WithMetrics(m Metrics) Option {
-	return option(func(c *config) error {
-		if m == nil {
-			return invalid("nil metrics")
-		}
-		c.metrics = m
-		return nil
-	})
+// SetMetrics sends the lock's measurements to m from now on (default:
+// none); package kubemetrics provides a Prometheus m. m must not be nil
+// (ErrInvalidOption). These are the lock's own: package lock's
+// WithMetrics, which measures a session, does not apply to a Lock.
+func (l *Lock) SetMetrics(m Metrics) error {
+	if m == nil {
+		return invalid("nil metrics")
+	}
+	l.mu.Lock()
+	l.metrics = m
+	l.mu.Unlock()
+	return nil
 }
 
 func invalid(format string, args ...any) error {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Get returns AcquireTime and RenewTime to the microsecond, as the Lease
@@ -87,11 +88,11 @@ func TestNewRefusesHugeNames(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	huge := strings.Repeat("x", 2<<20)
 	for _, c := range []struct{ name, identity string }{{huge, "a"}, {"ctl", huge}} {
-		if _, err := New(cli, c.name, c.identity); !errors.Is(err, ErrInvalidOption) {
+		if _, err := New(cli, c.name, c.identity, DefaultTimings); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New with a %d-byte name and a %d-byte identity = %v, want ErrInvalidOption", len(c.name), len(c.identity), err)
 		}
 	}
-	if _, err := New(cli, strings.Repeat("x", MaxNameBytes), "a"); err != nil {
+	if _, err := New(cli, strings.Repeat("x", MaxNameBytes), "a", DefaultTimings); err != nil {
 		t.Errorf("New with a name of MaxNameBytes = %v", err)
 	}
 }
@@ -105,7 +106,7 @@ func TestSameIdentityWaitsQuietly(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	// The first term must outlive the second elector's ten attempts on
 	// a slow machine: nobody renews it.
-	first, second := newLock(t, cli, "a", WithTTL(time.Minute)), newLock(t, cli, "a")
+	first, second := newLock(t, cli, "a", lock.WithTTL(time.Minute)), newLock(t, cli, "a")
 	ctx := ctxT(t)
 	create(t, ctx, first)
 	gets := &countingLock{Lock: second, gets: make(chan struct{}, 100)}

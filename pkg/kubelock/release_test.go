@@ -9,6 +9,8 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // An elector with ReleaseOnCancel false that stops leading leaves the
@@ -18,7 +20,7 @@ import (
 func TestNotReleasedRecordStaysUntilItsTTL(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a := newLock(t, cli, "a", WithTTL(10*time.Second))
+	a := newLock(t, cli, "a", lock.WithTTL(10*time.Second))
 	tokens := make(chan fencing.Token, 1)
 	stop := runElector(t, leaderelection.LeaderElectionConfig{
 		Lock: a, LeaseDuration: 8 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: 500 * time.Millisecond,

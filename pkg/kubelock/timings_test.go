@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // New refuses a TTL that the elector's RetryPeriod cannot renew in time,
@@ -17,22 +19,23 @@ func TestNewRefusesTimingsThatCannotRenew(t *testing.T) {
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		tm   Timings
+		opts []lock.SessionOption
 		want []string // in the error; none: New succeeds
 	}{
-		{"2s TTL, default timings", []Option{WithTTL(2 * time.Second)}, []string{"TTL of at least 5s", "RetryPeriod of at most 875ms"}},
-		{"3s TTL, 1.5s retry", []Option{WithTTL(3 * time.Second), WithTimings(Timings{15 * time.Second, 10 * time.Second, 1500 * time.Millisecond})},
+		{"2s TTL, default timings", DefaultTimings, []lock.SessionOption{lock.WithTTL(2 * time.Second)}, []string{"TTL of at least 5s", "RetryPeriod of at most 875ms"}},
+		{"3s TTL, 1.5s retry", Timings{15 * time.Second, 10 * time.Second, 1500 * time.Millisecond}, []lock.SessionOption{lock.WithTTL(3 * time.Second)},
 			[]string{"TTL of at least 4s", "RetryPeriod of at most 1.35s"}},
-		{"margin eats the TTL", []Option{WithTTL(5 * time.Second), WithSafetyMargin(2 * time.Second)}, []string{"TTL of at least 6s"}},
-		{"renew deadline below retry", []Option{WithTimings(Timings{15 * time.Second, 2 * time.Second, 2 * time.Second})}, []string{"RenewDeadline above 1.2"}},
-		{"lease duration below renew deadline", []Option{WithTimings(Timings{10 * time.Second, 10 * time.Second, 2 * time.Second})}, []string{"LeaseDuration above RenewDeadline"}},
-		{"zero", []Option{WithTimings(Timings{})}, []string{"positive"}},
-		{"defaults", nil, nil},
-		{"5s TTL, default timings", []Option{WithTTL(5 * time.Second)}, nil},
-		{"2s TTL, 875ms retry", []Option{WithTTL(2 * time.Second), WithTimings(Timings{15 * time.Second, 10 * time.Second, 875 * time.Millisecond})}, nil},
+		{"margin eats the TTL", DefaultTimings, []lock.SessionOption{lock.WithTTL(5 * time.Second), lock.WithSafetyMargin(2 * time.Second)}, []string{"TTL of at least 6s"}},
+		{"renew deadline below retry", Timings{15 * time.Second, 2 * time.Second, 2 * time.Second}, nil, []string{"RenewDeadline above 1.2"}},
+		{"lease duration below renew deadline", Timings{10 * time.Second, 10 * time.Second, 2 * time.Second}, nil, []string{"LeaseDuration above RenewDeadline"}},
+		{"zero", Timings{}, nil, []string{"positive"}},
+		{"defaults", DefaultTimings, nil, nil},
+		{"5s TTL, default timings", DefaultTimings, []lock.SessionOption{lock.WithTTL(5 * time.Second)}, nil},
+		{"2s TTL, 875ms retry", Timings{15 * time.Second, 10 * time.Second, 875 * time.Millisecond}, []lock.SessionOption{lock.WithTTL(2 * time.Second)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := New(cli, "ctl", "a", tc.opts...)
+			l, err := New(cli, "ctl", "a", tc.tm, tc.opts...)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatalf("New = %v", err)

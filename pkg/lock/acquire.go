@@ -13,21 +13,13 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// Acquire blocks until the session holds name, ctx ends, or the session is
-// lost. Contenders are served in FIFO order. Every successful Acquire gets
-// a token no earlier acquisition was given: a key this session left under
-// name is replaced, never adopted. While it waits, etcd being briefly
-// unreachable or electing a leader does not fail it, and a request a
-// member holds unanswered is sent again to the client's next endpoint.
-//
-// On failure it removes its key and returns why: ctx's error (matched by
-// errors.Is even when etcd's "request timed out" came first),
-// ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused, ErrLimitMismatch,
-// the session's loss or etcd's error. While the session claims name (a
-// Lock still active, another acquisition in progress) it returns
-// ErrAlreadyClaimed; one that overlaps the previous Lock's Release waits
-// for it. opts override the session's defaults; invalid ones fail with
-// ErrInvalidOption before etcd is contacted.
+// Acquire blocks until the session holds name, in FIFO order, ctx ends, or
+// the session is lost. Its token was never given to another acquisition.
+// A request a member holds unanswered is sent again to the next endpoint.
+// On failure it removes its key and returns why (ctx's error, matched by
+// errors.Is; a loss; ErrLimitMismatch; etcd's error); ErrAlreadyClaimed
+// while the session claims name. opts override the session's defaults;
+// invalid ones fail with ErrInvalidOption before etcd is contacted.
 func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
 	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {

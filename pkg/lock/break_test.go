@@ -6,22 +6,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 type broke struct {
-	h        lock.Contender
+	h        holders.Contender
 	released bool
 	err      error
 }
 
-// breakIn runs Break in the background.
-func breakIn(t *testing.T, ctx context.Context, l *lock.Lock, opts ...lock.BreakOption) <-chan broke {
+// breakIn runs Break with wait in the background; Force if force is set.
+func breakIn(t *testing.T, ctx context.Context, l *lock.Lock, wait time.Duration, force bool) <-chan broke {
 	t.Helper()
 	out := make(chan broke, 1)
 	cli := client(t)
 	go func() {
-		h, released, err := lock.Break(ctx, cli, l.Name(), l.Token(), append(opts, lock.WithPrefix(prefix(t)))...)
+		if force {
+			h, err := holders.Force(ctx, cli, prefix(t), l.Name(), l.Token())
+			out <- broke{h, false, err}
+			return
+		}
+		h, released, err := holders.Break(ctx, cli, prefix(t), l.Name(), l.Token(), wait)
 		out <- broke{h, released, err}
 	}()
 	return out
@@ -59,7 +65,7 @@ func TestBreakAsksTheHolderFirst(t *testing.T) {
 				wopts = nil
 			}
 			next := queueWaiter(t, ctx, newSession(t, cli), "job", n, wopts...)
-			res := breakIn(t, ctx, l, lock.WithBreakWait(time.Minute))
+			res := breakIn(t, ctx, l, time.Minute, false)
 			waitLost(t, l, lock.ErrBreakRequested, 10*time.Second, "Break asked its holder")
 			mustNotReceive(t, next, time.Second, "the holder was asked but has not released")
 			if err := l.Release(ctx); err != nil {
@@ -85,7 +91,7 @@ func TestBreakOfASetKeepsItsOtherNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := queueWaiter(t, ctx, newSession(t, cli), "b", 2)
-	res := breakIn(t, ctx, l, lock.WithBreakWait(time.Minute)) // l.Name() is a
+	res := breakIn(t, ctx, l, time.Minute, false) // l.Name() is a
 	waitLost(t, l, lock.ErrBreakRequested, 10*time.Second, "Break asked its holder")
 	mustNotReceive(t, next, time.Second, "the set was asked to release a, and has released nothing")
 	if err := l.Release(ctx); err != nil {
@@ -109,7 +115,7 @@ func TestBreakFencesAHolderThatDoesNotRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := queueWaiter(t, ctx, newSession(t, cli), "job", 2)
-	r := <-breakIn(t, ctx, l, lock.WithBreakWait(200*time.Millisecond))
+	r := <-breakIn(t, ctx, l, 200*time.Millisecond, false)
 	if r.err != nil || r.released {
 		t.Fatalf("Break = %v, %v; want fenced (not released), no error", r.released, r.err)
 	}
@@ -125,7 +131,7 @@ func TestBreakFencesAHolderThatDoesNotRelease(t *testing.T) {
 	mustReceive(t, next, "the fenced holder released")
 }
 
-// WithForce deletes the key at once: the waiter gets the name while the
+// holders.Force deletes the key at once: the waiter gets the name while the
 // holder learns of it by its watch — as ErrKeyDeleted, or ErrLeaseRevoked
 // when the revoke that follows the delete is heard of first.
 func TestBreakForce(t *testing.T) {
@@ -136,7 +142,7 @@ func TestBreakForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := queueWaiter(t, ctx, newSession(t, cli), "job", 2)
-	if r := <-breakIn(t, ctx, l, lock.WithForce()); r.err != nil || r.released {
+	if r := <-breakIn(t, ctx, l, 0, true); r.err != nil || r.released {
 		t.Fatalf("forced Break = %v, %v", r.released, r.err)
 	}
 	mustReceive(t, next, "the key was deleted by force")
@@ -161,7 +167,7 @@ func TestBreakDetachedIsFencedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := queueWaiter(t, ctx, newSession(t, cli), "job", 2)
-	h, released, err := lock.Break(ctx, cli, "job", g.Token, lock.WithPrefix(prefix(t)), lock.WithBreakWait(time.Hour))
+	h, released, err := holders.Break(ctx, cli, prefix(t), "job", g.Token, time.Hour)
 	if err != nil || released || h.Owner != "script" {
 		t.Fatalf("Break of a detached grant = %+v, %v, %v; want fenced at once", h, released, err)
 	}
@@ -183,7 +189,7 @@ func TestBreakReleasedIsACleanEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := queueWaiter(t, ctx, newSession(t, cli, lock.WithLockDelay(delay)), "job", 2)
-	res := breakIn(t, ctx, l, lock.WithBreakWait(time.Minute))
+	res := breakIn(t, ctx, l, time.Minute, false)
 	waitLost(t, l, lock.ErrBreakRequested, 10*time.Second, "Break asked its holder")
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -206,7 +212,7 @@ func TestBreakOfAReleasedHolder(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := lock.Break(ctx, cli, "job", l.Token(), lock.WithPrefix(prefix(t))); !errors.Is(err, lock.ErrNotHeld) {
+	if _, _, err := holders.Break(ctx, cli, prefix(t), "job", l.Token(), 0); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Break of a released lock = %v, want ErrNotHeld", err)
 	}
 }

@@ -91,7 +91,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 
 // newLock makes the Lock of a new claim on names, with options ac, and of
 // the kind they choose (newKind). s.mu must be held: it numbers the
-// acquisition (Record.Seq).
+// acquisition (keyspace.Record.Seq).
 func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 	s.claims.seq++
 	ac.names = names

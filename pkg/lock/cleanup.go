@@ -97,7 +97,7 @@ func (l *Lock) removeFailed() {
 
 // removeUnconfirmed removes the keys of l, whose acquiring write's reply
 // was lost: they may or may not exist. The delete compares the value this
-// acquisition wrote (unique within the lease, see Record.Seq), so even
+// acquisition wrote (unique within the lease, see keyspace.Record.Seq), so even
 // arriving late it cannot remove the key of this session's next
 // acquisition of the name. It is a write, which etcd orders after a put it
 // received first (a read could be served before that put is applied).

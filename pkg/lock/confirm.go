@@ -11,10 +11,8 @@ import (
 )
 
 // Confirm asks etcd, in one linearizable read, whether the lock is still
-// held: nil if its keys still exist with their create revisions, so that
-// it was held when etcd served the read, after Confirm was called. A key
-// found gone loses the lock, as its watch would, and Confirm returns the
-// lock's error, as for a lock already ended; etcd's error changes nothing.
+// held: nil if its keys still exist with their create revisions. A key
+// found gone loses the lock, and Confirm returns the lock's error.
 func (l *Lock) Confirm(ctx context.Context) error {
 	l.mu.Lock()
 	state, lerr := l.state, l.err

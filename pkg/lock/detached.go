@@ -16,12 +16,9 @@ import (
 )
 
 // Detached performs single lock operations whose lease nobody renews in the
-// background: the caller (a shell script, a cron job) renews explicitly, and
-// identifies itself on every call by owner and token. It keeps no state
+// background: the caller (a script) renews explicitly and identifies itself
+// on every call by owner, unique per actor, and token. It keeps no state
 // between calls; its methods are safe for concurrent use.
-//
-// Owner strings must be unique per actor: Acquire replaces a lock already
-// held under the same owner, taking it to be the caller's own earlier grant.
 type Detached struct {
 	client *clientv3.Client
 	cfg    config
@@ -53,17 +50,9 @@ func NewDetached(client *clientv3.Client, opts ...DetachedOption) (*Detached, er
 }
 
 // Acquire grants a fresh lease of ttl and takes name with it if nobody holds
-// or waits for it (one lease grant and one transaction). If name is held by
-// someone else it revokes the new lease and returns a *LockedError.
-//
-// If name is held under owner — the caller's earlier acquire whose reply was
-// lost, or whose release did not complete — that grant is replaced, never
-// adopted: its key is compare-and-deleted on its token, its lease revoked,
-// and name is taken with the new lease and a new token. A token is never
-// handed to two acquisitions, so the earlier grant's release, retried or
-// late, cannot free the new one. Owner strings must therefore be unique per
-// actor: a second actor acquiring under the same owner takes the name from
-// the first, whose Renew then fails with ErrNotHeld.
+// or waits for it; else it revokes the lease and returns a *LockedError. A
+// grant already held under owner is replaced, never adopted: the new one
+// has a new token, so the old one's release cannot free it.
 func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	if err := ValidateName(name); err != nil {
 		return Grant{}, err
@@ -72,7 +61,7 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 	if err := validateOwner(owner); err != nil {
 		return Grant{}, err
 	}
-	if err := ValidateTTL(ttl); err != nil {
+	if err := validateTTL(ttl); err != nil {
 		return Grant{}, err
 	}
 	if err := d.cfg.marginBelow(ttl); err != nil {
@@ -117,10 +106,8 @@ func (d *Detached) Acquire(ctx context.Context, name, owner string, ttl time.Dur
 }
 
 // Renew refreshes the lease of the lock that owner holds on name with token
-// and returns the new deadline. It fails with ErrNotHeld if that lock no
-// longer exists (it expired or was released: renewing after expiry never
-// revives it), and with ErrNotOwner if token belongs to another owner or to
-// a key that is not the current holder.
+// and returns the new deadline; ErrNotHeld if that lock no longer exists
+// (never revived), ErrNotOwner if token is not owner's current holder.
 func (d *Detached) Renew(ctx context.Context, name, owner string, token fencing.Token) (Grant, error) {
 	kv, err := d.find(ctx, name, owner, token, true)
 	if err != nil {
@@ -129,11 +116,9 @@ func (d *Detached) Renew(ctx context.Context, name, owner string, token fencing.
 	return d.renewKV(ctx, name, owner, kv)
 }
 
-// Release deletes the lock that owner holds on name with token, with a
-// compare-and-delete, and revokes its lease. Releasing a lock that no longer
-// exists returns nil, so retrying is always safe; a token that belongs to
-// another owner returns ErrNotOwner and changes nothing. A newer owner's
-// lock is never touched: its key has a different token.
+// Release deletes the lock that owner holds on name with token, by a
+// compare on the token, and revokes its lease: nil if it no longer exists,
+// ErrNotOwner (changing nothing) if token is another owner's.
 func (d *Detached) Release(ctx context.Context, name, owner string, token fencing.Token) error {
 	kv, err := d.find(ctx, name, owner, token, false)
 	if errors.Is(err, ErrNotHeld) {

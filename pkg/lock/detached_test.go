@@ -158,16 +158,16 @@ func TestDetachedRejectsBadInput(t *testing.T) {
 	if _, err := d.Acquire(ctx, "a", "o", math.MaxInt64); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("ttl near the largest Duration: %v", err)
 	}
-	if _, err := d.Acquire(ctx, "a", "o", lock.MaxTTL+time.Second); !errors.Is(err, lock.ErrInvalidOption) {
-		t.Errorf("ttl above MaxTTL: %v", err)
+	if _, err := d.Acquire(ctx, "a", "o", maxTTL+time.Second); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("ttl above etcd's maximum: %v", err)
 	}
-	// MaxTTL itself is etcd's maximum, granted as asked.
-	g, err := d.Acquire(ctx, "max", "o", lock.MaxTTL)
+	// etcd's maximum itself is granted as asked.
+	g, err := d.Acquire(ctx, "max", "o", maxTTL)
 	if err != nil {
-		t.Fatalf("MaxTTL: %v", err)
+		t.Fatalf("maximum TTL: %v", err)
 	}
-	if g.TTL != lock.MaxTTL {
-		t.Errorf("granted TTL %v, want %v", g.TTL, lock.MaxTTL)
+	if g.TTL != maxTTL {
+		t.Errorf("granted TTL %v, want %v", g.TTL, maxTTL)
 	}
 	if err := d.Release(ctx, "max", "o", g.Token); err != nil {
 		t.Fatal(err)

@@ -31,20 +31,20 @@
 //
 // # Options
 //
-// Each entry point takes options of its own type: SessionOption
-// (NewSession), AcquireOption (Acquire, TryAcquire, AcquireAll),
-// ReadOption (Inspect, List, Follow), BreakOption (Break) and
-// DetachedOption (NewDetached), so that an option given where it does not
-// apply is a compile error. An option that applies at several entry points
-// returns a type that implements each of their interfaces, as its doc
-// says: WithPrefix's PrefixOption is a SessionOption, a DetachedOption, a
-// ReadOption and a BreakOption; WithLockDelay's LockDelayOption sets a
-// session's default and overrides it per acquisition. Values are checked
-// at run time: a nil option, a value out of range, or two options that
-// cannot be combined fail the entry point with ErrInvalidOption before
-// etcd is contacted (ValidateSessionOptions, ValidateAcquireOptions and
-// ValidateReadOptions run the same checks for options kept for later). Of
-// two options that set the same thing, the later one sets it.
+// Each entry point takes options of its own interface: SessionOption
+// (NewSession, and package election's and kubelock's constructors),
+// AcquireOption (Acquire, TryAcquire, AcquireAll) and DetachedOption
+// (NewDetached), so that an option given where it does not apply is a
+// compile error. Each With function's doc names the interfaces its value
+// implements; WithLockDelay sets a session's default and overrides it per
+// acquisition. Values are checked at run time: a nil option, a value out
+// of range, or two options that cannot be combined fail the entry point
+// with ErrInvalidOption before etcd is contacted (ValidateSessionOptions
+// and ValidateAcquireOptions run the same checks for options kept for
+// later). Of two options that set the same thing, the later one sets it.
+//
+// Package holders observes and breaks the holders of a name (Inspect,
+// List, Follow, Break).
 //
 // # Design
 //
@@ -60,7 +60,7 @@
 //     lock-delay acquisition's marker (no lease), and %delay/ and
 //     %delayed/ keys that time a lock-delay; '%' and '/' in a name are
 //     escaped as %25 and %2F, so no name's keys fall inside another's
-//     range. Each value is a JSON Record.
+//     range. Each value is a JSON record (DESIGN.md, "Key layout and record").
 //   - deadline = send time of the last successful renewal + granted TTL −
 //     margin, margin max(TTL/10, 250ms) by default, renewals every TTL/3.
 //   - a token is a create revision: of the owner's key, of a semaphore

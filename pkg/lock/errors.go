@@ -111,9 +111,6 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("lock: %q held by %q (token %s)", e.Name, e.Owner, e.Token)
 }
 
-// ForeignHolder describes a holder without an etcdlock record.
-const ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
-
 // Unwrap returns ErrLocked.
 func (e *LockedError) Unwrap() error { return ErrLocked }
 

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/embedded"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -142,7 +143,7 @@ func ExampleWithShared() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, _ := lock.Inspect(ctx, cli, "catalog")
+	st, _ := holders.Inspect(ctx, cli, lock.DefaultPrefix, "catalog")
 	fmt.Println("readers holding:", len(st.Holders))
 
 	writer, _ := lock.NewSession(ctx, cli, lock.WithOwner("carol"))

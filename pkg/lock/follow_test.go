@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -16,14 +17,14 @@ func TestFollowReportsEachChangeOfHolder(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
 	fctx, stop := context.WithCancel(ctx)
-	statuses, done := make(chan lock.Status, 16), make(chan error, 1)
+	statuses, done := make(chan holders.Status, 16), make(chan error, 1)
 	go func() {
-		done <- lock.Follow(fctx, cli, "job", func(st lock.Status) bool {
+		done <- holders.Follow(fctx, cli, prefix(t), "job", func(st holders.Status) bool {
 			statuses <- st
 			return true
-		}, lock.WithPrefix(prefix(t)))
+		})
 	}()
-	owner := func(st lock.Status) string {
+	owner := func(st holders.Status) string {
 		if st.Holder == nil {
 			return ""
 		}
@@ -90,12 +91,12 @@ func TestFollowSemaphore(t *testing.T) {
 	seen, done := make(chan string, 16), make(chan struct{})
 	go func() {
 		defer close(done)
-		lock.Follow(fctx, cli, "pool", func(st lock.Status) bool {
+		holders.Follow(fctx, cli, prefix(t), "pool", func(st holders.Status) bool {
 			if st.Holder != nil {
 				seen <- st.Holder.Owner
 			}
 			return st.Holder == nil || st.Holder.Owner != "bob"
-		}, lock.WithPrefix(prefix(t)))
+		})
 	}()
 	defer func() { stop(); <-done }()
 	if got := <-seen; got != "alice" {
@@ -132,10 +133,10 @@ func TestFollowReportsHoldersJoining(t *testing.T) {
 			counts, done := make(chan int, 16), make(chan struct{})
 			go func() {
 				defer close(done)
-				lock.Follow(fctx, cli, "n", func(st lock.Status) bool {
+				holders.Follow(fctx, cli, prefix(t), "n", func(st holders.Status) bool {
 					counts <- len(st.Holders)
 					return true
-				}, lock.WithPrefix(prefix(t)))
+				})
 			}()
 			defer func() { stop(); <-done }()
 			next := func(want int) {
@@ -177,14 +178,14 @@ func followOwners(t *testing.T, ctx context.Context, cli *clientv3.Client, name 
 	owners, done := make(chan string, 64), make(chan struct{})
 	go func() {
 		defer close(done)
-		lock.Follow(fctx, cli, name, func(st lock.Status) bool {
+		holders.Follow(fctx, cli, prefix(t), name, func(st holders.Status) bool {
 			owner := ""
 			if st.Holder != nil {
 				owner = st.Holder.Owner
 			}
 			owners <- owner
 			return true
-		}, lock.WithPrefix(prefix(t)))
+		})
 	}()
 	t.Cleanup(func() { stop(); <-done })
 	return func(want string, within time.Duration) {

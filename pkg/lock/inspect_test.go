@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 func TestInspectListBreak(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	pfx := lock.WithPrefix(prefix(t))
-	st, err := lock.Inspect(ctx, cli, "job", pfx)
+	pfx := prefix(t)
+	st, err := holders.Inspect(ctx, cli, pfx, "job")
 	if err != nil || st.Holder != nil || len(st.Waiters) != 0 {
 		t.Fatalf("free name: %+v %v", st, err)
 	}
@@ -28,25 +29,25 @@ func TestInspectListBreak(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err = lock.Inspect(ctx, cli, "job", pfx)
+	st, err = holders.Inspect(ctx, cli, pfx, "job")
 	if err != nil || st.Holder == nil || st.Holder.Owner != "alice" || st.Holder.Token != la.Token() || len(st.Waiters) != 1 || st.Waiters[0].Owner != "bob" {
 		t.Fatalf("Inspect = %+v, %v", st, err)
 	}
-	all, err := lock.List(ctx, cli, "", pfx)
+	all, err := holders.List(ctx, cli, pfx, "")
 	if err != nil || len(all) != 2 || all[0].Name != "job" || all[1].Name != "other" || len(all[0].Waiters) != 1 {
 		t.Fatalf("List = %+v, %v", all, err)
 	}
 
-	if _, _, err := lock.Break(ctx, cli, "job", la.Token()+1000, pfx); !errors.Is(err, lock.ErrNotHeld) {
+	if _, _, err := holders.Break(ctx, cli, pfx, "job", la.Token()+1000, 0); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("Break with a wrong token = %v, want ErrNotHeld", err)
 	}
-	if _, _, err := lock.Break(ctx, cli, "job", st.Waiters[0].Token, pfx); !errors.Is(err, lock.ErrNotOwner) {
+	if _, _, err := holders.Break(ctx, cli, pfx, "job", st.Waiters[0].Token, 0); !errors.Is(err, lock.ErrNotOwner) {
 		t.Errorf("Break of a waiter's token = %v, want ErrNotOwner", err)
 	}
-	if _, _, err := lock.Break(ctx, cli, "job", fencing.Token(0), pfx); !errors.Is(err, fencing.ErrInvalidToken) {
+	if _, _, err := holders.Break(ctx, cli, pfx, "job", fencing.Token(0), 0); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("Break with token 0 = %v", err)
 	}
-	broken, _, err := lock.Break(ctx, cli, "job", la.Token(), pfx, lock.WithForce())
+	broken, err := holders.Force(ctx, cli, pfx, "job", la.Token())
 	if err != nil || broken.Owner != "alice" {
 		t.Fatalf("Break = %+v, %v", broken, err)
 	}
@@ -60,10 +61,10 @@ func TestInspectListBreak(t *testing.T) {
 	if lb.err != nil {
 		t.Fatalf("bob's Acquire = %v", lb.err)
 	}
-	if st, err := lock.Inspect(ctx, cli, "job", pfx); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.l.Token() {
+	if st, err := holders.Inspect(ctx, cli, pfx, "job"); err != nil || st.Holder == nil || st.Holder.Owner != "bob" || st.Holder.Token != lb.l.Token() {
 		t.Fatalf("after the break: Inspect = %+v, %v; want bob holding with token %v", st, err, lb.l.Token())
 	}
-	if _, _, err := lock.Break(ctx, cli, "job", la.Token(), pfx); !errors.Is(err, lock.ErrNotHeld) {
+	if _, _, err := holders.Break(ctx, cli, pfx, "job", la.Token(), 0); !errors.Is(err, lock.ErrNotHeld) {
 		t.Errorf("second Break with the old token = %v, want ErrNotHeld (must not break bob)", err)
 	}
 }

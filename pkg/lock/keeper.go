@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
@@ -19,7 +20,7 @@ import (
 // move, which Session.watchdog enforces. See "The deadline" in DESIGN.md.
 type keeper struct {
 	client *clientv3.Client
-	clock  Clock
+	clock  clock.Clock
 	id     clientv3.LeaseID
 	ttl    time.Duration // granted by etcd
 	margin time.Duration
@@ -146,9 +147,6 @@ func (s *Session) renewLoop() {
 			return
 		}
 		s.cfg.metrics.LeaseRenewed(s.cfg.clock.Since(send), err)
-		if s.cfg.renewHook != nil {
-			s.cfg.renewHook(s.cfg.clock.Since(send), err)
-		}
 		switch {
 		case err == nil:
 			s.log.Debug("renewed", zap.Duration("rtt", s.cfg.clock.Since(send)))
@@ -160,7 +158,7 @@ func (s *Session) renewLoop() {
 			return
 		default:
 			k.failed(err)
-			s.log.Warn("lease renewal failed; retrying until the deadline", zap.Error(err), zap.Duration("remaining", s.Remaining()))
+			s.log.Warn("lease renewal failed; retrying until the deadline", zap.Error(err), zap.Duration("remaining", s.remaining()))
 			t.Reset(min(k.every/4, 250*time.Millisecond))
 		}
 	}

@@ -52,25 +52,12 @@ func (s State) String() string {
 // Lock is a held lock. It is safe for concurrent use.
 //
 // Holding a Lock is not proof of ownership: a paused process may resume
-// after its lock was lost. What is guaranteed is that Context is canceled,
-// and State leaves StateActive, no later than the session's conservative
-// deadline — before etcd could expire the lease and grant the name to
-// someone else — provided the process is running. Pass Token with every
-// write to a fenced resource: that is what rejects a stale holder's writes.
-//
-// A deletion of the lock's key by someone else (Break, an operator's
-// etcdctl del or lease revoke) also loses the lock. The holder learns of
-// it through a watch on its key, which starts at the acquisition's
-// revision but is created only 100 ms after the acquisition (a lock
-// released sooner costs etcd no watch at all); etcd catches such a watch
-// up within another 100 ms, and the holder then asks etcd whether its
-// lease lives (at most 500 ms), to tell a revoke from a delete: the notice
-// can come about 200 ms and that question after the deletion. A watch
-// stream that stops delivering without breaking is asked for a progress
-// report after 5 s of quiet and replaced 5 s later if nothing arrives; the
-// key is then read again, so a deletion is noticed within about 10 s plus
-// a reconnect even then (and the lock is lost at the session's deadline
-// anyway if the connection carries no renewals either).
+// after its lock was lost. Guaranteed: Context is canceled, and State
+// leaves StateActive, no later than the session's conservative deadline,
+// before etcd could expire the lease, provided the process runs. A
+// deletion of its key by someone else loses it too, noticed by watch
+// (DESIGN.md, "Acquire and the watch path"). Pass Token with every write
+// to a fenced resource: that is what rejects a stale holder's writes.
 type Lock struct {
 	s *Session
 	lockName
@@ -180,23 +167,14 @@ func (l *Lock) Err() error {
 }
 
 // Release gives the lock up: the state becomes StateReleased at once (unless
-// it was already lost), then the key is deleted with a compare-and-delete
-// (If CreateRevision(Key)==Token Then Delete(Key)).
-//
-// Release is idempotent: calling it again after an error (or a lost reply)
-// is safe, and releasing a lock whose key is already gone returns nil. It
-// never deletes another owner's key, nor a later lock's key of this same
-// session. Once the session is lost to its deadline — before the call or
-// during it — it returns at once an error wrapping the session's
-// *LostError (ErrSessionLost, ErrDeadlinePassed): the lease, renewed no
-// more, takes the keys. Without a deadline in ctx, DefaultTimeout bounds
-// it (ErrUnavailable). A non-nil error means the delete may not have
-// happened (once ctx has ended, the error matches ctx.Err(), even when
-// etcd's own "request timed out" came first); the key then goes away when
-// the session next acquires the name (the new Acquire replaces it, with a
-// new token), when the session closes, or when the lease expires. After
-// Session.Abandon, Release deletes nothing: the keys stay until the lease
-// expires, as Abandon promises.
+// it was lost), then its keys are deleted by a compare on their token, so
+// it never deletes another owner's key. It is idempotent: a key already
+// gone is success. Once the session is lost to its deadline it returns at
+// once the session's *LostError: the lease takes the keys. A non-nil error
+// (matching ctx.Err() once ctx ended; ErrUnavailable after DefaultTimeout
+// without a deadline in ctx) means the delete may not have happened; the
+// key then goes with the session's next acquisition of the name, Close or
+// the lease. After Session.Abandon it deletes nothing.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(StateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim

@@ -13,70 +13,23 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
-// MaxLockDelay is the longest delay WithLockDelay accepts.
-const MaxLockDelay = time.Hour
+// maxLockDelay is the longest delay WithLockDelay accepts.
+const maxLockDelay = time.Hour
 
-// WithLockDelay makes a name that ended uncleanly unavailable for d:
-// after its holder's lease expired or was revoked (Break), its key was
-// deleted by someone else, its session was abandoned (Session.Abandon) or
-// lost, no contender of the name that uses WithLockDelay becomes ACTIVE
-// less than d after that end — whatever the ending session does
-// afterwards: retries the name, fails, closes, is abandoned. A contender
-// without it (no delay of its own, a reader, an AcquireAll) does not look
-// for the end at all and is not delayed: every contender of a name must
-// use it. It is Chubby's and Consul's answer to a stale holder's writes
-// still in flight to a resource that no token fences. After a clean end —
-// Release, or Session.Close, which is how etcdlock run ends — there is no
-// delay. Off (0) by default.
-//
-// The delay applied is the longest of the ending holder's (recorded in its
-// key and marker: Record.LockDelay) and the contender's own.
-//
-// Every acquisition writes a marker key of its own (one per acquisition,
-// never reused by a retry) when it becomes eligible, without a lease, and
-// deletes it when it ends cleanly (Release in the key's transaction, Close
-// before it revokes the lease) — only while that key still exists: a Release or Close after the key was
-// deleted or expired leaves the marker, and so does a lock lost by its
-// deadline, and a Release after Abandon deletes nothing. The contender
-// that becomes eligible next reads the markers in the transaction that
-// writes its own: any other marker is an unclean end. It waits the delay
-// from that read (not from the end, which it cannot know: the delay is
-// never shorter than d from the end), deletes those markers, and becomes
-// ACTIVE. The delay runs on etcd's clock, as a key with a lease of the
-// delay (whole seconds, at least etcd's minimum TTL: about 2 s by default)
-// named after the newest marker found and the delay's length: a contender
-// that gives up meanwhile and the next to find the same markers wait for
-// that same key, so the delay starts once per end, and one that comes
-// after it expired does not wait again (a record beside it, without a
-// lease, says it was started); a delay key started for an earlier end
-// never counts for a later one. TryAcquire waits the delay out too,
-// within its ctx: tries with a ctx shorter than the delay succeed once it
-// has passed. A marker whose Release or Close failed to delete it counts
-// as unclean: the only cost of a doubt is a delay.
-//
-// Every contender of a name must use it: a holder without it writes no
-// marker. It applies to plain locks (Acquire, TryAcquire); with WithLimit,
-// WithShared or AcquireAll it fails with ErrInvalidOption — also when it
-// comes from the session's default (give WithLockDelay(0) to such an
-// acquisition). A SessionOption (the default of the session's
-// acquisitions) and an AcquireOption; d must be between 0 and
-// MaxLockDelay.
-func WithLockDelay(d time.Duration) LockDelayOption { return LockDelayOption{d} }
-
-// LockDelayOption is what WithLockDelay returns: a SessionOption and an
-// AcquireOption. Its zero value is WithLockDelay(0).
-type LockDelayOption struct{ d time.Duration }
-
-func (o LockDelayOption) set(c *config) error {
-	if o.d < 0 || o.d > MaxLockDelay {
-		return invalid("lock delay %v out of range [0, %v]", o.d, MaxLockDelay)
+// WithLockDelay makes a name whose holder ended uncleanly (lease expired or
+// revoked, key deleted, session lost or abandoned) unavailable for d to
+// every contender that uses it, as all must; not after Release or Close.
+// Plain locks only, else ErrInvalidOption. A SessionOption (the default of
+// its acquisitions) and an AcquireOption; d in [0, 1h], 0 (off) by default.
+func WithLockDelay(d time.Duration) forSessionOrAcquire {
+	return func(c *config) error {
+		if d < 0 || d > maxLockDelay {
+			return invalid("lock delay %v out of range [0, %v]", d, maxLockDelay)
+		}
+		c.acquire.lockDelay = d
+		return nil
 	}
-	c.acquire.lockDelay = o.d
-	return nil
 }
-
-func (LockDelayOption) sessionOption() {}
-func (LockDelayOption) acquireOption() {}
 
 // delayHold is the kind of a plain lock with a lock-delay
 // (WithLockDelay): a plain lock that, once its turn comes, writes its

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -30,7 +31,7 @@ func TestLockDelayAfterAnUncleanEnd(t *testing.T) {
 			case "abandon":
 				s1.Abandon()
 			case "break":
-				if _, _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
+				if _, err := holders.Force(ctx, cli, prefix(t), "job", l1.Token()); err != nil {
 					t.Fatal(err)
 				}
 			case "release":

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -72,7 +73,7 @@ func TestLockDelayReleaseAfterUncleanEndKeepsMarker(t *testing.T) {
 			case "operator-delete":
 				deleteAndLose(t, cli, l1)
 			case "break":
-				if _, _, err := lock.Break(ctx, cli, "job", l1.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
+				if _, err := holders.Force(ctx, cli, prefix(t), "job", l1.Token()); err != nil {
 					t.Fatal(err)
 				}
 				waitLost(t, l1, nil, 20*time.Second, "it was broken")

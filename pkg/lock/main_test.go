@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -59,6 +60,21 @@ func compactable(t *testing.T) []string {
 	}
 	return etcdtest.Cluster(t).Endpoints()
 }
+
+// remaining is the time left until s's deadline, or 0 once s ended.
+func remaining(s *lock.Session) time.Duration {
+	if s.Err() != nil {
+		return 0
+	}
+	return max(s.Deadline().Sub(s.Clock().Now()), 0)
+}
+
+// The bounds the options state in their docs.
+const (
+	maxTTL       = 9_000_000_000 * time.Second // WithTTL: etcd's lease.MaxLeaseTTL
+	maxLimit     = 1 << 16                     // WithLimit
+	maxLockDelay = time.Hour                   // WithLockDelay
+)
 
 // newSessionTTL is the TTL of newSession's sessions unless opts say otherwise.
 const newSessionTTL = 5 * time.Second
@@ -149,14 +165,10 @@ func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string
 	return res
 }
 
-// namePrefix is lock.NamePrefix for arguments the test knows are valid.
+// namePrefix is the etcd key prefix of the contenders for name.
 func namePrefix(t testing.TB, prefix, name string) string {
 	t.Helper()
-	p, err := lock.NamePrefix(prefix, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return keyspace.Of(prefix, name).Contenders()
 }
 
 // watches counts, per key, the watches etcd created on the watch streams
@@ -299,8 +311,16 @@ func (w *watches) waitDeleteSeen(t *testing.T, key string) {
 type renewals struct{ n atomic.Int64 }
 
 func (r *renewals) option() lock.SessionOption {
-	return lock.WithRenewHook(func(time.Duration, error) { r.n.Add(1) })
+	return lock.WithMetrics(renewCounter{func() { r.n.Add(1) }})
 }
+
+// renewCounter is a Metrics that calls renewed on every LeaseRenewed.
+type renewCounter struct{ renewed func() }
+
+func (renewCounter) Waiting(int)                         {}
+func (renewCounter) Acquired(time.Duration)              {}
+func (renewCounter) Ended(time.Duration, error)          {}
+func (c renewCounter) LeaseRenewed(time.Duration, error) { c.renewed() }
 
 // wait returns once n more renewals than now have been attempted.
 func (r *renewals) wait(t *testing.T, n int64) {

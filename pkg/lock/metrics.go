@@ -1,9 +1,6 @@
 package lock
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // Metrics receives a session's measurements (WithMetrics). Package
 // lockmetrics implements it with Prometheus; this package depends on no
@@ -29,24 +26,17 @@ type Metrics interface {
 	LeaseRenewed(latency time.Duration, err error)
 }
 
-// WithMetrics sends the session's measurements to m: acquisitions waiting,
-// locks held, wait times, losses by cause, renewal latency. Package
-// lockmetrics provides a Prometheus m. It may be combined with
-// WithRenewHook; both are called. m must not be nil. A SessionOption.
-func WithMetrics(m Metrics) MetricsOption { return MetricsOption{m} }
-
-// MetricsOption is what WithMetrics returns: a SessionOption.
-type MetricsOption struct{ m Metrics }
-
-func (o MetricsOption) set(c *config) error {
-	if o.m == nil {
-		return invalid("nil metrics")
+// WithMetrics sends the session's measurements to m (package lockmetrics
+// records them with Prometheus); m must not be nil. A SessionOption.
+func WithMetrics(m Metrics) forSession {
+	return func(c *config) error {
+		if m == nil {
+			return invalid("nil metrics")
+		}
+		c.metrics = m
+		return nil
 	}
-	c.metrics = o.m
-	return nil
 }
-
-func (MetricsOption) sessionOption() {}
 
 // nopMetrics is the Metrics of a session without WithMetrics.
 type nopMetrics struct{}
@@ -55,25 +45,3 @@ func (nopMetrics) Waiting(int)                       {}
 func (nopMetrics) Acquired(time.Duration)            {}
 func (nopMetrics) Ended(time.Duration, error)        {}
 func (nopMetrics) LeaseRenewed(time.Duration, error) {}
-
-// LossReason names the cause of a loss for a metric label: "deadline"
-// (ErrDeadlinePassed), "lease_revoked" (ErrLeaseRevoked), "lease_expired"
-// (ErrLeaseExpired), "key_deleted" (ErrKeyDeleted), "break_requested"
-// (ErrBreakRequested), "watch_refused" (ErrWatchRefused), else "other".
-func LossReason(lost error) string {
-	switch {
-	case errors.Is(lost, ErrDeadlinePassed):
-		return "deadline"
-	case errors.Is(lost, ErrLeaseRevoked):
-		return "lease_revoked"
-	case errors.Is(lost, ErrLeaseExpired):
-		return "lease_expired"
-	case errors.Is(lost, ErrKeyDeleted):
-		return "key_deleted"
-	case errors.Is(lost, ErrBreakRequested):
-		return "break_requested"
-	case errors.Is(lost, ErrWatchRefused):
-		return "watch_refused"
-	}
-	return "other"
-}

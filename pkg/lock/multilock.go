@@ -12,11 +12,6 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// MaxNames is the most names one AcquireAll takes: its transaction puts
-// one key and reads one predecessor per name, within etcd's default limit
-// of 128 operations per transaction (--max-txn-ops).
-const MaxNames = 64
-
 // maxSetBytes bounds the request one AcquireAll sends, below etcd's
 // default request size limit (1.5 MiB, --max-request-bytes).
 const maxSetBytes = 1 << 20
@@ -149,21 +144,12 @@ func (h *setHold) deleteOps(l *Lock) []clientv3.Op {
 	return ops
 }
 
-// AcquireAll blocks until the session holds every one of names, or
-// returns an error holding none of them. All its keys have one create
-// revision, the set's one token, and take their places in every name's
-// FIFO queue at once, so AcquireAll calls with overlapping names, in any
-// order, cannot deadlock each other or any Acquire (a caller that waits
-// for a set while it holds another lock can). The deletion of any of the
-// keys loses the whole set, also one deleted before its watch exists,
-// within about 200 ms (see Lock), even after AcquireAll returned; Release
-// deletes them all. Name and Key are the first name's; Names and Keys
-// list all; Record.Names lists the set.
-//
-// names must hold 1 to MaxNames distinct valid names whose keys and
-// records fit in one request of 1 MiB, else ErrInvalidName before
-// anything is sent. WithLimit, WithShared and WithLockDelay are refused.
-// Claims, failures and leftovers are as for Acquire.
+// AcquireAll blocks until the session holds every one of names, with one
+// token for the set, or returns an error holding none of them. Calls with
+// overlapping names, in any order, cannot deadlock one another. Losing any
+// key loses the set. names must hold 1 to MaxNames distinct valid names
+// (else ErrInvalidName); WithLimit, WithShared and WithLockDelay are
+// refused. Otherwise as Acquire.
 func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...AcquireOption) (*Lock, error) {
 	ac, err := newAcquireConfig(s.cfg.acquire, opts)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -61,7 +62,7 @@ func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
 	}()
 	waitQueued(t, cli, "a", 1)
 	waitQueued(t, cli, "b", 2)
-	st, err := lock.Inspect(ctx, cli, "a", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(ctx, cli, prefix(t), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
 	if st.Holder == nil {
 		return
 	}
-	_, _, err = lock.Break(ctx, cli, "a", st.Holder.Token, lock.WithPrefix(prefix(t)))
+	_, _, err = holders.Break(ctx, cli, prefix(t), "a", st.Holder.Token, 0)
 	if !errors.Is(err, lock.ErrNotOwner) {
 		t.Errorf("Break(a) of a set still waiting for b = %v, want ErrNotOwner", err)
 	}

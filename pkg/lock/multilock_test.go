@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -29,7 +30,7 @@ func TestAcquireAllHoldsEveryName(t *testing.T) {
 		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != int64(l.Token()) {
 			t.Fatalf("key %s of %q: %v %v; want create revision = token %v", key, names[i], resp, err, l.Token())
 		}
-		st, err := lock.Inspect(ctx, cli, names[i], lock.WithPrefix(prefix(t)))
+		st, err := holders.Inspect(ctx, cli, prefix(t), names[i])
 		if err != nil || st.Holder == nil || st.Holder.Token != l.Token() || !slices.Equal(st.Holder.Names, names) {
 			t.Fatalf("Inspect(%q) = %+v, %v; want the set as holder", names[i], st.Holder, err)
 		}

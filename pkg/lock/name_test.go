@@ -9,6 +9,7 @@ import (
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -38,7 +39,7 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 	}
 	prefixOf := func(n string) string { return namePrefix(t, "/p/", n) }
 	if a, b, found := nests(prefixOf); found {
-		t.Errorf("NamePrefix(%q) = %q lies under NamePrefix(%q) = %q", a, prefixOf(a), b, prefixOf(b))
+		t.Errorf("the key prefix of %q, %q, lies under that of %q, %q", a, prefixOf(a), b, prefixOf(b))
 	}
 	// Negative control: the same check finds nesting in unescaped names.
 	if _, _, found := nests(func(n string) string { return "/p/" + n + "/" }); !found {
@@ -52,15 +53,15 @@ func TestNamePrefixesNeverNest(t *testing.T) {
 		"/":            "/p/%2F/",
 	} {
 		if got := namePrefix(t, "/p/", name); got != want {
-			t.Errorf("NamePrefix(%q) = %q, want %q", name, got, want)
+			t.Errorf("key prefix of %q = %q, want %q", name, got, want)
 		}
 	}
 }
 
-// NamePrefix rejects what the entry points reject: a prefix WithPrefix
+// holders.Inspect rejects what the entry points reject: a prefix WithPrefix
 // refuses (it used to build "/locksa/" from "/locks" and "a") and a name
 // ValidateName refuses.
-func TestNamePrefixChecksItsArguments(t *testing.T) {
+func TestPrefixAndNameAreChecked(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		prefix, name string
@@ -71,8 +72,8 @@ func TestNamePrefixChecksItsArguments(t *testing.T) {
 		{"/locks/", "", lock.ErrInvalidName},
 		{"/locks/", "a\x00b", lock.ErrInvalidName},
 	} {
-		if got, err := lock.NamePrefix(tc.prefix, tc.name); !errors.Is(err, tc.want) || got != "" {
-			t.Errorf("NamePrefix(%q, %q) = %q, %v; want %v", tc.prefix, tc.name, got, err, tc.want)
+		if _, err := holders.Inspect(testCtx(t), client(t), tc.prefix, tc.name); !errors.Is(err, tc.want) {
+			t.Errorf("Inspect(%q, %q) = %v; want %v", tc.prefix, tc.name, err, tc.want)
 		}
 	}
 }
@@ -82,7 +83,7 @@ func TestNamePrefixChecksItsArguments(t *testing.T) {
 func TestNamesWithSlashesAreSeparateLocks(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	a, b := newSession(t, cli), newSession(t, cli)
+	a, b := newSession(t, cli, lock.WithOwner("a")), newSession(t, cli)
 	names := []string{"jobs", "jobs/nightly", "jobs%2Fnightly", "jobs/", "/", "jobs/nightly/x"}
 	for _, n := range names {
 		if _, err := a.TryAcquire(ctx, n); err != nil {
@@ -91,10 +92,10 @@ func TestNamesWithSlashesAreSeparateLocks(t *testing.T) {
 	}
 	for _, n := range names {
 		var locked *lock.LockedError
-		if _, err := b.TryAcquire(ctx, n); !errors.As(err, &locked) || locked.Name != n || locked.Owner != a.Owner() {
+		if _, err := b.TryAcquire(ctx, n); !errors.As(err, &locked) || locked.Name != n || locked.Owner != "a" {
 			t.Errorf("second session's TryAcquire(%q) = %v, want held by the first", n, err)
 		}
-		st, err := lock.Inspect(ctx, cli, n, lock.WithPrefix(prefix(t)))
+		st, err := holders.Inspect(ctx, cli, prefix(t), n)
 		if err != nil || st.Holder == nil || len(st.Waiters) != 0 {
 			t.Errorf("Inspect(%q) = %+v, %v: want one holder, no waiter", n, st, err)
 		}
@@ -107,7 +108,7 @@ func TestNamesWithSlashesAreSeparateLocks(t *testing.T) {
 		{"jobs/", []string{"jobs/", "jobs/nightly", "jobs/nightly/x"}},
 		{"jobs%", []string{"jobs%2Fnightly"}},
 	} {
-		sts, err := lock.List(ctx, cli, tc.prefix, lock.WithPrefix(prefix(t)))
+		sts, err := holders.List(ctx, cli, prefix(t), tc.prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestInteroperatesWithConcurrencyMutex(t *testing.T) {
 	if !locked.Foreign || locked.LeaseID != es.Lease() || locked.Owner != "" || !strings.Contains(locked.Error(), "etcdctl lock") {
 		t.Errorf("LockedError %+v (%v): want a foreign holder with the Mutex's lease %x", locked, locked, int64(es.Lease()))
 	}
-	st, err := lock.Inspect(ctx, cli, "shared", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(ctx, cli, prefix(t), "shared")
 	if err != nil || st.Holder == nil || !st.Holder.Foreign || st.Holder.LeaseID != es.Lease() {
 		t.Errorf("Inspect = %+v, %v: want the Mutex's key as a foreign holder", st, err)
 	}
@@ -154,7 +155,7 @@ func TestInteroperatesWithConcurrencyMutex(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire after the Mutex unlocked: %v", err)
 	}
-	if st, err := lock.Inspect(ctx, cli, "shared", lock.WithPrefix(prefix(t))); err != nil || st.Holder == nil || st.Holder.Foreign {
+	if st, err := holders.Inspect(ctx, cli, prefix(t), "shared"); err != nil || st.Holder == nil || st.Holder.Foreign {
 		t.Errorf("Inspect = %+v, %v: etcdlock's own key reads as foreign", st, err)
 	}
 	if err := concurrency.NewMutex(es, prefix(t)+"shared").TryLock(ctx); !errors.Is(err, concurrency.ErrLocked) {

@@ -12,38 +12,42 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
-// DefaultPrefix is the etcd key prefix under which locks live by default.
-const DefaultPrefix = "/etcdlock/"
+// Defaults, bounds and words.
+const (
+	// DefaultPrefix is the etcd key prefix under which locks live.
+	DefaultPrefix = "/etcdlock/"
+	// DefaultTTL is the lease TTL requested.
+	DefaultTTL = 10 * time.Second
+	// MaxNames is the most names one AcquireAll takes: its transaction puts
+	// one key and reads one predecessor per name, within etcd's default
+	// limit of 128 operations per transaction (--max-txn-ops).
+	MaxNames = 64
+	// ForeignHolder describes a holder without an etcdlock record.
+	ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
+)
 
-// DefaultTTL is the lease TTL requested by default.
-const DefaultTTL = 10 * time.Second
+// defaultCleanupTimeout is WithCleanupTimeout's default.
+const defaultCleanupTimeout = 5 * time.Second
 
-// MaxTTL is the longest lease TTL etcd grants (its lease.MaxLeaseTTL,
+// maxTTL is the longest lease TTL etcd grants (its lease.MaxLeaseTTL,
 // 9,000,000,000 s); a longer request fails there with "too large TTL".
-const MaxTTL = 9_000_000_000 * time.Second
+const maxTTL = 9_000_000_000 * time.Second
 
-// ValidateTTL reports whether ttl can be requested from etcd: at least one
-// second and at most MaxTTL. etcd may still raise it to its minimum.
-func ValidateTTL(ttl time.Duration) error {
+// validateTTL is WithTTL's check, which Detached also applies to the TTL
+// it takes per call: at least one second and at most maxTTL. etcd may
+// still raise it to its minimum.
+func validateTTL(ttl time.Duration) error {
 	if ttl < time.Second {
 		return invalid("TTL %v is below one second", ttl)
 	}
-	if ttl > MaxTTL {
-		return invalid("TTL %v is above etcd's maximum %v", ttl, MaxTTL)
+	if ttl > maxTTL {
+		return invalid("TTL %v is above etcd's maximum %v", ttl, maxTTL)
 	}
 	return nil
 }
 
-// DefaultCleanupTimeout is the bound of WithCleanupTimeout by default.
-const DefaultCleanupTimeout = 5 * time.Second
-
-// Clock is the time source of the lease deadline and renewals, etcdlock's
-// own clock.Clock: clock.Real() by default; tests pass WithClock a
-// *clocktest.Fake (github.com/etcdlock/etcdlock/pkg/clock/clocktest).
-type Clock = clock.Clock
-
-// SessionOption configures NewSession (and ValidateSessionOptions). Some
-// set the default of the session's acquisitions too (WithLockDelay).
+// SessionOption configures NewSession (and ValidateSessionOptions), and
+// the sessions of package election and kubelock's locks.
 type SessionOption interface {
 	option
 	sessionOption()
@@ -55,22 +59,8 @@ type DetachedOption interface {
 	detachedOption()
 }
 
-// ReadOption configures Inspect, List and Follow (and
-// ValidateReadOptions).
-type ReadOption interface {
-	option
-	readOption()
-}
-
-// BreakOption configures Break.
-type BreakOption interface {
-	option
-	breakOption()
-}
-
 // AcquireOption configures one acquisition: Session.Acquire, TryAcquire
-// and AcquireAll (and ValidateAcquireOptions). It overrides the session's
-// default of the same setting.
+// and AcquireAll. It overrides the session's default of the same setting.
 type AcquireOption interface {
 	option
 	acquireOption()
@@ -102,13 +92,10 @@ type config struct {
 	prefix         string
 	margin         time.Duration // 0: the default (see safetyMargin)
 	renewInterval  time.Duration // 0: granted TTL/3
-	clock          Clock
+	clock          clock.Clock
 	cleanupTimeout time.Duration
-	renewHook      func(latency time.Duration, err error)
 	metrics        Metrics
 	acquire        acquireConfig // a session's defaults for its acquisitions
-	breakWait      time.Duration // Break: WithBreakWait; 0 is the holder's TTL
-	force          bool          // Break: WithForce
 	origin         origin        // this process, for the records it writes
 }
 
@@ -119,7 +106,7 @@ type acquireConfig struct {
 	limit     int           // WithLimit: holders at once; 0 and 1 are a mutex
 	shared    bool          // WithShared: a reader of a read-write lock
 	lockDelay time.Duration // WithLockDelay: 0 is off
-	names     []string      // AcquireAll's names (Record.Names); set by claim
+	names     []string      // AcquireAll's names (keyspace.Record.Names); set by claim
 	waitHook  func()        // WithWaitHook: nil is none
 }
 
@@ -137,27 +124,15 @@ func newAcquireConfig(defaults acquireConfig, opts []AcquireOption) (acquireConf
 }
 
 // ValidateSessionOptions returns the error NewSession would return for
-// opts before it contacts etcd: a nil option, one out of range, or a
-// safety margin not below the TTL. (NewSession also checks the margin and
-// the renewal interval against the TTL etcd grants.) It lets a caller that
-// holds options for later, as a configuration does, reject them up front.
+// opts before it contacts etcd (NewSession also checks them against the
+// TTL etcd grants), so that options kept for later are rejected up front.
 func ValidateSessionOptions(opts ...SessionOption) error {
 	_, err := newSessionConfig(opts)
 	return err
 }
 
-// ValidateReadOptions returns the error Inspect, List and Follow would
-// return for opts before they contact etcd: a nil option or one out of
-// range.
-func ValidateReadOptions(opts ...ReadOption) error {
-	_, err := newConfig(opts)
-	return err
-}
-
-// ValidateAcquireOptions returns the error Acquire and TryAcquire would
-// return for opts on a session without acquisition defaults (no
-// WithLockDelay given to NewSession), before they contact etcd: a nil
-// option, one out of range, or two that cannot be combined.
+// ValidateAcquireOptions returns the error Acquire would return for opts,
+// before it contacts etcd, on a session without acquisition defaults.
 func ValidateAcquireOptions(opts ...AcquireOption) error {
 	_, err := newAcquireConfig(acquireConfig{}, opts)
 	return err
@@ -184,7 +159,7 @@ func newConfig[O option](opts []O) (config, error) {
 		logger:         zap.NewNop(),
 		prefix:         DefaultPrefix,
 		clock:          clock.Real(),
-		cleanupTimeout: DefaultCleanupTimeout,
+		cleanupTimeout: defaultCleanupTimeout,
 		metrics:        nopMetrics{},
 	}
 	if err := apply(&c, opts); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/clock"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -23,8 +24,6 @@ import (
 var optionInterfaces = map[string]reflect.Type{
 	"SessionOption":  reflect.TypeFor[lock.SessionOption](),
 	"DetachedOption": reflect.TypeFor[lock.DetachedOption](),
-	"ReadOption":     reflect.TypeFor[lock.ReadOption](),
-	"BreakOption":    reflect.TypeFor[lock.BreakOption](),
 	"AcquireOption":  reflect.TypeFor[lock.AcquireOption](),
 }
 
@@ -43,14 +42,11 @@ func TestOptionTypesMatchTheirDocs(t *testing.T) {
 		"WithRenewInterval":  lock.WithRenewInterval(time.Second),
 		"WithClock":          lock.WithClock(clock.Real()),
 		"WithCleanupTimeout": lock.WithCleanupTimeout(time.Second),
-		"WithRenewHook":      lock.WithRenewHook(func(time.Duration, error) {}),
 		"WithMetrics":        lock.WithMetrics(nil),
 		"WithLockDelay":      lock.WithLockDelay(time.Second),
 		"WithLimit":          lock.WithLimit(2),
 		"WithShared":         lock.WithShared(),
 		"WithWaitHook":       lock.WithWaitHook(func() {}),
-		"WithBreakWait":      lock.WithBreakWait(time.Second),
-		"WithForce":          lock.WithForce(),
 	}
 	docs := constructorDocs(t)
 	for name := range docs {
@@ -119,13 +115,6 @@ func TestNilOptionIsRejected(t *testing.T) {
 		"NewSession":             func() error { _, err := lock.NewSession(ctx, cli, nil); return err },
 		"ValidateSessionOptions": func() error { return lock.ValidateSessionOptions(nil) },
 		"NewDetached":            func() error { _, err := lock.NewDetached(cli, nil); return err },
-		"Inspect":                func() error { _, err := lock.Inspect(ctx, cli, "n", nil); return err },
-		"List":                   func() error { _, err := lock.List(ctx, cli, "", nil); return err },
-		"Follow": func() error {
-			return lock.Follow(ctx, cli, "n", func(lock.Status) bool { return false }, nil)
-		},
-		"ValidateReadOptions":    func() error { return lock.ValidateReadOptions(nil) },
-		"Break":                  func() error { _, _, err := lock.Break(ctx, cli, "n", fencing.Token(1), nil); return err },
 		"Acquire":                func() error { _, err := s.Acquire(ctx, "n", nil); return err },
 		"TryAcquire":             func() error { _, err := s.TryAcquire(ctx, "n", nil); return err },
 		"AcquireAll":             func() error { _, err := s.AcquireAll(ctx, []string{"n"}, nil); return err },
@@ -147,13 +136,13 @@ func TestValidateAcquireOptions(t *testing.T) {
 		ok   bool
 	}{
 		"none":                       {nil, true},
-		"limit":                      {[]lock.AcquireOption{lock.WithLimit(lock.MaxLimit)}, true},
+		"limit":                      {[]lock.AcquireOption{lock.WithLimit(maxLimit)}, true},
 		"limit 0":                    {[]lock.AcquireOption{lock.WithLimit(0)}, false},
-		"limit above MaxLimit":       {[]lock.AcquireOption{lock.WithLimit(lock.MaxLimit + 1)}, false},
+		"limit above the maximum":    {[]lock.AcquireOption{lock.WithLimit(maxLimit + 1)}, false},
 		"shared":                     {[]lock.AcquireOption{lock.WithShared()}, true},
-		"lock-delay":                 {[]lock.AcquireOption{lock.WithLockDelay(lock.MaxLockDelay)}, true},
+		"lock-delay":                 {[]lock.AcquireOption{lock.WithLockDelay(maxLockDelay)}, true},
 		"negative lock-delay":        {[]lock.AcquireOption{lock.WithLockDelay(-time.Second)}, false},
-		"lock-delay above max":       {[]lock.AcquireOption{lock.WithLockDelay(lock.MaxLockDelay + time.Second)}, false},
+		"lock-delay above max":       {[]lock.AcquireOption{lock.WithLockDelay(maxLockDelay + time.Second)}, false},
 		"limit and shared":           {[]lock.AcquireOption{lock.WithLimit(2), lock.WithShared()}, false},
 		"limit 1 and shared":         {[]lock.AcquireOption{lock.WithLimit(1), lock.WithShared()}, true},
 		"lock-delay and limit":       {[]lock.AcquireOption{lock.WithLockDelay(time.Second), lock.WithLimit(2)}, false},
@@ -175,7 +164,11 @@ func TestValidateAcquireOptions(t *testing.T) {
 func TestLaterOptionWins(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, client(t), lock.WithOwner("first"), lock.WithOwner("second"))
-	if got := s.Owner(); got != "second" {
+	l, err := s.Acquire(testCtx(t), "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Owner(); got != "second" {
 		t.Errorf("Owner = %q, want the later WithOwner's %q", got, "second")
 	}
 }
@@ -186,12 +179,18 @@ func TestNilClientIsRejected(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	for name, call := range map[string]func() error{
-		"NewSession":  func() error { _, err := lock.NewSession(ctx, nil); return err },
-		"NewDetached": func() error { _, err := lock.NewDetached(nil); return err },
-		"Inspect":     func() error { _, err := lock.Inspect(ctx, nil, "n"); return err },
-		"List":        func() error { _, err := lock.List(ctx, nil, ""); return err },
-		"Break":       func() error { _, _, err := lock.Break(ctx, nil, "n", fencing.Token(1)); return err },
-		"Follow":      func() error { return lock.Follow(ctx, nil, "n", func(lock.Status) bool { return false }) },
+		"NewSession":      func() error { _, err := lock.NewSession(ctx, nil); return err },
+		"NewDetached":     func() error { _, err := lock.NewDetached(nil); return err },
+		"holders.Inspect": func() error { _, err := holders.Inspect(ctx, nil, "/p/", "n"); return err },
+		"holders.List":    func() error { _, err := holders.List(ctx, nil, "/p/", ""); return err },
+		"holders.Break": func() error {
+			_, _, err := holders.Break(ctx, nil, "/p/", "n", fencing.Token(1), 0)
+			return err
+		},
+		"holders.Force": func() error { _, err := holders.Force(ctx, nil, "/p/", "n", fencing.Token(1)); return err },
+		"holders.Follow": func() error {
+			return holders.Follow(ctx, nil, "/p/", "n", func(holders.Status) bool { return false })
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

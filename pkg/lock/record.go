@@ -7,14 +7,6 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
-// Record is the JSON value stored in every contender's key: owner, host,
-// pid, acquired (the writer's clock), seq (the session's acquisition
-// number, which makes every value a lease writes unique), limit (a
-// semaphore's, see WithLimit), shared (a reader, see WithShared), names
-// (an AcquireAll's, in the order given) and lockDelay (see WithLockDelay).
-// The fields are documented on the type it names.
-type Record = keyspace.Record
-
 // origin is the host and process that write a record: read once per
 // session (or Detached), not per acquisition.
 type origin struct {
@@ -28,7 +20,7 @@ func thisProcess() origin {
 }
 
 func newRecord(owner string, o origin, now time.Time, seq uint64, ac acquireConfig) string {
-	r := Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared, LockDelay: ac.lockDelay}
+	r := keyspace.Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared, LockDelay: ac.lockDelay}
 	if len(ac.names) > 1 {
 		r.Names = ac.names
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -19,7 +20,7 @@ func TestRecordsCarryHostAndPID(t *testing.T) {
 	pid := os.Getpid()
 	check := func(name string) {
 		t.Helper()
-		st, err := lock.Inspect(ctx, cli, name, lock.WithPrefix(prefix(t)))
+		st, err := holders.Inspect(ctx, cli, prefix(t), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +29,7 @@ func TestRecordsCarryHostAndPID(t *testing.T) {
 		}
 		for _, h := range st.Holders {
 			if h.Host != host || h.PID != pid || h.Owner == "" || h.Acquired.IsZero() {
-				t.Errorf("%s: record %+v, want host %q pid %d", name, h.Record, host, pid)
+				t.Errorf("%s: record %+v, want host %q pid %d", name, h, host, pid)
 			}
 		}
 	}

@@ -117,7 +117,7 @@ func TestTimedOutAcquireLeavesNoKey(t *testing.T) {
 			ctx, cli := testCtx(t), client(t)
 			var renewals atomic.Int64
 			s := newSession(t, cli, lock.WithTTL(3*time.Second), // renewed every second
-				lock.WithRenewHook(func(time.Duration, error) { renewals.Add(1) }))
+				lock.WithMetrics(renewCounter{func() { renewals.Add(1) }}))
 			acquire := s.Acquire
 			if try {
 				acquire = s.TryAcquire

@@ -9,43 +9,16 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 )
 
-// WithShared makes an acquisition a reader of a read-write lock: readers of
-// a name hold it together, a writer — every acquisition without WithShared,
-// and every key another lock client (etcdctl lock, concurrency.Mutex)
-// wrote — holds it alone. Order is FIFO by key creation: a reader waits
-// only for the older writers, a writer for every older key, so a writer
-// waits at most for the readers that came before it and later readers
-// queue behind it (no writer starvation).
-//
-// A reader's token is its key's create revision like any other, so a
-// writer's token exceeds the token of every reader and writer that held
-// the name before it: a fenced resource that accepts a write only with a
-// token at least as high as the last one it saw admits only the newest
-// writer. Readers should not write to a fenced resource; their tokens
-// order them, they do not exclude one another.
-//
-// TryAcquire with WithShared succeeds when no writer holds or waits for
-// the name; it reads the queue first and writes only if the queue has not
-// changed since, so it costs two round trips (and more under churn).
-//
-// An AcquireOption, for Acquire and TryAcquire (AcquireAll rejects it).
-func WithShared() SharedOption { return SharedOption{} }
-
-// SharedOption is what WithShared returns: an AcquireOption. Its zero
-// value is WithShared().
-type SharedOption struct{}
-
-func (SharedOption) set(c *config) error {
-	c.acquire.shared = true
-	return nil
-}
-
-func (SharedOption) acquireOption() {}
-
-// Shared reports whether l is a reader of a read-write lock (WithShared).
-func (l *Lock) Shared() bool {
-	_, ok := l.kind.(reader)
-	return ok
+// WithShared makes an acquisition a reader of a read-write lock: readers
+// hold the name together, a writer (any other acquisition or foreign key)
+// alone, in FIFO order, so writers do not starve. A reader's token orders
+// it but does not exclude other readers: readers should not write to a
+// fenced resource. An AcquireOption, for Acquire and TryAcquire.
+func WithShared() forAcquire {
+	return func(c *config) error {
+		c.acquire.shared = true
+		return nil
+	}
 }
 
 // reader is the kind of a reader of a read-write lock (WithShared): a

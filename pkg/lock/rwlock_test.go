@@ -9,6 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -24,13 +26,10 @@ func TestReadersShareWritersQueue(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second reader while a reader holds: %v", err)
 	}
-	if !r1.Shared() || !r2.Shared() {
-		t.Errorf("Shared() = %v, %v; want true for readers", r1.Shared(), r2.Shared())
-	}
 	w := queueWaiter(t, ctx, s3, "db", 3)
 	r3 := queueWaiter(t, ctx, s4, "db", 4, lock.WithShared())
 
-	st, err := lock.Inspect(ctx, cli, "db", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(ctx, cli, prefix(t), "db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +47,8 @@ func TestReadersShareWritersQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	wl := mustReceive(t, w, "both readers released")
-	if wl.Token() <= r2.Token() || wl.Shared() {
-		t.Errorf("writer token %v shared %v; want above the readers' %v, %v and not shared", wl.Token(), wl.Shared(), r1.Token(), r2.Token())
+	if wl.Token() <= r2.Token() {
+		t.Errorf("writer token %v; want above the readers' %v, %v", wl.Token(), r1.Token(), r2.Token())
 	}
 	mustNotReceive(t, r3, 300*time.Millisecond, "the writer holds the name")
 	if err := wl.Release(ctx); err != nil {
@@ -64,7 +63,7 @@ func TestReadersShareWritersQueue(t *testing.T) {
 func TestTryAcquireShared(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	s1, s2, s3 := newSession(t, cli), newSession(t, cli), newSession(t, cli)
+	s1, s2, s3 := newSession(t, cli), newSession(t, cli), newSession(t, cli, lock.WithOwner("writer"))
 	r1, err := s1.TryAcquire(ctx, "db", lock.WithShared())
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +82,8 @@ func TestTryAcquireShared(t *testing.T) {
 	if _, err := s2.TryAcquire(ctx, "db", lock.WithShared()); !errors.As(err, &locked) {
 		t.Fatalf("reader TryAcquire while a writer waits = %v, want a *LockedError", err)
 	}
-	if locked.Owner != s3.Owner() {
-		t.Errorf("LockedError names %q, want the waiting writer %q", locked.Owner, s3.Owner())
+	if locked.Owner != "writer" {
+		t.Errorf("LockedError names %q, want the waiting writer", locked.Owner)
 	}
 	if n := len(keysUnder(t, cli, namePrefix(t, prefix(t), "db"))); n != 2 {
 		t.Errorf("%d keys after a failed TryAcquire, want 2 (reader and writer)", n)
@@ -106,7 +105,7 @@ func TestReaderFindsWriterBeyondAPage(t *testing.T) {
 	}
 	t.Cleanup(func() { cli.Revoke(testCtx(t), grant.ID) })
 	put := func(key string, shared bool) {
-		v, _ := json.Marshal(lock.Record{Owner: "other", Shared: shared})
+		v, _ := json.Marshal(keyspace.Record{Owner: "other", Shared: shared})
 		if _, err := cli.Put(ctx, pfx+key, string(v), clientv3.WithLease(grant.ID)); err != nil {
 			t.Fatal(err)
 		}

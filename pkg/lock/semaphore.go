@@ -12,45 +12,23 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// MaxLimit is the largest limit WithLimit accepts.
-const MaxLimit = 1 << 16
+// maxLimit is the largest limit WithLimit accepts.
+const maxLimit = 1 << 16
 
-// WithLimit makes an acquisition a holder of a semaphore: at most n
-// sessions hold the name at once (n = 1 is a mutex, the default), served
-// in FIFO order: a contender becomes eligible when fewer than n older
-// keys remain under the name. Each holder owns one of n slots (Lock.Slot),
-// an etcd key claimed with a compare on its absence, so no two holders
-// ever own one slot. The token is the slot key's create revision (Lock.Key
-// is the slot key): it increases per slot, so fence a resource split into
-// n parts by name and slot. An uncontended cycle costs two requests, as
-// for a lock.
-//
-// Every contender of a name must use the same kind and limit: one that
-// finds an older key of the name with another limit, or a plain lock, a
-// reader or an AcquireAll queued right behind a semaphore's key, fails
-// with ErrLimitMismatch and removes its key; a plain TryAcquire on a name
-// a semaphore holds returns a *LockedError. The check guards against
-// misuse; it does not order tokens of different kinds. A holder lost
-// because one of its two keys was deleted has the other deleted at once.
-// See "Semaphore" in DESIGN.md.
-//
-// An AcquireOption, for Acquire and TryAcquire (AcquireAll rejects a
-// limit above 1); it cannot be combined with WithShared. n must be
-// between 1 and MaxLimit.
-func WithLimit(n int) LimitOption { return LimitOption{n} }
-
-// LimitOption is what WithLimit returns: an AcquireOption.
-type LimitOption struct{ n int }
-
-func (o LimitOption) set(c *config) error {
-	if o.n < 1 || o.n > MaxLimit {
-		return invalid("limit %d out of range [1, %d]", o.n, MaxLimit)
+// WithLimit makes an acquisition a holder of a semaphore: at most n holders
+// of the name at once, in FIFO order, each in one of n slots (Lock.Slot),
+// with its slot key's token (Lock.Key). Every contender of a name must use
+// the same limit, else ErrLimitMismatch. An AcquireOption, for Acquire and
+// TryAcquire, not with WithShared; n in [1, 65536].
+func WithLimit(n int) forAcquire {
+	return func(c *config) error {
+		if n < 1 || n > maxLimit {
+			return invalid("limit %d out of range [1, %d]", n, maxLimit)
+		}
+		c.acquire.limit = n
+		return nil
 	}
-	c.acquire.limit = o.n
-	return nil
 }
-
-func (LimitOption) acquireOption() {}
 
 // Slot returns the holder's slot of a semaphore (WithLimit), in [0, n);
 // -1 for a lock acquired without a limit above 1.
@@ -201,7 +179,7 @@ func (h *slotHold) otherKeys() []string {
 
 // deleteOps deletes the slot key held by its create revision, the token,
 // or else the slot keys a claim whose reply was lost may have written by
-// their value, unique to this acquisition (Record.Seq).
+// their value, unique to this acquisition (keyspace.Record.Seq).
 func (h *slotHold) deleteOps(l *Lock) []clientv3.Op {
 	if h.key != "" {
 		return []clientv3.Op{deleteIfCreated(h.key, int64(h.token))}
@@ -238,7 +216,7 @@ func checkLimits(l *Lock, limit int, older []*mvccpb.KeyValue) error {
 // semaphoreHolder is the *LockedError of a full semaphore: its oldest
 // holder, with its slot key's token, as Inspect reports it.
 func semaphoreHolder(name string, queue, slots []*mvccpb.KeyValue) *LockedError {
-	bySlot := slotsByValue(slots)
+	bySlot := keyspace.SlotsByValue(slots)
 	for _, kv := range queue {
 		if sk, ok := bySlot[string(kv.Value)]; ok && sk.Lease == kv.Lease {
 			e := lockedError(name, kv)

@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -41,7 +42,7 @@ func TestSemaphoreAdmitsLimitInOrder(t *testing.T) {
 	w2 := queueWaiter(t, ctx, newSession(t, cli), "pool", n+2, lock.WithLimit(n))
 	mustNotReceive(t, w1, 300*time.Millisecond, "the semaphore is full")
 
-	st, err := lock.Inspect(ctx, cli, "pool", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(ctx, cli, prefix(t), "pool")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,31 +11,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
 // Session is one etcd lease, renewed in the background, under which locks
 // are acquired. Its methods are safe for concurrent use.
 //
-// The session keeps a conservative deadline:
-//
-//	deadline = send time of the last successful renewal + granted TTL − margin
-//
-// etcd refreshes a lease after receiving the renewal, so the server cannot
-// expire it before send time + TTL; the session stops trusting the lease
-// margin earlier than that. When the deadline passes without a successful
-// renewal, the session is lost at once — locally, without waiting for any
-// reply — and every lock it holds is lost with it. Loss is final: a new
-// session gets a new lease and new tokens.
-//
-// A session owns the same few goroutines whatever the number of locks it
-// holds: a renewal loop, a deadline watchdog, the run loop of its watch
-// multiplexer, and the receiving end of the one etcd watch stream that
-// carries every key watch of its locks and waiters (open while there are
-// watches, and for watchmux.IdleTimeout after), plus one while held keys
-// are re-read after the stream broke, and one per key found deleted while
-// etcd is asked whether the lease lives. Close stops them all and waits
-// for them.
+// Its deadline is conservative: the send time of the last successful
+// renewal + granted TTL − margin, before etcd can expire the lease. When
+// it passes without a renewal, the session and every lock it holds are
+// lost at once, locally, without waiting for any reply. Loss is final.
+// Close stops its goroutines and waits for them (DESIGN.md, "The
+// deadline").
 type Session struct {
 	client *clientv3.Client
 	cfg    config
@@ -108,9 +96,6 @@ func (s *Session) Lease() clientv3.LeaseID { return s.keeper.id }
 // TTL returns the TTL etcd granted (which may exceed the one requested).
 func (s *Session) TTL() time.Duration { return s.keeper.ttl }
 
-// Owner returns the owner identity written into the session's keys.
-func (s *Session) Owner() string { return s.cfg.owner }
-
 // Client returns the etcd client the session uses.
 func (s *Session) Client() *clientv3.Client { return s.client }
 
@@ -130,11 +115,11 @@ func (s *Session) SafetyMargin() time.Duration { return s.keeper.margin }
 // Clock returns the session's time source (the one given to WithClock, else
 // the real clock): Deadline, and the deadlines of its locks, are times on
 // this clock.
-func (s *Session) Clock() Clock { return s.cfg.clock }
+func (s *Session) Clock() clock.Clock { return s.cfg.clock }
 
-// Remaining returns the time left until Deadline, or 0 once the session is
+// remaining is the time left until Deadline, or 0 once the session is
 // lost or closed.
-func (s *Session) Remaining() time.Duration {
+func (s *Session) remaining() time.Duration {
 	if s.Err() != nil {
 		return 0
 	}
@@ -155,18 +140,11 @@ func (s *Session) Err() error {
 // Close releases every lock the session holds (their state becomes
 // Released), stops renewing, waits for the session's goroutines, and revokes
 // the lease, which deletes the session's keys at once. It returns the revoke
-// error, if any; the lease then expires on its own. Before the revoke it
-// deletes the lock-delay markers of the session's clean ends (see
-// WithLockDelay): of the locks it releases, and of every Release or
-// failed acquisition whose clean-up could not delete them — each only
-// while its key still exists, trying again while etcd is unavailable and
-// ctx lasts. If that fails and the revoke succeeds, it returns an error
-// wrapping ErrMarkersKept: the session is closed, and the next holders of
-// those names wait the delay. Calling Close again, or after a loss, is
-// safe: it retries those deletes and the revoke, unless an earlier Close
-// revoked the lease, after which it returns nil at once. Without a
-// deadline in ctx, DefaultTimeout bounds it. After a loss, a lock the loss
-// ended keeps its marker; one released before it is a clean end.
+// error, if any (the lease then expires on its own), or one wrapping
+// ErrMarkersKept if the lock-delay markers of its clean ends could not be
+// deleted (DESIGN.md, "Lock-delay"). Calling it again, or after a loss, is
+// safe: it retries what failed, or returns nil once the lease is revoked.
+// Without a deadline in ctx, DefaultTimeout bounds it.
 func (s *Session) Close(ctx context.Context) error {
 	if s.ledger.revoked.Load() {
 		return nil // an earlier Close did all there is to do
@@ -216,14 +194,10 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // Abandon stops renewing without revoking the lease: every lock the session
-// holds becomes Released at once, but its key stays in etcd until the lease
-// expires, so no one else can acquire those names before the TTL runs out.
-// Use it when a successor must not take over early; Close is the usual way
-// to end a session. An Acquire or TryAcquire still in progress returns
-// ErrSessionClosed and removes the keys it wrote, as any failed
-// acquisition does: it held nothing. Close may still be called afterwards
-// to revoke; the end stays unclean for WithLockDelay (Close then deletes
-// no marker, also of a lock whose Release failed before Abandon).
+// holds becomes Released at once, but its keys stay until the lease
+// expires, so no one else acquires those names before the TTL runs out,
+// and the end is unclean for WithLockDelay. An acquisition in progress
+// returns ErrSessionClosed. Close may still be called to revoke.
 func (s *Session) Abandon() {
 	s.ledger.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)

@@ -34,7 +34,7 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 	if want := t0.Add(ttl - margin); !s.Deadline().Equal(want) {
 		t.Fatalf("initial deadline %v, want grant send time + TTL - margin = %v", s.Deadline(), want)
 	}
-	if got := s.Remaining(); got != ttl-margin {
+	if got := remaining(s); got != ttl-margin {
 		t.Errorf("Remaining() = %v, want %v", got, ttl-margin)
 	}
 
@@ -101,8 +101,8 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 		_, err := cli.Get(ctx, "healed")
 		return err == nil
 	}, "no round trip over the healed connection")
-	if l.State() != lock.StateLost || s.Remaining() != 0 {
-		t.Errorf("after the network healed: lock %v remaining %v", l.State(), s.Remaining())
+	if l.State() != lock.StateLost || remaining(s) != 0 {
+		t.Errorf("after the network healed: lock %v remaining %v", l.State(), remaining(s))
 	}
 }
 
@@ -152,8 +152,8 @@ func TestGrantedTTLIsUsed(t *testing.T) {
 	if s.TTL() != 2*time.Second {
 		t.Fatalf("TTL() = %v, want etcd's minimum 2s", s.TTL())
 	}
-	if want := 2*time.Second - 250*time.Millisecond; s.Remaining() != want {
-		t.Errorf("Remaining() = %v, want granted TTL - 250ms margin = %v", s.Remaining(), want)
+	if want := 2*time.Second - 250*time.Millisecond; remaining(s) != want {
+		t.Errorf("Remaining() = %v, want granted TTL - 250ms margin = %v", remaining(s), want)
 	}
 }
 
@@ -192,7 +192,7 @@ func TestSessionOptionsValidated(t *testing.T) {
 		// Near the largest Duration, rounding up to seconds used to wrap
 		// to a negative TTL, for which etcd grants its minimum.
 		"ttl max duration": lock.WithTTL(math.MaxInt64),
-		"ttl above max":    lock.WithTTL(lock.MaxTTL + time.Second),
+		"ttl above max":    lock.WithTTL(maxTTL + time.Second),
 		// margin + interval used to wrap below the TTL.
 		"margin max duration": lock.WithSafetyMargin(math.MaxInt64),
 	} {

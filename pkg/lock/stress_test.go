@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -415,14 +416,14 @@ func TestStressSemaphoreInspectLeakedSlotBreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := lock.Inspect(ctx, cli, "pool", lock.WithPrefix(prefix(t)))
+	st, err := holders.Inspect(ctx, cli, prefix(t), "pool")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != l2.Token() || st.Holders[0].Slot != l2.Slot() {
 		t.Errorf("Inspect holders %+v; the one holder has slot %d token %v", st.Holders, l2.Slot(), l2.Token())
 	}
-	if _, _, err := lock.Break(ctx, cli, "pool", l2.Token(), lock.WithPrefix(prefix(t)), lock.WithForce()); err != nil {
+	if _, err := holders.Force(ctx, cli, prefix(t), "pool", l2.Token()); err != nil {
 		t.Errorf("Break of the holder by its token: %v", err)
 	}
 }

@@ -29,7 +29,7 @@ type leftover struct {
 }
 
 // sameWrite compares key with what one acquisition of this session wrote
-// into it: its value (unique within the lease, see Record.Seq) under this
+// into it: its value (unique within the lease, see keyspace.Record.Seq) under this
 // session's lease.
 func (s *Session) sameWrite(key, value string) []clientv3.Cmp {
 	return []clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value), clientv3.Compare(clientv3.LeaseValue(key), "=", s.keeper.id)}

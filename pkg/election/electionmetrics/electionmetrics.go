@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdlock/etcdlock/pkg/election"
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/lock/lockmetrics"
 )
 
 // Recorder is the Prometheus implementation of election.Metrics for one
@@ -24,7 +24,7 @@ import (
 //	etcdlock_election_is_leader                     gauge: 1 while leading, else 0
 //	etcdlock_election_leader_transitions_total      counter: terms started
 //	etcdlock_election_lease_renew_duration_seconds  histogram: latency of successful renewals
-//	etcdlock_election_leadership_lost_total{reason} counter: lost terms by reason (lock.LossReason: deadline, lease_revoked, lease_expired, key_deleted, break_requested, watch_refused, other)
+//	etcdlock_election_leadership_lost_total{reason} counter: lost terms by reason (lockmetrics.LossReason: deadline, lease_revoked, lease_expired, key_deleted, break_requested, watch_refused, other)
 type Recorder struct {
 	isLeader    prometheus.Gauge
 	transitions prometheus.Counter
@@ -58,7 +58,7 @@ func New(reg prometheus.Registerer, name string) (*Recorder, error) {
 		}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "etcdlock", Subsystem: "election", Name: "leadership_lost_total", ConstLabels: labels,
-			Help: "Terms that ended because leadership could no longer be proven, by reason (lock.LossReason: deadline, lease_revoked, lease_expired, key_deleted, break_requested, watch_refused, other).",
+			Help: "Terms that ended because leadership could no longer be proven, by reason (lockmetrics.LossReason: deadline, lease_revoked, lease_expired, key_deleted, break_requested, watch_refused, other).",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.renew, m.lost} {
@@ -80,7 +80,7 @@ func (m *Recorder) StartedLeading() {
 func (m *Recorder) StoppedLeading(lost error) {
 	m.isLeader.Set(0)
 	if lost != nil {
-		m.lost.WithLabelValues(lock.LossReason(lost)).Inc()
+		m.lost.WithLabelValues(lockmetrics.LossReason(lost)).Inc()
 	}
 }
 

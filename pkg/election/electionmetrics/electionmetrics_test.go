@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/lock/lockmetrics"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -58,7 +59,7 @@ func TestLossReason(t *testing.T) {
 		errors.New("other"):    "other",
 	} {
 		lost := &lock.LostError{Kind: lock.ErrLost, Cause: cause}
-		if got := lock.LossReason(lost); got != want {
+		if got := lockmetrics.LossReason(lost); got != want {
 			t.Errorf("lossReason(%v) = %q, want %q", lost, got, want)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The segments that follow an escaped name, each outside every name's
@@ -137,4 +139,18 @@ func SlotNumber(key string) int {
 		return -1
 	}
 	return n
+}
+
+// SlotsByValue maps the values of slot keys (keys under a name's
+// Slots prefix) to those keys. A slot key holds the record of the
+// acquisition that claimed it, the same as that acquisition's contender
+// key, and records are unique within a lease (Record.Seq): the value and
+// the lease pair a slot with its contender exactly, where a lease alone
+// would not (a slot left by an earlier acquisition of the same session).
+func SlotsByValue(kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
+	m := make(map[string]*mvccpb.KeyValue, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Value)] = kv
+	}
+	return m
 }

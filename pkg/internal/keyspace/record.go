@@ -6,8 +6,8 @@ import (
 )
 
 // Record is the JSON value stored in every contender's key, and in a
-// semaphore's slot key and a lock-delay's marker beside it. Package lock
-// exports it as lock.Record.
+// semaphore's slot key and a lock-delay's marker beside it. Package
+// holders shows its fields in holders.Contender.
 type Record struct {
 	Owner    string    `json:"owner"`
 	Host     string    `json:"host"`

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/kubelock"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // short are the durations of the quick runs: a term renewed every 300 ms
@@ -65,8 +66,8 @@ func newEtcdCandidate(t testing.TB, who string, member int, s setup, release boo
 		if err != nil {
 			return incarnation{}, err
 		}
-		lk, err := kubelock.New(cli, "ctl", who, kubelock.WithPrefix(pfx), kubelock.WithTTL(s.ttl),
-			kubelock.WithTimings(s.timings), kubelock.WithCleanupTimeout(time.Second))
+		lk, err := kubelock.New(cli, "ctl", who, s.timings, lock.WithPrefix(pfx), lock.WithTTL(s.ttl),
+			lock.WithCleanupTimeout(time.Second))
 		if err != nil {
 			cli.Close()
 			return incarnation{}, err

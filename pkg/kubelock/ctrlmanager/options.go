@@ -98,7 +98,7 @@ func conflicts(lk *kubelock.Lock, opts manager.Options) error {
 	case opts.LeaderElectionID != "" && opts.LeaderElectionID != lk.Name():
 		return fmt.Errorf("%w: LeaderElectionID %q, the lock's election is %q", ErrConflict, opts.LeaderElectionID, lk.Name())
 	case opts.LeaderElectionNamespace != "":
-		return fmt.Errorf("%w: LeaderElectionNamespace %q: the record is an etcd key (kubelock.WithPrefix), in no namespace", ErrConflict, opts.LeaderElectionNamespace)
+		return fmt.Errorf("%w: LeaderElectionNamespace %q: the record is an etcd key (lock.WithPrefix), in no namespace", ErrConflict, opts.LeaderElectionNamespace)
 	case opts.LeaderElectionResourceLock != "":
 		return fmt.Errorf("%w: LeaderElectionResourceLock %q: the lock is %s", ErrConflict, opts.LeaderElectionResourceLock, lk.Describe())
 	case opts.LeaderElectionConfig != nil:
@@ -117,7 +117,7 @@ func conflicts(lk *kubelock.Lock, opts manager.Options) error {
 		{"RetryPeriod", opts.RetryPeriod, t.RetryPeriod},
 	} {
 		if d.set != nil && *d.set != d.want {
-			return fmt.Errorf("%w: %s %v, the lock's timings are %v (kubelock.WithTimings)", ErrConflict, d.name, *d.set, t)
+			return fmt.Errorf("%w: %s %v, the lock's timings are %v (kubelock.New's timings)", ErrConflict, d.name, *d.set, t)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/kubelock"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/ctrlmanager"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
 // Options sets the lock and its durations, and refuses fields already set
@@ -23,11 +24,11 @@ import (
 func TestOptionsRefusesConflicts(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	lk, err := kubelock.New(cli, "ctl", "a", kubelock.WithPrefix("/ctrlmanager/options/"))
+	lk, err := kubelock.New(cli, "ctl", "a", kubelock.DefaultTimings, lock.WithPrefix("/ctrlmanager/options/"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := kubelock.New(cli, "ctl", "b", kubelock.WithPrefix("/ctrlmanager/options/"))
+	other, err := kubelock.New(cli, "ctl", "b", kubelock.DefaultTimings, lock.WithPrefix("/ctrlmanager/options/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestOptionsRefusesConflicts(t *testing.T) {
 func TestOptionsLeavesElectionOff(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	lk, err := kubelock.New(cli, "ctl", "a", kubelock.WithPrefix("/ctrlmanager/off/"))
+	lk, err := kubelock.New(cli, "ctl", "a", kubelock.DefaultTimings, lock.WithPrefix("/ctrlmanager/off/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +112,8 @@ func TestOptionsReused(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	s := short
-	lk, err := kubelock.New(cli, "ctl", "a", kubelock.WithPrefix("/ctrlmanager/reused/"),
-		kubelock.WithTTL(s.ttl), kubelock.WithTimings(s.timings))
+	lk, err := kubelock.New(cli, "ctl", "a", s.timings, lock.WithPrefix("/ctrlmanager/reused/"),
+		lock.WithTTL(s.ttl))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@
 //
 //	m, err := kubemetrics.New(prometheus.DefaultRegisterer, nil)
 //	...
-//	lk, err := kubelock.New(cli, "my-controller", podName, kubelock.WithMetrics(m))
+//	lk, err := kubelock.New(cli, "my-controller", podName, kubelock.DefaultTimings)
+//	...
+//	err = lk.SetMetrics(m)
 //
 // One Recorder may serve any number of locks.
 package kubemetrics

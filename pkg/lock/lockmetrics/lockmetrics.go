@@ -28,7 +28,7 @@ import (
 //	etcdlock_lock_held                          gauge: locks active now
 //	etcdlock_lock_wait_seconds                  histogram: time from the start of an acquisition to active
 //	etcdlock_lock_held_seconds                  histogram: time locks stayed active, released or lost
-//	etcdlock_lock_lost_total{reason}            counter: active locks lost, by lock.LossReason
+//	etcdlock_lock_lost_total{reason}            counter: active locks lost, by LossReason
 //	etcdlock_lease_renew_duration_seconds       histogram: latency of successful lease renewals
 //	etcdlock_lease_renew_failures_total         counter: failed renewal attempts
 //
@@ -108,7 +108,7 @@ func (m *Recorder) Ended(held time.Duration, lost error) {
 	m.held.Dec()
 	m.heldFor.Observe(held.Seconds())
 	if lost != nil {
-		m.lost.WithLabelValues(lock.LossReason(lost)).Inc()
+		m.lost.WithLabelValues(LossReason(lost)).Inc()
 	}
 }
 
@@ -120,4 +120,25 @@ func (m *Recorder) LeaseRenewed(latency time.Duration, err error) {
 		return
 	}
 	m.renew.Observe(latency.Seconds())
+}
+
+// LossReason names the cause of a loss for a metric label: "deadline"
+// (lock.ErrDeadlinePassed), "lease_revoked", "lease_expired",
+// "key_deleted", "break_requested", "watch_refused", else "other".
+func LossReason(lost error) string {
+	switch {
+	case errors.Is(lost, lock.ErrDeadlinePassed):
+		return "deadline"
+	case errors.Is(lost, lock.ErrLeaseRevoked):
+		return "lease_revoked"
+	case errors.Is(lost, lock.ErrLeaseExpired):
+		return "lease_expired"
+	case errors.Is(lost, lock.ErrKeyDeleted):
+		return "key_deleted"
+	case errors.Is(lost, lock.ErrBreakRequested):
+		return "break_requested"
+	case errors.Is(lost, lock.ErrWatchRefused):
+		return "watch_refused"
+	}
+	return "other"
 }

@@ -1,10 +1,13 @@
-package lock
+package holders
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,24 +16,37 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// Contender is one key under a lock name: the holder or a waiter.
+// Contender is one key under a lock name: a holder or a waiter.
 type Contender struct {
-	Key    string
-	Record // the key's value: owner, host, pid, acquired
-	// Token is the key's create revision; for a semaphore's holder (see
-	// WithLimit), its slot key's: the holder's fencing token either way.
+	Key string
+	// Token is the key's create revision; for a semaphore's holder, its
+	// slot key's: the holder's fencing token either way.
 	Token   fencing.Token
 	LeaseID clientv3.LeaseID
 	// Slot is a semaphore holder's slot, and SlotKey its key; -1 and ""
 	// for every other contender.
 	Slot    int
 	SlotKey string
-	// Foreign is set when the key has no etcdlock record (Record is then
-	// zero): another etcd lock client, such as etcdctl lock or
+	// Foreign is set when the key has no etcdlock record (the fields below
+	// are then zero): another etcd lock client, such as etcdctl lock or
 	// concurrency.Mutex, wrote it. It takes part in the queue all the same.
 	Foreign bool
+
+	// What the contender wrote in its key.
+	Owner          string
+	Host           string
+	PID            int
+	Acquired       time.Time // on the writer's clock
+	Limit          int       // a semaphore's limit (lock.WithLimit), else 0
+	Shared         bool      // a reader (lock.WithShared)
+	Names          []string  // an AcquireAll's names, in the order given
+	LockDelay      time.Duration
+	BreakRequested time.Time // when Break asked it to release, else zero
+
+	record keyspace.Record // the key's value as read, written back by Break
 }
 
 // Status is a snapshot of one lock name, read at one etcd revision.
@@ -48,20 +64,27 @@ type Status struct {
 	Revision int64       // etcd revision of the snapshot
 }
 
-// Inspect reads the holder and the waiters of name in one request. Its
-// option is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
-func Inspect(ctx context.Context, client *clientv3.Client, name string, opts ...ReadOption) (Status, error) {
-	if err := validateClient(client); err != nil {
+// validate checks the arguments every entry point takes.
+func validate(client *clientv3.Client, prefix string) error {
+	if client == nil {
+		return fmt.Errorf("%w: nil client", lock.ErrInvalidOption)
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		return fmt.Errorf("%w: prefix %q must end in '/'", lock.ErrInvalidOption, prefix)
+	}
+	return nil
+}
+
+// Inspect reads the holders and the waiters of name under prefix (such as
+// lock.DefaultPrefix) in one request.
+func Inspect(ctx context.Context, client *clientv3.Client, prefix, name string) (Status, error) {
+	if err := validate(client, prefix); err != nil {
 		return Status{}, err
 	}
-	if err := ValidateName(name); err != nil {
+	if err := lock.ValidateName(name); err != nil {
 		return Status{}, err
 	}
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return Status{}, err
-	}
-	return readStatus(ctx, client, cfg.prefix, name)
+	return readStatus(ctx, client, prefix, name)
 }
 
 // readStatus is Inspect for arguments already checked; Break and Follow
@@ -74,15 +97,15 @@ func readStatus(ctx context.Context, client *clientv3.Client, prefix, name strin
 		clientv3.OpGet(keyspace.Of(prefix, name).Slots(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
+		return Status{}, fmt.Errorf("holders: inspect %q: %w", name, err)
 	}
 	st := Status{Name: name, Revision: resp.Header.Revision}
-	slots := slotsByValue(resp.Responses[1].GetResponseRange().Kvs)
+	slots := keyspace.SlotsByValue(resp.Responses[1].GetResponseRange().Kvs)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		st.add(contenderOf(kv, slots))
 	}
 	if err := resolveSets(ctx, client, prefix, []*Status{&st}); err != nil {
-		return Status{}, fmt.Errorf("lock: inspect %q: %w", name, err)
+		return Status{}, fmt.Errorf("holders: inspect %q: %w", name, err)
 	}
 	return st, nil
 }
@@ -104,7 +127,7 @@ func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, st
 			continue
 		}
 		for _, n := range st.Holder.Names {
-			if n != st.Name && ValidateName(n) == nil {
+			if n != st.Name && lock.ValidateName(n) == nil {
 				checks = append(checks, check{st, n})
 				ops = append(ops, clientv3.OpGet(keyspace.Of(prefix, n).Contenders(), clientv3.WithFirstCreate()...))
 			}
@@ -131,44 +154,25 @@ func resolveSets(ctx context.Context, client *clientv3.Client, prefix string, st
 	return nil
 }
 
-// slotsByValue maps the values of slot keys (keys under a name's
-// Slots prefix) to those keys. A slot key holds the record of the
-// acquisition that claimed it, the same as that acquisition's contender
-// key, and records are unique within a lease (Record.Seq): the value and
-// the lease pair a slot with its contender exactly, where a lease alone
-// would not (a slot left by an earlier acquisition of the same session).
-func slotsByValue(kvs []*mvccpb.KeyValue) map[string]*mvccpb.KeyValue {
-	m := make(map[string]*mvccpb.KeyValue, len(kvs))
-	for _, kv := range kvs {
-		m[string(kv.Value)] = kv
-	}
-	return m
-}
-
-// List returns the status of every lock name under the prefix whose name
-// starts with namePrefix ("" for all), sorted by name, from one read. Its
-// option is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
-func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts ...ReadOption) ([]Status, error) {
-	if err := validateClient(client); err != nil {
-		return nil, err
-	}
-	cfg, err := newConfig(opts)
-	if err != nil {
+// List returns the status of every lock name under prefix whose name
+// starts with namePrefix ("" for all), sorted by name, from one read.
+func List(ctx context.Context, client *clientv3.Client, prefix, namePrefix string) ([]Status, error) {
+	if err := validate(client, prefix); err != nil {
 		return nil, err
 	}
 	// Escaping works character by character, so the escaped names that
 	// start with namePrefix are the keys that start with its escaped form.
-	resp, err := client.Get(ctx, cfg.prefix+keyspace.Escape(namePrefix), clientv3.WithPrefix(),
+	resp, err := client.Get(ctx, prefix+keyspace.Escape(namePrefix), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
-		return nil, fmt.Errorf("lock: list: %w", err)
+		return nil, fmt.Errorf("holders: list: %w", err)
 	}
 	byName := map[string]*Status{}
 	slots := map[string][]*mvccpb.KeyValue{} // per name
 	var contenders []*mvccpb.KeyValue
 	var names []string
 	for _, kv := range resp.Kvs {
-		switch name, kind := keyspace.Parse(cfg.prefix, string(kv.Key)); kind {
+		switch name, kind := keyspace.Parse(prefix, string(kv.Key)); kind {
 		case keyspace.Slot:
 			slots[name] = append(slots[name], kv)
 		case keyspace.Contender:
@@ -181,14 +185,14 @@ func List(ctx context.Context, client *clientv3.Client, namePrefix string, opts 
 			st = &Status{Name: names[i], Revision: resp.Header.Revision}
 			byName[names[i]] = st
 		}
-		st.add(contenderOf(kv, slotsByValue(slots[names[i]])))
+		st.add(contenderOf(kv, keyspace.SlotsByValue(slots[names[i]])))
 	}
 	all := make([]*Status, 0, len(byName))
 	for _, st := range byName {
 		all = append(all, st)
 	}
-	if err := resolveSets(ctx, client, cfg.prefix, all); err != nil {
-		return nil, fmt.Errorf("lock: list: %w", err)
+	if err := resolveSets(ctx, client, prefix, all); err != nil {
+		return nil, fmt.Errorf("holders: list: %w", err)
 	}
 	out := make([]Status, 0, len(byName))
 	for _, st := range all {
@@ -216,10 +220,12 @@ func (st *Status) add(c Contender) {
 }
 
 // contenderOf is the contender of kv; slots are the slot keys of its name
-// by value (see slotsByValue).
+// by value (see keyspace.SlotsByValue).
 func contenderOf(kv *mvccpb.KeyValue, slots map[string]*mvccpb.KeyValue) Contender {
 	r, ok := keyspace.Decode(kv.Value)
-	c := Contender{Key: string(kv.Key), Record: r, Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok, Slot: -1}
+	c := Contender{Key: string(kv.Key), Token: fencing.Token(kv.CreateRevision), LeaseID: clientv3.LeaseID(kv.Lease), Foreign: !ok, Slot: -1,
+		Owner: r.Owner, Host: r.Host, PID: r.PID, Acquired: r.Acquired, Limit: r.Limit, Shared: r.Shared, Names: r.Names,
+		LockDelay: r.LockDelay, BreakRequested: r.BreakRequested, record: r}
 	if sk, ok := slots[string(kv.Value)]; ok && r.Limit > 1 && sk.Lease == kv.Lease {
 		c.Slot, c.SlotKey, c.Token = keyspace.SlotNumber(string(sk.Key)), string(sk.Key), fencing.Token(sk.CreateRevision)
 	}
@@ -227,3 +233,19 @@ func contenderOf(kv *mvccpb.KeyValue, slots map[string]*mvccpb.KeyValue) Contend
 }
 
 func isLeaseNotFound(err error) bool { return errors.Is(err, rpctypes.ErrLeaseNotFound) }
+
+// txnInChunks commits ops in transactions of at most maxTxnOps (etcd's
+// default bound is 128) and hands each one's responses to each.
+func txnInChunks(ctx context.Context, c *clientv3.Client, ops []clientv3.Op, each func([]*etcdserverpb.ResponseOp)) error {
+	for chunk := range slices.Chunk(ops, maxTxnOps) {
+		resp, err := c.Txn(ctx).Then(chunk...).Commit()
+		if err != nil {
+			return err
+		}
+		each(resp.Responses)
+	}
+	return nil
+}
+
+// maxTxnOps is the most operations holders puts in one transaction.
+const maxTxnOps = 64

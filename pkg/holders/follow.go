@@ -1,4 +1,4 @@
-package lock
+package holders
 
 import (
 	"context"
@@ -11,33 +11,20 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
+	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-// Follow calls fn with the status of name now and after every change of
-// its holders (Status.Holders: a holder's end, a semaphore's or a read-write
-// lock's holders joining), until ctx ends (returning nil) or fn returns
-// false. It learns of changes by watching etcd, not by polling: the
-// holder's key while a mutex is held, the name's keys while it is free or
-// has several holders, so waiters joining or leaving a held mutex wake no
-// one, and a status whose holders did not change is not reported. (While
-// an AcquireAll set heads the queue but waits for another of its names,
-// it also reads again every second: the set takes this name without a
-// change under it.) Its watches are a session's (see Lock): one stream,
-// opened under clientv3.WithRequireLeader, asked for progress when
-// silent. Each read gets 5 s; it retries etcd errors with backoff and
-// re-reads the state after any broken or compacted watch. A holder that
-// comes and goes between two reads is not reported. It returns an error
-// only for a nil client or an invalid name or option, at once. Its option
-// is WithPrefix; a nil or invalid one fails with ErrInvalidOption.
-func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(Status) bool, opts ...ReadOption) error {
-	if err := validateClient(client); err != nil {
+// Follow calls fn with the status of name under prefix now and after every
+// change of its holders, learned by watching etcd, until ctx ends
+// (returning nil) or fn returns false. A status whose holders did not
+// change is not reported, nor a holder that comes and goes between two
+// reads. It retries etcd errors; it returns an error only for an invalid
+// argument, at once.
+func Follow(ctx context.Context, client *clientv3.Client, prefix, name string, fn func(Status) bool) error {
+	if err := validate(client, prefix); err != nil {
 		return err
 	}
-	if err := ValidateName(name); err != nil {
-		return err
-	}
-	cfg, err := newConfig(opts)
-	if err != nil {
+	if err := lock.ValidateName(name); err != nil {
 		return err
 	}
 	mctx, stop := context.WithCancel(ctx)
@@ -50,11 +37,11 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 		stop()
 		<-ran
 	}()
-	keys := keyspace.Of(cfg.prefix, name)
+	keys := keyspace.Of(prefix, name)
 	retry := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	var last []Contender
 	for first := true; ctx.Err() == nil; {
-		st, err := followRead(ctx, client, cfg.prefix, name)
+		st, err := followRead(ctx, client, prefix, name)
 		if err != nil {
 			_ = backoff.Sleep(ctx, retry.Next())
 			continue
@@ -70,6 +57,10 @@ func Follow(ctx context.Context, client *clientv3.Client, name string, fn func(S
 	}
 	return nil
 }
+
+// readTryTimeout bounds one read of Follow: the next goes to the client's
+// next endpoint.
+const readTryTimeout = 5 * time.Second
 
 // followRead reads the status of name for Follow, within readTryTimeout:
 // the next read goes to the client's next endpoint.
