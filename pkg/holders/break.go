@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/request"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -23,7 +24,9 @@ import (
 // holder's deadline has passed, so the next holder starts after it stopped.
 // It returns the holder and whether it released within the wait,
 // lock.ErrNotHeld if no key of name has token and lock.ErrNotOwner if that
-// key is a waiter's.
+// key is a waiter's. A request a member holds unanswered is sent again;
+// without a deadline in ctx, lock.DefaultTimeout bounds the call
+// (lock.ErrUnavailable).
 func Break(ctx context.Context, client *clientv3.Client, prefix, name string, token fencing.Token, wait time.Duration) (Contender, bool, error) {
 	if wait < 0 {
 		return Contender{}, false, fmt.Errorf("%w: break wait %v is negative", lock.ErrInvalidOption, wait)
@@ -116,10 +119,14 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 		return false, nil // no session watches it: nobody would answer
 	}
 	r.BreakRequested = time.Now().UTC()
-	resp, err := b.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(b.key), "=", int64(b.h.Token))).
-		Then(clientv3.OpPut(b.key, r.Encode(), clientv3.WithIgnoreLease())).
-		Commit()
+	// Sent again while a member holds it unanswered: a request repeated
+	// puts the same record, which the holder, lost at the first, ignores.
+	resp, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(b.key), "=", int64(b.h.Token))).
+			Then(clientv3.OpPut(b.key, r.Encode(), clientv3.WithIgnoreLease())).
+			Commit()
+	})
 	if err != nil {
 		return false, fmt.Errorf("holders: break: ask the holder: %w", err)
 	}
@@ -140,7 +147,9 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 		return false, ctx.Err()
 	}
 	// The wait ended, or the watch broke: is the key still the holder's?
-	get, err := b.client.Get(ctx, b.key)
+	get, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return b.client.Get(ctx, b.key)
+	})
 	if err != nil {
 		return false, fmt.Errorf("holders: break: read the holder's key: %w", err)
 	}
@@ -152,7 +161,9 @@ func (b *breaker) ask(ctx context.Context, wait time.Duration) (bool, error) {
 // which counts from a renewal sent before the revoke, so before that lease
 // can expire, and it frees the names earlier by releasing them.
 func (b *breaker) fence(ctx context.Context, name string) error {
-	ttl, err := b.client.TimeToLive(ctx, b.h.LeaseID, clientv3.WithAttachedKeys())
+	ttl, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseTimeToLiveResponse, error) {
+		return b.client.TimeToLive(ctx, b.h.LeaseID, clientv3.WithAttachedKeys())
+	})
 	if err != nil {
 		return fmt.Errorf("holders: break %q: read the holder's lease: %w", name, err)
 	}
@@ -163,7 +174,10 @@ func (b *breaker) fence(ctx context.Context, name string) error {
 	for i, k := range ttl.Keys {
 		keys[i] = string(k)
 	}
-	g, err := b.client.Grant(ctx, ttl.GrantedTTL)
+	// A fence's lease whose grant reply was lost holds no key, and expires.
+	g, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return b.client.Grant(ctx, ttl.GrantedTTL)
+	})
 	if err != nil {
 		return fmt.Errorf("holders: break %q: grant the fence's lease: %w", name, err)
 	}
@@ -176,7 +190,9 @@ func (b *breaker) fence(ctx context.Context, name string) error {
 	if err := b.revoke(ctx, name); err != nil {
 		return err
 	}
-	if _, err := b.client.KeepAliveOnce(ctx, g.ID); err != nil {
+	if _, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseKeepAliveResponse, error) {
+		return b.client.KeepAliveOnce(ctx, g.ID)
+	}); err != nil {
 		return fmt.Errorf("holders: break %q: renew the fence's lease: %w", name, err)
 	}
 	return nil
@@ -190,7 +206,9 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 	for i, k := range keys {
 		gets[i] = clientv3.OpGet(k)
 	}
-	read, err := b.client.Txn(ctx).Then(gets...).Commit()
+	read, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).Then(gets...).Commit()
+	})
 	if err != nil {
 		return err
 	}
@@ -213,7 +231,12 @@ func (b *breaker) move(ctx context.Context, keys []string, lease clientv3.LeaseI
 	if len(puts) == 0 {
 		return nil
 	}
-	resp, err := b.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	// Sent again while a member holds it unanswered: a put that landed
+	// moved the key's mod revision, so a repeat does nothing, and the read
+	// that follows finds the key on the fence's lease.
+	resp, err := request.Do(ctx, b.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	})
 	if err == nil && !resp.Succeeded {
 		return b.move(ctx, keys, lease) // one changed since the read (released, say): read again
 	}
@@ -239,7 +262,13 @@ func (b *breaker) force(ctx context.Context, name string) error {
 func (b *breaker) revoke(ctx context.Context, name string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
 	defer cancel()
-	if _, err := b.client.Revoke(rctx, b.h.LeaseID); err != nil && !isLeaseNotFound(err) {
+	if _, err := request.Do(rctx, b.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+		resp, err := b.client.Revoke(ctx, b.h.LeaseID)
+		if isLeaseNotFound(err) {
+			err = nil // revoked by an earlier try, or expired
+		}
+		return resp, err
+	}); err != nil {
 		return fmt.Errorf("holders: break %q: lease revoke failed: %w", name, err)
 	}
 	return nil

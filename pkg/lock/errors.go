@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/request"
 )
 
 // Sentinel errors. Errors returned by this package wrap them; test with
@@ -43,7 +44,7 @@ var (
 	// The error also says why, as far as the client can tell (a refused
 	// connection, an unknown host, a TLS handshake that failed, no
 	// leader, no answer), and wraps ctx's error.
-	ErrUnavailable = errors.New("lock: etcd unavailable")
+	ErrUnavailable = request.ErrUnavailable
 	// ErrMarkersKept: Session.Close revoked the lease, but could not
 	// delete the lock-delay markers of clean ends (WithLockDelay): the
 	// next holders of those names wait the delay.

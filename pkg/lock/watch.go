@@ -2,12 +2,9 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"google.golang.org/grpc/codes"
-
-	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
+	"github.com/etcdlock/etcdlock/pkg/internal/request"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -24,20 +21,12 @@ const ownWatchDelay = 100 * time.Millisecond
 // retryableRead reports whether err, from a read, says etcd could not
 // serve it now (gRPC code Unavailable or ResourceExhausted, as a status or
 // as clientv3's typed error), so that trying again later is right.
-func retryableRead(err error) bool {
-	code := rpccode.Of(err)
-	return code == codes.Unavailable || code == codes.ResourceExhausted
-}
+func retryableRead(err error) bool { return request.Retryable(err) }
 
 // unanswered reports whether err, from a request, says it got no answer
 // from etcd — it ran out of time, or etcd could not serve it — rather than
 // a refusal.
-func unanswered(err error) bool {
-	if code := rpccode.Of(err); retryableRead(err) || code == codes.DeadlineExceeded || code == codes.Canceled {
-		return true
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
+func unanswered(err error) bool { return request.Unanswered(err) }
 
 // awaitWatch registers a watch on the session's stream with add, passing
 // it the watch's fire, and waits for it to fire: nil for a deletion or a
