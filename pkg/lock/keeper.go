@@ -39,14 +39,21 @@ type keeper struct {
 func grant(ctx context.Context, client *clientv3.Client, cfg config) (*keeper, error) {
 	// A grant is sent again if a member holds it unanswered: a lease whose
 	// reply was lost has no keys, and expires by its TTL.
-	var send time.Time
-	resp, err := retried(ctx, client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
-		send = cfg.clock.Now()
-		return client.Grant(ctx, lease.Seconds(cfg.ttl))
+	// Each try keeps its own send time: the deadline counts from the one
+	// that was answered.
+	type granted struct {
+		*clientv3.LeaseGrantResponse
+		send time.Time
+	}
+	g, err := retried(ctx, client, nil, func(ctx context.Context) (granted, error) {
+		send := cfg.clock.Now()
+		resp, err := client.Grant(ctx, lease.Seconds(cfg.ttl))
+		return granted{resp, send}, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lock: grant lease: %w", err)
 	}
+	resp, send := g.LeaseGrantResponse, g.send
 	ttl := time.Duration(resp.TTL) * time.Second
 	k := &keeper{client: client, clock: cfg.clock, id: resp.ID, ttl: ttl, margin: cfg.safetyMargin(ttl), every: cfg.renewInterval}
 	if k.every == 0 {

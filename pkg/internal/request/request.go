@@ -1,12 +1,14 @@
-// Package request sends etcd requests that are safe to repeat, each try
-// bounded, so that a member that holds one unanswered does not hold the
-// call: the next try goes to the client's next endpoint.
+// Package request sends etcd requests that are safe to repeat, another
+// try beside each that goes unanswered for its bound, so that a member
+// that holds one unanswered does not hold the call: the next try goes to
+// the client's next endpoint.
 package request
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -14,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
 )
 
@@ -28,25 +29,28 @@ var ErrUnavailable = errors.New("lock: etcd unavailable")
 // context.DeadlineExceeded.
 const DefaultTimeout = 10 * time.Second
 
-// firstTryTimeout bounds the first try of a request the library sends
-// again (Do), each later try twice the one before: a frozen member,
-// or one cut off from its leader, holds a request unanswered, and the
-// next try goes to the client's next endpoint; a healthy member slowed by
-// load, or a large request, still gets a try long enough to be answered.
+// FirstTryTimeout is how long Do waits for an answer to its first try
+// before it sends a second beside it, each later wait twice the one
+// before: a frozen member, or one cut off from its leader, holds a request
+// unanswered, and the next try goes to the client's next endpoint.
 const FirstTryTimeout = time.Second
 
-// Do sends a request — try, which must be safe to send again
-// whatever became of an earlier try: idempotent, or guarded by a compare
-// that makes a repeat a no-op — until etcd answers it, each try bounded
-// (FirstTryTimeout, then twice the last), so that a member that
-// holds it unanswered does not hold the call: the next try goes to the
-// client's next endpoint, after a jittered backoff of up to 1 s. lost is
-// called for each try given up so, which may still be applied later. An
-// answer, even an error (etcd's "request timed out", "leader changed": an
-// outcome unknown, which the caller reports as before), ends it. It stops
-// at ctx's end, or DefaultTimeout after it started if ctx has no
-// deadline; a deadline that passed without an answer is an error wrapping
-// ErrUnavailable, the reason etcd did not answer, and ctx's error.
+// Do sends a request — try, which must be safe to send again whatever
+// became of an earlier try: idempotent, or guarded by a compare that makes
+// a repeat a no-op — until etcd answers it. A try unanswered after its
+// bound (FirstTryTimeout, then twice the last) is not given up: another is
+// sent beside it, which the client's round-robin sends to its next
+// endpoint, and the first answer wins. So a member that holds requests
+// unanswered does not hold the call, and a slow network, whose answers
+// take longer than a bound, still answers the first try. lost is called
+// for each try sent beside an unanswered one: one of them may be applied
+// after the call returned. An answer, even an error (etcd's "request timed
+// out", "leader changed": an outcome unknown, which the caller reports as
+// before), ends it. It stops at ctx's end, or DefaultTimeout after it
+// started if ctx has no deadline; a deadline that passed without an
+// answer is an error wrapping ErrUnavailable, the reason etcd did not
+// answer, and ctx's error. The tries still in flight are canceled, and
+// have returned, when Do returns.
 func Do[T any](ctx context.Context, c *clientv3.Client, lost func(), try func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if _, ok := ctx.Deadline(); !ok {
@@ -54,28 +58,66 @@ func Do[T any](ctx context.Context, c *clientv3.Client, lost func(), try func(co
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
+	var (
+		mu       sync.Mutex
+		first    error // the first answer's error, once answered is closed
+		resp     T
+		answered = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	tries, stop := context.WithCancel(ctx)
+	defer func() { stop(); wg.Wait() }()
+	send := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := try(tries)
+			mu.Lock()
+			defer mu.Unlock()
+			select {
+			case <-answered:
+			default:
+				resp, first = r, err
+				close(answered)
+			}
+		}()
+	}
 	bound := FirstTryTimeout
+	send()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
 	for {
-		tctx, cancel := context.WithTimeout(ctx, bound)
-		resp, err := try(tctx)
-		timedOut := tctx.Err() != nil // the try's own bound passed
-		cancel()
+		select {
+		case <-timer.C:
+			if lost != nil {
+				lost()
+			}
+			bound *= 2
+			timer.Reset(bound)
+			send()
+			continue
+		case <-ctx.Done():
+			// The tries end with ctx: the answer that came first, if
+			// one came as ctx ended (etcd's own timeout, say), says
+			// more than ctx's error alone.
+			stop()
+			wg.Wait()
+		case <-answered:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case <-answered:
+		default:
+			return zero, ended(ctx, c, ctx.Err())
+		}
 		switch {
-		case err == nil:
+		case first == nil:
 			return resp, nil
 		case ctx.Err() != nil:
-			return zero, ended(ctx, c, err)
-		case !timedOut:
-			return zero, err // etcd's answer, or the client's own error
+			return zero, ended(ctx, c, first)
 		}
-		if lost != nil {
-			lost()
-		}
-		bound *= 2
-		if backoff.Sleep(ctx, retry.Next()) != nil {
-			return zero, ended(ctx, c, err)
-		}
+		return zero, first // etcd's answer, or the client's own error
 	}
 }
 
