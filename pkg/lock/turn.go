@@ -152,8 +152,8 @@ const readTryTimeout = 5 * time.Second
 // try: while etcd is unreachable, has no leader or sheds load (gRPC codes
 // Unavailable — a broken connection, "leader changed", "request timed
 // out" — and ResourceExhausted, "too many requests"), or does not answer a
-// try within its bound (firstTryTimeout, doubling up to readTryTimeout),
-// it is retried with jittered backoff up to
+// try within its bound (firstTryTimeout, doubling up to readTryTimeout;
+// unbounded with one endpoint), it is retried with jittered backoff up to
 // 1 s until it succeeds, ctx ends or l ends.
 // clientv3 retries a Get so, but never a Txn, and without this a
 // connection that breaks under a waiter would end its Acquire with an
@@ -165,10 +165,16 @@ func (l *Lock) waitRead(ctx context.Context, ops ...clientv3.Op) (*clientv3.TxnR
 	// in step.
 	retry := backoff.Backoff{Min: 25 * time.Millisecond, Max: time.Second, Jitter: true}
 	bound := firstTryTimeout
+	// With one endpoint another try would go to the same member: the try
+	// has until ctx ends.
+	bounded := len(s.client.Endpoints()) > 1
 	for {
 		// One try gets its bound, the next twice as long up to
 		// readTryTimeout, and goes to the client's next endpoint.
-		tctx, cancel := context.WithTimeout(ctx, bound)
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if bounded {
+			tctx, cancel = context.WithTimeout(ctx, bound)
+		}
 		resp, err := s.client.Txn(tctx).Then(ops...).Commit()
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryableRead(err) && !errors.Is(err, context.DeadlineExceeded) {

@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
@@ -81,6 +82,18 @@ func Do[T any](ctx context.Context, c *clientv3.Client, lost func(), try func(co
 				close(answered)
 			}
 		}()
+	}
+	if len(c.Endpoints()) < 2 {
+		// One endpoint: another try would go to the same member. The
+		// first has until ctx ends.
+		r, err := try(ctx)
+		switch {
+		case err == nil:
+			return r, nil
+		case ctx.Err() != nil:
+			return zero, ended(ctx, c, err)
+		}
+		return zero, err
 	}
 	bound := FirstTryTimeout
 	send()
@@ -150,7 +163,13 @@ const reasonTimeout = 100 * time.Millisecond
 // last connection error (refused, unknown host, a TLS handshake that
 // failed), a member without a leader, or a member that accepts the
 // request and does not answer it.
+//
+// A connection that is ready is not asked: the question would be one more
+// request to a member that holds requests unanswered.
 func whyUnanswered(ctx context.Context, c *clientv3.Client) string {
+	if c.ActiveConnection().GetState() == connectivity.Ready {
+		return "no answer from etcd (a member frozen, cut off or without a leader, or the network drops packets)"
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reasonTimeout)
 	defer cancel()
 	st, err := pb.NewMaintenanceClient(c.ActiveConnection()).Status(ctx, &pb.StatusRequest{})

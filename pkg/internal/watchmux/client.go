@@ -19,7 +19,9 @@ func ForClient(client *clientv3.Client, log *zap.Logger) *Mux {
 	open := func(ctx context.Context) (pb.Watch_WatchClient, error) {
 		return pb.NewWatchClient(client.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
 	}
-	return New(open, readRevisions(client), clock.Real(), log)
+	m := New(open, readRevisions(client), clock.Real(), log)
+	m.endpoints = func() int { return len(client.Endpoints()) }
+	return m
 }
 
 // readRevisions reads keys' revisions in one transaction.

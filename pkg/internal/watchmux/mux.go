@@ -63,7 +63,8 @@ const (
 	// WaiterProbeAfter and WaiterProbeTimeout replace ProbeAfter and
 	// ProbeTimeout while the stream carries a watch that someone waits on
 	// to go on (WatchFromNow, WatchRange: a waiter's predecessor, a
-	// semaphore's queue): the next holder of a lock must not wait ten
+	// semaphore's queue) and the client has more than one endpoint: the
+	// next holder of a lock must not wait ten
 	// seconds for a stream on a frozen member to be given up. A probe
 	// costs etcd a small message a second.
 	WaiterProbeAfter   = time.Second
@@ -84,8 +85,11 @@ type Mux struct {
 	read ReadFunc
 	clk  clock.Clock
 	log  *zap.Logger
-	kick chan struct{} // capacity 1: something to do for Run
-	wake clock.Timer   // Run's timer (see timer); nil until first needed
+	// endpoints is how many endpoints a new stream may go to (nil: more
+	// than one); with one, a stream replaced goes to the same member.
+	endpoints func() int
+	kick      chan struct{} // capacity 1: something to do for Run
+	wake      clock.Timer   // Run's timer (see timer); nil until first needed
 
 	// mu guards what follows. It is the last lock taken: pkg/lock takes
 	// Session.mu, then Lock.mu, then calls into the Mux; callbacks are

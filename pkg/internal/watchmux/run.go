@@ -245,10 +245,11 @@ type probe struct {
 // (WaiterProbeAfter and WaiterProbeTimeout while someone waits on one).
 // It returns when it must be called again (zero: no need).
 func (m *Mux) checkSilence(ws pb.Watch_WatchClient, p *probe, now time.Time, idle bool) (time.Time, error) {
+	multi := m.endpointCount() > 1 // with one, a new stream would go to the same member
 	m.mu.Lock()
 	heard, msgs := m.heard, m.msgs
 	after, timeout := ProbeAfter, ProbeTimeout
-	if m.waiters > 0 {
+	if m.waiters > 0 && multi {
 		after, timeout = WaiterProbeAfter, WaiterProbeTimeout
 	}
 	m.mu.Unlock()
@@ -411,4 +412,13 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// endpointCount is how many endpoints a new stream may go to: 2 stands
+// for more than one when the Mux was not made for a client.
+func (m *Mux) endpointCount() int {
+	if m.endpoints == nil {
+		return 2
+	}
+	return m.endpoints()
 }
