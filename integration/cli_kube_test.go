@@ -13,7 +13,7 @@ import (
 )
 
 // kube-leaders shows a Kubernetes controller's election as package
-// kubelock stores it (its layout: internal/kuberecord, checked against the
+// kubelock stores it (its layout: pkg/kuberecord, checked against the
 // lock by kubelock's TestRecordLayoutIsKuberecords): the holder, the
 // record's create revision as the token, the term's times and
 // transitions; a term count's key is no election.

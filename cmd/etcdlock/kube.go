@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/fencing"
-	"github.com/etcdlock/etcdlock/internal/kuberecord"
+	"github.com/etcdlock/etcdlock/pkg/kuberecord"
 )
 
 type kubeOptions struct{ prefix string }

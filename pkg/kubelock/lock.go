@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/internal/backoff"
 	"github.com/etcdlock/etcdlock/pkg/internal/rpccode"
+	"github.com/etcdlock/etcdlock/pkg/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )

@@ -10,9 +10,9 @@ import (
 	rl "k8s.io/client-go/tools/leaderelection/resourcelock"
 	evrecord "k8s.io/client-go/tools/record"
 
-	"github.com/etcdlock/etcdlock/internal/kuberecord"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/kubelock/internal/kubetest"
+	"github.com/etcdlock/etcdlock/pkg/kuberecord"
 )
 
 // stale fails only an elector that leads past its term by more than
