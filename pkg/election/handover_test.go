@@ -270,8 +270,10 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 	terms := make(chan started, 8)
 	ended := make(chan string, 8)
 	cli := etcdtest.Client(t, eps...)
+	// A TTL a loaded machine renews in time: the first term must last
+	// until the member stops.
 	cfg := func(id string) cand {
-		return cand{Identity: id, Config: election.Config{Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
+		return cand{Identity: id, TTL: 5 * time.Second, Config: election.Config{Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, term election.Term) {
 				s := started{who: id, term: term, at: time.Now()}
 				var get *clientv3.GetResponse
@@ -309,6 +311,9 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 	restarted := time.Now()
 	next := receive(t, terms, time.Minute, "the next term")
 	t.Logf("restart → next term (%s) %v after the restart", next.who, next.at.Sub(restarted))
+	if next.at.Before(restarted) {
+		t.Fatalf("a term started before the restart, while the first term should have led: %+v", next)
+	}
 	if next.err != nil {
 		t.Fatalf("reading the election's keys as the next term started: %v", next.err)
 	}
