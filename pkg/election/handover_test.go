@@ -2,6 +2,7 @@ package election_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -169,7 +170,8 @@ func TestNextTermWaitsForAnUnreachableLeadersTenureKey(t *testing.T) {
 		t.Fatalf("tenure keys %v (%v), want a's", get.Kvs, err)
 	}
 	// <name>%tenure/<lease-hex>-<token-hex>, holding the term's identity.
-	if kv := get.Kvs[0]; !strings.HasSuffix(string(kv.Key), fmt.Sprintf("-%x", int64(term.Token))) || string(kv.Value) != "a" {
+	var v struct{ Identity string }
+	if kv := get.Kvs[0]; !strings.HasSuffix(string(kv.Key), fmt.Sprintf("-%x", int64(term.Token))) || json.Unmarshal(kv.Value, &v) != nil || v.Identity != "a" {
 		t.Fatalf("tenure key %s = %q, want a's (token %d)", kv.Key, kv.Value, term.Token)
 	}
 	aTenure = string(get.Kvs[0].Key)
