@@ -134,3 +134,29 @@ func TestNewSessionUnknownHostNamesIt(t *testing.T) {
 		t.Errorf("NewSession = %v: does not name the host it could not find", err)
 	}
 }
+
+// A lease grant answered only after the deadline its lease would have —
+// here every request reaches etcd 3 s late, past a 2 s TTL, as a grant
+// does that waits for a new leader — gives no session already lost:
+// NewSession fails, once its ctx ends, with ErrUnavailable and the ctx's
+// error.
+func TestNewSessionGrantedPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
+	cli := etcdtest.Client(t, url)
+	ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Get(ctx, "warm-up"); err != nil { // the connection, before the delay
+		t.Fatal(err)
+	}
+	p.DelayTx(3*time.Second, 0)
+	t.Cleanup(p.UndelayTx)
+	s, err := lock.NewSession(ctx, cli, lock.WithPrefix(prefix(t)), lock.WithTTL(2*time.Second))
+	if err == nil {
+		defer s.Close(context.Background())
+		t.Fatalf("NewSession returned a session (deadline %v ago, err %v); want an error", time.Since(s.Deadline()), s.Err())
+	}
+	if !errors.Is(err, lock.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("NewSession = %v, want ErrUnavailable and context.DeadlineExceeded", err)
+	}
+}
