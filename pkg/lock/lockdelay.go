@@ -226,10 +226,10 @@ func anyLeft(found, kvs []*mvccpb.KeyValue) bool {
 
 // waitGone waits until key, which exists with create revision createRev,
 // is deleted at revision rev or later. It watches on the session's watch
-// stream (watchmux.Mux.WaitKey, probed as a waiter's), which re-creates the watch after a
-// broken stream and re-reads the key after a compaction: it returns only
-// once the key is gone (or re-created), l or ctx ended, or etcd refused
-// the watch (ErrWatchRefused).
+// stream (watchmux.Mux.WaitKey, probed as a waiter's), which re-creates
+// the watch after a broken stream and re-reads the key after a
+// compaction: it returns only once the key is gone (or re-created), l or
+// ctx ended, or etcd refused the watch (ErrWatchRefused).
 func (l *Lock) waitGone(ctx context.Context, key string, rev, createRev int64) error {
 	s := l.s
 	return l.awaitWatch(ctx, func(fire func(error)) *watchmux.Watch {

@@ -63,9 +63,9 @@ const (
 	// WaiterProbeAfter and WaiterProbeTimeout replace ProbeAfter and
 	// ProbeTimeout while the stream carries a watch that someone waits on
 	// to go on (WatchFromNow, WatchRange: a waiter's predecessor, a
-	// semaphore's queue; WaitKey: a lock-delay's timer) and the client has more than one endpoint: the
-	// next holder of a lock must not wait ten
-	// seconds for a stream on a frozen member to be given up. A probe
+	// semaphore's queue; WaitKey: a lock-delay's timer) and the client
+	// has more than one endpoint: the next holder of a lock must not wait
+	// ten seconds for a stream on a frozen member to be given up. A probe
 	// costs etcd a small message a second.
 	WaiterProbeAfter   = time.Second
 	WaiterProbeTimeout = time.Second
