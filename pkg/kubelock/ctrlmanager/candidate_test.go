@@ -32,9 +32,11 @@ type candidate struct {
 	// which the manager leads; the work log records it with each run.
 	token func() int64
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // the current manager's
-	held   chan struct{}      // while not nil, no new manager starts; closed by up
+	mu      sync.Mutex
+	cancel  context.CancelFunc // the current manager's
+	since   time.Time          // when the current manager was made
+	running bool               // the current manager's Start has not returned
+	held    chan struct{}      // while not nil, no new manager starts; closed by up
 }
 
 // run runs managers until ctx ends; wg owns the goroutine.
@@ -71,9 +73,12 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 			}
 			mctx, cancel := context.WithCancel(ctx)
 			c.mu.Lock()
-			c.cancel = cancel
+			c.cancel, c.since, c.running = cancel, time.Now(), true
 			c.mu.Unlock()
 			_ = m.Start(mctx) // "leader election lost", or canceled
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
 			cancel()
 			inc.close()
 		}

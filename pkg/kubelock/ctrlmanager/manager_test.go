@@ -136,6 +136,33 @@ func (c *etcdCandidate) token() int64 {
 	return int64(term.Token())
 }
 
+// settle waits, within a bound, until the candidate's manager is not one
+// whose term has ended while its elector still leads: such a manager
+// stops on its own once the elector gives up, RenewDeadline later, and
+// stopping it meanwhile runs into controller-runtime's data race between
+// a stop and a lost election (README, "controller-runtime and -race").
+func (c *etcdCandidate) settle(within time.Duration) {
+	for end := time.Now().Add(within); c.losing() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// losing reports whether the current manager's term has ended while the
+// manager still runs.
+func (c *etcdCandidate) losing() bool {
+	c.mu.Lock()
+	lk := c.lk
+	c.mu.Unlock()
+	c.candidate.mu.Lock()
+	since, running := c.candidate.since, c.candidate.running
+	c.candidate.mu.Unlock()
+	if lk == nil || !running {
+		return false
+	}
+	term, err := lk.Term()
+	return err == nil && term.Context().Err() != nil && !term.Started().Before(since)
+}
+
 func (c *etcdCandidate) closeClient() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -313,7 +340,13 @@ func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*wor
 	cands := map[string]*etcdCandidate{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		for _, c := range cands {
+			c.settle(10 * time.Second)
+		}
+		cancel()
+		wg.Wait()
+	}()
 	for i := range 3 {
 		who := fmt.Sprintf("m%d", i)
 		cands[who] = newEtcdCandidate(t, who, i, s, i != 2)
