@@ -320,6 +320,9 @@ func describe(cands map[string]*etcdCandidate) string {
 				fmt.Fprintf(&b, ", term %d live", term.Token())
 			}
 		}
+		if m := c.elector.Last(); m != "" {
+			fmt.Fprintf(&b, ", elector: %s", m)
+		}
 		b.WriteString("; ")
 	}
 	return b.String()
