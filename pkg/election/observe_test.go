@@ -103,9 +103,40 @@ func TestLeaderSinceIsWhenTheTermBegan(t *testing.T) {
 		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(terms, term); <-ctx.Done() },
 	}}})
 	waitQueued(t, cli, prefix(t), 1)
+	octx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	leaders, err := election.Observe(octx, cli, prefix(t), "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := receive(t, leaders, 10*time.Second, "the leader observed"); l.Token != first.Token || !l.Since.Equal(first.Started) {
+		t.Errorf("Observe first sent %+v, want a's term %v, since %v", l, first.Token, first.Started)
+	}
 	resigned := time.Now()
 	a.stop() // resigns
 	second := receive(t, terms, 10*time.Second, "b's term")
+	// b's key led before its term began: Observe may send b without
+	// Since first, and must send it again with Since once the term began.
+	// The channel closes when octx ends.
+	withSince := false
+	for l := range leaders {
+		if l.Token == 0 || l.Token == first.Token {
+			continue
+		}
+		if l.Token != second.Token || l.Identity != "b" {
+			t.Fatalf("Observe sent %+v, want b's term %v", l, second.Token)
+		}
+		if l.Since.Equal(second.Started) {
+			withSince = true
+			break
+		}
+		if !l.Since.IsZero() {
+			t.Fatalf("Observe sent b since %v, want zero or its term's start %v", l.Since, second.Started)
+		}
+	}
+	if !withSince {
+		t.Fatalf("Observe never sent b's term with its start %v", second.Started)
+	}
 	l, err := election.GetLeader(t.Context(), cli, prefix(t), "ctl")
 	if err != nil || l.Identity != "b" || l.Token != second.Token {
 		t.Fatalf("GetLeader = %+v (%v), want b's term %v", l, err, second.Token)

@@ -1,7 +1,7 @@
 // Package logslog gives a *zap.Logger that writes to a log/slog handler,
 // so that a program logging with log/slog passes its handler wherever
-// etcdlock takes a *zap.Logger (lock.WithLogger, election.Config.Logger,
-// kubelock.WithLogger):
+// etcdlock takes a *zap.Logger (lock.WithLogger, which election.New and
+// kubelock.New take too):
 //
 //	session, err := lock.NewSession(ctx, cli, lock.WithLogger(logslog.New(slog.Default().Handler())))
 //
