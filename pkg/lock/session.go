@@ -143,7 +143,8 @@ func (s *Session) Err() error {
 
 // Close releases every lock the session holds (their state becomes
 // Released), stops renewing, waits for the session's goroutines, and revokes
-// the lease, which deletes the session's keys at once. It returns the revoke
+// the lease (unless etcd answered that it is gone), which deletes the
+// session's keys at once. It returns the revoke
 // error, if any (the lease then expires on its own), or one wrapping
 // ErrMarkersKept if the lock-delay markers of its clean ends could not be
 // deleted (DESIGN.md, "Lock-delay"). Calling it again, or after a loss, is
@@ -178,15 +179,20 @@ func (s *Session) Close(ctx context.Context) error {
 			s.log.Warn("could not delete the lock-delay markers; the next holders wait the delay", zap.Error(markersErr))
 		}
 	}
-	_, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
-		resp, err := s.client.Revoke(ctx, s.keeper.id)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			err = nil // revoked already, by an earlier try or someone else, or expired
+	// etcd answered that the lease is gone (ErrLeaseRevoked or
+	// ErrLeaseExpired): there is nothing to revoke, and asking would only
+	// make the client log a warning.
+	if err := s.Err(); !errors.Is(err, ErrLeaseRevoked) && !errors.Is(err, ErrLeaseExpired) {
+		_, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+			resp, err := s.client.Revoke(ctx, s.keeper.id)
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				err = nil // revoked already, by an earlier try or someone else, or expired
+			}
+			return resp, err
+		})
+		if err != nil {
+			return fmt.Errorf("lock: revoke lease: %w", err)
 		}
-		return resp, err
-	})
-	if err != nil {
-		return fmt.Errorf("lock: revoke lease: %w", err)
 	}
 	// The lease is gone: a marker delete compares its key, so none could
 	// succeed from now on.

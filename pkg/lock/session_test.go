@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -219,5 +223,42 @@ func TestNewSessionUnreachable(t *testing.T) {
 	defer cancel()
 	if _, err := lock.NewSession(ctx, cli); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("NewSession against no server = %v, want deadline exceeded", err)
+	}
+}
+
+// A session whose lease etcd answered is gone sends no revoke on Close:
+// etcd's client would log the refusal as a warning on every such Close.
+func TestCloseAfterLeaseRevokedSendsNoRevoke(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	core, logs := observer.New(zap.DebugLevel)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	s, err := lock.NewSession(ctx, cli, lock.WithPrefix(prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client(t).Revoke(ctx, s.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("the session never noticed its lease revoked")
+	}
+	if !errors.Is(s.Err(), lock.ErrLeaseRevoked) {
+		t.Fatalf("session ended with %v, want ErrLeaseRevoked", s.Err())
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close = %v, want nil", err)
+	}
+	if revokes := logs.FilterField(zap.String("method", "/etcdserverpb.Lease/LeaseRevoke")); revokes.Len() != 0 {
+		t.Errorf("the client logged %d revokes: %v", revokes.Len(), revokes.All())
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
 	}
 }
