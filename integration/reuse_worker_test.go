@@ -322,7 +322,7 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 	set := w.r.sets
 	w.r.mu.Unlock()
 	h := &held{l: l}
-	for i, name := range l.Names() {
+	for i, name := range names {
 		g := w.r.grantedAs("set", w.name, w.id, w.rec, name, l.Keys()[i], l.Token(), start, start+hold, false, set)
 		if i == 0 {
 			h.g = g
@@ -350,7 +350,7 @@ func (w *lockWorker) phantom(ctx context.Context, l *lock.Lock, h *held, set int
 	for {
 		n, key := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond, mine)
 		if n != "" {
-			if resp, err := w.s.Client().Get(ctx, key); err == nil && len(resp.Kvs) > 0 {
+			if resp, err := w.c.cli.Get(ctx, key); err == nil && len(resp.Kvs) > 0 {
 				w.claimPhantom(l, h, set, n, hold)
 				return
 			}

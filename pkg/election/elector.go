@@ -270,7 +270,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			return false
 		}
 	}
-	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: s.Clock(), ctx: termCtx}
+	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, tenure: t, clock: e.session.clock, ctx: termCtx}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

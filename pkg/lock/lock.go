@@ -96,14 +96,15 @@ type Lock struct {
 	lost      chan struct{}   // Lost's, made by its first call
 }
 
-// Names returns every name the lock holds: the one given to Acquire, or
+// names returns every name the lock holds: the one given to Acquire, or
 // those given to AcquireAll, in that order.
-func (l *Lock) Names() []string {
+func (l *Lock) names() []string {
 	others, _ := l.kind.others()
 	return append([]string{l.name}, others...)
 }
 
-// Keys returns the contender key of every name in Names, in that order.
+// Keys returns the contender key of every name the lock holds: the one
+// given to Acquire, or those given to AcquireAll, in that order.
 // They share one create revision, the token (a semaphore's Key is its
 // slot key instead; see WithLimit).
 func (l *Lock) Keys() []string {
@@ -120,9 +121,6 @@ func (l *Lock) Key() string {
 	key, _ := l.kind.holder(l)
 	return key
 }
-
-// Owner returns the owner identity of the session holding the lock.
-func (l *Lock) Owner() string { return l.s.cfg.owner }
 
 // Token returns the fencing token: the create revision of Key.
 func (l *Lock) Token() fencing.Token {

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/holders"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -168,8 +169,12 @@ func TestLaterOptionWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Owner(); got != "second" {
-		t.Errorf("Owner = %q, want the later WithOwner's %q", got, "second")
+	resp, err := client(t).Get(testCtx(t), l.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get(%s) = %v, %v", l.Key(), resp, err)
+	}
+	if got := keyspace.Owner(resp.Kvs[0].Value); got != "second" {
+		t.Errorf("owner = %q, want the later WithOwner's %q", got, "second")
 	}
 }
 
