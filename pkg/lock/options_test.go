@@ -216,7 +216,7 @@ func TestSessionMarginBelowTTL(t *testing.T) {
 	t.Parallel()
 	for name, opts := range map[string][]lock.SessionOption{
 		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
-		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
+		"margin above the default TTL":   {lock.WithSafetyMargin(11 * time.Second)},
 		"margin above a TTL given after": {lock.WithSafetyMargin(3 * time.Second), lock.WithTTL(2 * time.Second)},
 	} {
 		if err := lock.ValidateSessionOptions(opts...); !errors.Is(err, lock.ErrInvalidOption) {
