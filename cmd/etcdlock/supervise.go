@@ -122,7 +122,7 @@ func lockEnv(s *session, l *lock.Lock) []string {
 		"ETCDLOCK_KEY":      l.Key(),
 		fencing.EnvVar:      l.Token().String(),
 		"ETCDLOCK_OWNER":    s.owner,
-		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
+		"ETCDLOCK_DEADLINE": s.Deadline().UTC().Format(time.RFC3339Nano),
 		"ETCDLOCK_NAMES":    strings.Join(s.names, "\n"),
 	}
 	base := os.Environ()

@@ -128,10 +128,6 @@ func (l *Lock) Token() fencing.Token {
 	return tok
 }
 
-// Deadline returns the session's conservative deadline; the lock is valid
-// only before it (and only while State is StateActive).
-func (l *Lock) Deadline() time.Time { return l.s.Deadline() }
-
 // Context returns a context canceled when the lock is lost or released.
 // context.Cause reports why.
 func (l *Lock) Context() context.Context { return l.ctx }
