@@ -293,9 +293,8 @@ func spawnGuardian(g *globalOptions, o *runOptions) (*guardian.Guardian, error) 
 // session is a run's lock session, with what the run opened it with.
 type session struct {
 	*lock.Session
-	client *clientv3.Client
-	owner  string   // --owner, else a new identity
-	names  []string // the names the run acquires, in the order given
+	owner string   // --owner, else a new identity
+	names []string // the names the run acquires, in the order given
 }
 
 // margin is the session's safety margin, the default as run sets none:
@@ -314,7 +313,7 @@ func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o 
 	if err != nil {
 		return nil, err
 	}
-	return &session{Session: s, client: cli, owner: owner, names: names}, nil
+	return &session{Session: s, owner: owner, names: names}, nil
 }
 
 // releaseBroken releases l once a break request stopped its command:
@@ -388,7 +387,7 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *session, l *lock.L
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	resp, err := s.client.Txn(rctx).Then(perKey...).Commit()
+	resp, err := s.Client().Txn(rctx).Then(perKey...).Commit()
 	if err != nil {
 		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(s.names), err)
 		return nil

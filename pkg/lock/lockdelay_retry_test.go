@@ -21,7 +21,7 @@ const retryDelay = 3 * time.Second
 // returns when etcd saw the key deleted.
 func loseByDelete(t *testing.T, s *lock.Session, name string) time.Time {
 	t.Helper()
-	ctx, cli := testCtx(t), client(t)
+	ctx, cli := testCtx(t), s.Client()
 	l, err := s.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func waitMarkers(t *testing.T, s *lock.Session, name string, n int) {
 	t.Helper()
 	var ms []string
 	etcdtest.Eventually(t, time.Minute, func() bool {
-		ms = delayMarkers(t, client(t), name)
+		ms = delayMarkers(t, s.Client(), name)
 		return len(ms) == n
 	}, fmt.Sprintf("%s never had %d markers", name, n))
 }

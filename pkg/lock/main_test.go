@@ -163,7 +163,7 @@ func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string
 		res <- acquired{l, err}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	waitQueued(t, client(t), name, n)
+	waitQueued(t, s.Client(), name, n)
 	return res
 }
 

@@ -170,7 +170,7 @@ func mustAcquire(t *testing.T, s *lock.Session, name string, acquire func(*lock.
 func checkSlotKey(t *testing.T, ctx context.Context, s *lock.Session, l *lock.Lock) {
 	t.Helper()
 	contender := fmt.Sprintf("%s%x", namePrefix(t, prefix(t), l.Name()), int64(s.Lease()))
-	resp, err := client(t).Txn(ctx).Then(clientv3.OpGet(l.Key()), clientv3.OpGet(contender)).Commit()
+	resp, err := s.Client().Txn(ctx).Then(clientv3.OpGet(l.Key()), clientv3.OpGet(contender)).Commit()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,6 +95,9 @@ func (s *Session) Lease() clientv3.LeaseID { return s.keeper.id }
 // TTL returns the TTL etcd granted (which may exceed the one requested).
 func (s *Session) TTL() time.Duration { return s.keeper.ttl }
 
+// Client returns the etcd client the session uses.
+func (s *Session) Client() *clientv3.Client { return s.client }
+
 // Deadline returns the conservative deadline: the session is valid only
 // strictly before it. The server cannot expire the lease earlier than
 // Deadline plus the safety margin.

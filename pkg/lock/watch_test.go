@@ -327,7 +327,7 @@ func waitStream(t *testing.T, s *lock.Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client(t).Delete(testCtx(t), probe.Key()); err != nil {
+	if _, err := s.Client().Delete(testCtx(t), probe.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, probe, lock.ErrKeyDeleted, 20*time.Second, "the probe's key was deleted")
