@@ -276,7 +276,7 @@ var errDeadlinePassed = fmt.Errorf("%w: the lease deadline passed while the comm
 
 // guardDeadlines are the guardian's: stop the command at the lease's
 // conservative deadline; SIGKILL must have gone out killMargin before etcd
-// could expire the lease (Deadline + SafetyMargin).
+// could expire the lease (Deadline + margin).
 func guardDeadlines(s *session) (soft, hard time.Time) {
 	soft = s.Deadline()
 	return soft, soft.Add(max(s.margin()-killMargin, 0))
