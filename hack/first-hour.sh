@@ -170,8 +170,26 @@ library() (
 	line=$(block "## Install" 1 | sed -n "$2p" | sed 's/ *#.*//')
 	echo "   \$ $line"
 	bash -euo pipefail -c "$line" || return
-	ENDPOINT=$addr go run .
+	ENDPOINT=$addr go run . || return
+	pinned
 )
+
+# pinned checks that the module in the current directory builds with the
+# versions the clone's go.mod requires, for every module the two share.
+pinned() {
+	local want got off
+	want=$(cd "$tmp/etcdlock" && go mod edit -json | python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["Require"]:
+    print(r["Path"], r["Version"])' | LC_ALL=C sort) || return
+	got=$(go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all | LC_ALL=C sort) || return
+	off=$(LC_ALL=C join <(printf '%s\n' "$want") <(printf '%s\n' "$got") | awk '$2 != $3 { print "   " $1 ": " $3 ", the clone pins " $2 }')
+	if [[ -n $off ]]; then
+		printf 'versions other than the clone'"'"'s:\n%s\n' "$off" >&2
+		return 1
+	fi
+	echo "   every module shared with the clone at its pinned version (etcd client $(go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3))"
+}
 cli_quickstart() {
 	local script
 	script=$(block "## Quick start: the CLI wrapping a command" 0)

@@ -31,20 +31,35 @@ func TestScenarioLockServiceRestart(t *testing.T) {
 	// timeout for open streams, longer than this scenario's TTL).
 	m := c.Member(0)
 	down := time.Now()
+	before := a.Deadline()
 	m.HardStop()
 	if err := m.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("etcd was down for %v", time.Since(down))
 	reconnected(t, ctx, cli)
-	// Survived: a renews again and its key is the one it acquired.
-	before := a.Deadline()
-	etcdtest.Eventually(t, 15*time.Second, func() bool { return a.Deadline().After(before) }, "a never renewed after the restart")
-	if la.State() != lock.StateActive {
-		t.Fatalf("a's lock is %v after a short restart: %v", la.State(), la.Err())
-	}
-	if key, tok := holder(t, ctx, cli, "job"); key != la.Key() || fencing.Token(tok) != la.Token() {
-		t.Fatalf("holder after restart %s/%d, want a's %s/%v", key, tok, la.Key(), la.Token())
+	// Survived: a renews again, before its deadline, and its key is the
+	// one it acquired. On a machine so slow that the renewal was seen only
+	// past the deadline, a may have given the lock up instead: a loss.
+	var inTime bool
+	etcdtest.Eventually(t, 30*time.Second, func() bool {
+		renewed := a.Deadline().After(before)
+		now := time.Now() // after the read: a renewal seen now came before
+		inTime = renewed && now.Before(before)
+		return renewed || now.After(before)
+	}, "a neither renewed nor reached its deadline")
+	if !inTime && la.State() != lock.StateActive {
+		t.Logf("a renewed only past its deadline (%v after the stop): lost with %v", before.Sub(down), la.Err())
+		if !errors.Is(la.Err(), lock.ErrLost) {
+			t.Fatalf("a's lock ended with %v, want a loss", la.Err())
+		}
+	} else {
+		if la.State() != lock.StateActive {
+			t.Fatalf("a's lock is %v although a renewed before its deadline: %v", la.State(), la.Err())
+		}
+		if key, tok := holder(t, ctx, cli, "job"); key != la.Key() || fencing.Token(tok) != la.Token() {
+			t.Fatalf("holder after restart %s/%d, want a's %s/%v", key, tok, la.Key(), la.Token())
+		}
 	}
 	// Expired: the orphan's lease was not renewed, so etcd frees the name.
 	etcdtest.Eventually(t, 20*time.Second, func() bool { key, _ := holder(t, ctx, cli, "orphan"); return key == "" }, "orphan lease never expired after restart")
@@ -53,8 +68,9 @@ func TestScenarioLockServiceRestart(t *testing.T) {
 		t.Fatalf("acquire after orphan expired: %+v %v (old token %v)", next, err, orphan.Token)
 	}
 
-	// Tokens increase across the restart.
-	if err := la.Release(ctx); err != nil {
+	// Tokens increase across the restart. A session lost to its deadline
+	// (seen only on a machine too slow to renew in time) says so.
+	if err := la.Release(ctx); err != nil && (inTime || !errors.Is(err, lock.ErrLost)) {
 		t.Fatal(err)
 	}
 	b := session(t, cli, "b")

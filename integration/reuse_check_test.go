@@ -456,13 +456,17 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 		}
 		ops := c.racing(g, d.at)
 		byOperator := len(ops) > 0
-		// An operator's delete whose reply said it deleted this key,
-		// called while its holder still believed in it, is what deleted
-		// it, however late the observer saw the DELETE: the holder's own
-		// release or close, called meanwhile, found the key gone.
-		opDeleted := slices.ContainsFunc(ops, func(a opAction) bool {
-			return a.deleted && a.key == g.key && a.createRev == int64(g.real) && (g.end < 0 || a.call < g.end)
-		})
+		// An operator's delete whose reply said it deleted this key, or
+		// a Force that deleted a key of the same lease and then revoked
+		// it, called while its holder still believed in it, is what
+		// deleted it, however late the observer saw the DELETE: the
+		// holder's own release or close, called meanwhile, found the key
+		// gone, and its session may hear of the revoke first.
+		i := slices.IndexFunc(ops, func(a opAction) bool { return deletedBy(a, g) })
+		opDeleted := i >= 0
+		if opDeleted {
+			ops = ops[i:]
+		}
 		// Deleted after its holder stopped believing in it: a release, a
 		// close, the expiry of a lost session's lease, or — for one name
 		// of a set lost by the deletion of another's key — the library's
@@ -499,6 +503,19 @@ func (c *reuseRun) attributeDeletions(res *reuseResult) {
 				g, notice.Round(time.Millisecond), by, at.Round(time.Millisecond))
 		}
 	}
+}
+
+// deletedBy reports whether the operator's action a certainly deleted g's
+// key while g was believed active: a delete or Force of the key itself
+// whose reply said it deleted it, or a Force of another key of g's lease,
+// whose revoke, sent once the delete succeeded, deletes every key of the
+// lease.
+func deletedBy(a opAction, g *grant) bool {
+	if !a.deleted || g.end >= 0 && a.call >= g.end {
+		return false
+	}
+	own := a.key == g.key && a.createRev == int64(g.real)
+	return own || a.kind == "break" && a.lease != 0 && a.lease == g.lease
 }
 
 // checkOverlaps checks invariant 1 on every pair of grants of a name: of

@@ -136,11 +136,16 @@ func (r *reuseRun) operatorDelete(ctx context.Context, rng *rand.Rand, brk bool)
 		act.kind = "break"
 		h, err := holders.Force(octx, r.obs, r.prefix, g.name, g.real)
 		switch {
+		case errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner):
+			// Not the holder any more, or its key went before the delete:
+			// nothing was deleted (Force returns the holder it found even
+			// then).
+			return
 		case h.Key != "":
 			// Deleted (a failed revoke only leaves the lease to expire).
 			act.createRev, act.lease, act.deleted = int64(h.Token), h.LeaseID, true
-		case err == nil || errors.Is(err, lock.ErrNotHeld) || errors.Is(err, lock.ErrNotOwner):
-			return // not the holder any more: nothing was deleted
+		case err == nil:
+			return
 		default:
 			// Its reply was lost or its context ended (the run's end):
 			// etcd may still have applied the delete.

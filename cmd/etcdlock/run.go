@@ -387,7 +387,7 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *session, l *lock.L
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	resp, err := s.Client().Txn(rctx).Then(perKey...).Commit()
+	resp, err := checkTries(rctx, s.Client(), perKey)
 	if err != nil {
 		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(s.names), err)
 		return nil
@@ -414,6 +414,35 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *session, l *lock.L
 		why = append(why, fmt.Sprintf("%s lost while the command ran: its key was overwritten by a write without the run's lease (deleted now, so that it does not block the name)", lockNames(overwritten)))
 	}
 	return fmt.Errorf("%s: %w", strings.Join(why, "; "), lock.ErrLost)
+}
+
+// checkFirstTry bounds the first try of heldThroughout's check when the
+// client has several endpoints; each later try gets twice the last.
+const checkFirstTry = time.Second
+
+// checkTries sends heldThroughout's transaction of ops until etcd answers
+// it or ctx ends. With several endpoints each try is bounded
+// (checkFirstTry, then twice the last) and, unanswered, canceled and sent
+// again, which the client sends to its next endpoint: one member that
+// holds it (frozen, cut off) would otherwise hold the run's end, and the
+// next holder with it, for all of --request-timeout. A try that lands
+// late changes nothing: the transaction deletes only a key of this run's
+// create revision, which no later key has. With one endpoint the one try
+// has all of ctx.
+func checkTries(ctx context.Context, cli *clientv3.Client, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	bound := checkFirstTry
+	for {
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if len(cli.Endpoints()) > 1 {
+			tctx, cancel = context.WithTimeout(ctx, bound)
+		}
+		resp, err := cli.Txn(tctx).Then(ops...).Commit()
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return resp, err
+		}
+		bound *= 2
+	}
 }
 
 // someOf is names as a loss that etcdlock cannot attribute shows them:

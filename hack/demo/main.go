@@ -1,8 +1,8 @@
 // Command demo tells the worker-a / worker-b story against a real embedded
 // etcd and a real SQLite database: a paused lock holder loses its lock, a
 // new holder takes over with a larger fencing token, and the old holder's
-// late write (refused by the database's fence) and late release (a
-// compare-and-delete that matches nothing) change nothing.
+// late write (refused by the database's fence) and late release (refused
+// at once: its session is lost) change nothing.
 //
 //	go run ./hack/demo
 package main
@@ -140,12 +140,15 @@ func run() (err error) {
 	}
 	say("sqlite", "REJECTED worker-a's write, rolled back: %v", err)
 
-	// worker-a's connection was held up for seconds; retry its release
-	// until the connection recovers (retrying a release is always safe).
-	if err := retry(ctx, func() error { return la.Release(ctx) }); err != nil {
-		return err
+	// worker-a's session was lost to its deadline: Release sends nothing
+	// and returns the loss, since the lease, renewed no more, takes its
+	// keys. Nothing worker-a sends can free worker-b's key: every delete
+	// it could send compares its own token.
+	err = la.Release(ctx)
+	if !errors.Is(err, lock.ErrSessionLost) {
+		return fmt.Errorf("worker-a's late release returned %v, want the session's loss", err)
 	}
-	say("worker-a", "released its lock: compare-and-delete on token %s matched nothing", la.Token())
+	say("worker-a", "released its lock: refused at once, its session is lost; the lease takes its key, never worker-b's")
 	if k, err := cliB.Get(ctx, lb.Key()); err != nil || len(k.Kvs) != 1 || lb.State() != lock.StateActive {
 		return fmt.Errorf("worker-b's lock is %v after worker-a's release (%v)", lb.State(), err)
 	}
@@ -196,23 +199,6 @@ func openDB(ctx context.Context) (*sql.DB, func(), error) {
 		}
 	}
 	return db, cleanup, nil
-}
-
-// retry repeats fn after transport errors (worker-a's connection is reset
-// when it resumes); a stale token is an answer, not a transport error.
-func retry(ctx context.Context, fn func() error) error {
-	var err error
-	for range 20 {
-		if err = fn(); err == nil || errors.Is(err, fencing.ErrStaleToken) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return err
 }
 
 func newClient(endpoints ...string) (*clientv3.Client, error) {

@@ -37,7 +37,7 @@ type Term struct {
 	// token of every earlier term of this election.
 	Token   fencing.Token
 	Key     string    // the leader key in etcd
-	Started time.Time // when this candidate became leader
+	Started time.Time // when the term began (after any wait for an earlier term's tenure key): GetLeader's Since
 	lock    *lock.Lock
 	session *lock.Session   // the lock's
 	tenure  *tenure         // nil for an elector without tenure keys
@@ -248,9 +248,10 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 		s.Abandon() // the tenure key expires with its lease
 		return true
 	}
+	started := time.Now()
 	if !e.cfg.noTenure {
 		t = newTenure(&e.cfg, e.session, s, l, log)
-		others, err := t.claim(ctx)
+		others, err := t.claim(ctx, started)
 		if err == nil {
 			wg.Add(1)
 			go func() {
@@ -259,7 +260,19 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			}()
 			if len(others) > 0 {
 				log.Info("an earlier term ended without releasing: waiting until its tenure key is gone", zap.Int("keys", len(others)))
-				err = t.awaitOthers(ctx, termCtx, mux, others)
+				// Not begun while it waits: the key says so before the
+				// others can go, and says when once they went. The marks
+				// end with Run's context or the term's.
+				mctx, cancel := context.WithCancel(termCtx)
+				stopMarks := context.AfterFunc(ctx, cancel)
+				if err = t.mark(mctx, time.Time{}); err == nil {
+					err = t.awaitOthers(ctx, termCtx, mux, others)
+				}
+				if started = time.Now(); err == nil {
+					err = t.mark(mctx, started)
+				}
+				stopMarks()
+				cancel()
 			}
 		}
 		if err != nil {
@@ -271,7 +284,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			return false
 		}
 	}
-	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: time.Now(), lock: l, session: s, tenure: t, clock: e.session.clock, ctx: termCtx}
+	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: started, lock: l, session: s, tenure: t, clock: e.session.clock, ctx: termCtx}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

@@ -2,11 +2,16 @@ package election_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
@@ -127,37 +132,63 @@ func TestUnconfirmedKeyEndsTermWhileLeaseLives(t *testing.T) {
 // leader cannot hear of it, nor delete its tenure key, so the next leader
 // waits until the tenure key expires with its lease, which the old leader
 // stopped renewing when it was cut off — after the old leader's context
-// ended (its deadline), and within about one TTL of the delete, never
-// forever.
+// ended (its deadline), never forever. The next leader's callback checks
+// the order as it starts: the old term's context has ended and its tenure
+// key is gone.
 func TestNextTermWaitsForAnUnreachableLeadersTenureKey(t *testing.T) {
 	t.Parallel()
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	type event struct {
 		who string
 		at  time.Time
+		// As b's term started: whether a's term's context had ended,
+		// and a's tenure key, if it was still there.
+		aEnded  bool
+		aTenure []*mvccpb.KeyValue
+		err     error
 	}
 	started, ended := make(chan event, 4), make(chan event, 4)
-	cbs := func(id string) election.Callbacks {
-		return election.Callbacks{OnStartedLeading: func(ctx context.Context, _ election.Term) {
-			started <- event{id, time.Now()}
+	aTerm := make(chan context.Context, 1)
+	var aTenure string // set before b starts
+	a := start(t, cand{Identity: "a", Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			select {
+			case aTerm <- ctx: // its first term's, the one b waits for
+			default:
+			}
+			started <- event{who: "a", at: time.Now()}
 			<-ctx.Done()
-			ended <- event{id, time.Now()}
-		}}
-	}
-	a := start(t, cand{Identity: "a", Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: cbs("a")}})
+			ended <- event{who: "a", at: time.Now()}
+		}}}})
 	receive(t, started, 10*time.Second, "a's term")
 	term := a.e.Term()
-	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	start(t, cand{Identity: "b", Config: election.Config{Client: cli, Callbacks: cbs("b")}})
-	waitQueued(t, cli, prefix(t), 1)
 	ctx := context.Background()
-	tenures := prefix(t) + "ctl%tenure/"
-	get, err := cli.Get(ctx, tenures, clientv3.WithPrefix())
+	get, err := cli.Get(ctx, prefix(t)+"ctl%tenure/", clientv3.WithPrefix())
 	if err != nil || len(get.Kvs) != 1 {
 		t.Fatalf("tenure keys %v (%v), want a's", get.Kvs, err)
 	}
-	w := cli.Watch(ctx, string(get.Kvs[0].Key), clientv3.WithRev(get.Header.Revision+1))
+	// <name>%tenure/<lease-hex>-<token-hex>, holding the term's identity.
+	var v struct{ Identity string }
+	if kv := get.Kvs[0]; !strings.HasSuffix(string(kv.Key), fmt.Sprintf("-%x", int64(term.Token))) || json.Unmarshal(kv.Value, &v) != nil || v.Identity != "a" {
+		t.Fatalf("tenure key %s = %q, want a's (token %d)", kv.Key, kv.Value, term.Token)
+	}
+	aTenure = string(get.Kvs[0].Key)
+	start(t, cand{Identity: "b", Config: election.Config{Client: cli, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, _ election.Term) {
+			ev := event{who: "b", at: time.Now()}
+			ev.aEnded = (<-aTerm).Err() != nil
+			// Read after b started: a key still there was there as b started.
+			get, err := cli.Get(ctx, aTenure)
+			if err == nil {
+				ev.aTenure = get.Kvs
+			}
+			ev.err = err
+			started <- ev
+			<-ctx.Done()
+		}}}})
+	waitQueued(t, cli, prefix(t), 1)
 	p.BlackholeTx()
 	p.BlackholeRx()
 	deleted := time.Now()
@@ -165,31 +196,19 @@ func TestNextTermWaitsForAnUnreachableLeadersTenureKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	aEnd := receive(t, ended, 10*time.Second, "end of a's term")
-	var gone time.Time
-	for gone.IsZero() {
-		resp := receive(t, w, 10*time.Second, "deletion of a's tenure key")
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypeDelete {
-				gone = time.Now()
-			}
-		}
-	}
 	bStart := receive(t, started, 10*time.Second, "b's term")
-	t.Logf("delete → a's context ended %v, a's tenure key gone %v, b started %v after the delete",
-		aEnd.at.Sub(deleted), gone.Sub(deleted), bStart.at.Sub(deleted))
+	t.Logf("delete → a's context ended %v, b started %v after the delete", aEnd.at.Sub(deleted), bStart.at.Sub(deleted))
 	if bStart.who != "b" || aEnd.who != "a" {
 		t.Fatalf("%s started, %s ended; want b and a", bStart.who, aEnd.who)
 	}
-	if !bStart.at.After(aEnd.at) {
-		t.Errorf("b started %v before a's context ended", aEnd.at.Sub(bStart.at))
+	if bStart.err != nil {
+		t.Fatalf("reading a's tenure key as b started: %v", bStart.err)
 	}
-	// The test's watch may see the deletion a little after b does.
-	if early := gone.Sub(bStart.at); early > 250*time.Millisecond {
-		t.Errorf("b started %v before a's tenure key was gone", early)
+	if !bStart.aEnded {
+		t.Errorf("b started before a's context ended")
 	}
-	// TTL 2 s; etcd expires leases up to 500 ms late.
-	if took := bStart.at.Sub(deleted); took > 3*time.Second {
-		t.Errorf("b started %v after the delete, want about one TTL (2s) at most", took)
+	if len(bStart.aTenure) != 0 {
+		t.Errorf("b started while a's tenure key %s was there", aTenure)
 	}
 }
 
@@ -245,13 +264,27 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 		who  string
 		term election.Term
 		at   time.Time
+		// The election's keys, read as the term started: a key among
+		// them was there when it started.
+		keys []string
+		err  error
 	}
 	terms := make(chan started, 8)
 	ended := make(chan string, 8)
+	cli := etcdtest.Client(t, eps...)
+	// A TTL a loaded machine renews in time: the first term must last
+	// until the member stops.
 	cfg := func(id string) cand {
-		return cand{Identity: id, Config: election.Config{Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
+		return cand{Identity: id, TTL: 5 * time.Second, Config: election.Config{Client: etcdtest.Client(t, eps...), Callbacks: election.Callbacks{
 			OnStartedLeading: func(ctx context.Context, term election.Term) {
-				terms <- started{id, term, time.Now()}
+				s := started{who: id, term: term, at: time.Now()}
+				var get *clientv3.GetResponse
+				if get, s.err = cli.Get(ctx, prefix(t), clientv3.WithPrefix(), clientv3.WithKeysOnly()); s.err == nil {
+					for _, kv := range get.Kvs {
+						s.keys = append(s.keys, string(kv.Key))
+					}
+				}
+				terms <- s
 				<-ctx.Done()
 				ended <- id
 			}}}}
@@ -259,7 +292,6 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 	start(t, cfg("a"))
 	old := receive(t, terms, 10*time.Second, "first term")
 	start(t, cfg("b"))
-	cli := etcdtest.Client(t, eps...)
 	waitQueued(t, cli, prefix(t), 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -279,26 +311,17 @@ func TestNextTermAfterTheOnlyMemberRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	w := cli.Watch(ctx, prefix(t), clientv3.WithPrefix(), clientv3.WithRev(int64(old.term.Token)+1))
-	gone := map[string]time.Time{}
-	for len(gone) < 2 {
-		resp, ok := <-w
-		if !ok || resp.Err() != nil {
-			t.Fatalf("watch of the old term's keys ended: %v", resp.Err())
-		}
-		for _, ev := range resp.Events {
-			if k := string(ev.Kv.Key); ev.Type == clientv3.EventTypeDelete && (k == old.term.Key || k == tenure) {
-				gone[k] = time.Now()
-			}
-		}
-	}
 	next := receive(t, terms, time.Minute, "the next term")
-	t.Logf("restart → old leader key deleted %v, old tenure key %v → next term (%s) %v after the restart",
-		gone[old.term.Key].Sub(restarted), gone[tenure].Sub(restarted), next.who, next.at.Sub(restarted))
-	// The test's watch may see a deletion a little after the candidate.
-	for k, at := range gone {
-		if early := at.Sub(next.at); early > 250*time.Millisecond {
-			t.Errorf("the next term started %v before the old term's key %s was gone", early, k)
+	t.Logf("restart → next term (%s) %v after the restart", next.who, next.at.Sub(restarted))
+	if next.at.Before(restarted) {
+		t.Fatalf("a term started before the restart, while the first term should have led: %+v", next)
+	}
+	if next.err != nil {
+		t.Fatalf("reading the election's keys as the next term started: %v", next.err)
+	}
+	for _, k := range []string{old.term.Key, tenure} {
+		if slices.Contains(next.keys, k) {
+			t.Errorf("the next term started while the old term's key %s was there (keys: %v)", k, next.keys)
 		}
 	}
 }

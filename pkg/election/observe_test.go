@@ -84,3 +84,33 @@ func TestObserveRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A leader's Since is when its term began, not when it queued: b, queued
+// behind a, begins once a resigns, and GetLeader says so — the Started of
+// b's Term, after the resign.
+func TestLeaderSinceIsWhenTheTermBegan(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	terms := make(chan election.Term, 4)
+	a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(terms, term); <-ctx.Done() },
+	}}})
+	first := receive(t, terms, 10*time.Second, "a's term")
+	if l, err := election.GetLeader(t.Context(), cli, prefix(t), "ctl"); err != nil || l.Token != first.Token || !l.Since.Equal(first.Started) {
+		t.Errorf("GetLeader = %+v (%v), want a's term %v, since %v", l, err, first.Token, first.Started)
+	}
+	start(t, cand{Identity: "b", Config: election.Config{Callbacks: election.Callbacks{
+		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(terms, term); <-ctx.Done() },
+	}}})
+	waitQueued(t, cli, prefix(t), 1)
+	resigned := time.Now()
+	a.stop() // resigns
+	second := receive(t, terms, 10*time.Second, "b's term")
+	l, err := election.GetLeader(t.Context(), cli, prefix(t), "ctl")
+	if err != nil || l.Identity != "b" || l.Token != second.Token {
+		t.Fatalf("GetLeader = %+v (%v), want b's term %v", l, err, second.Token)
+	}
+	if !l.Since.Equal(second.Started) || !second.Started.After(resigned) {
+		t.Errorf("b leads since %v, its term started %v; want the term's start, after a resigned (%v)", l.Since, second.Started, resigned)
+	}
+}

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -31,18 +32,18 @@ var errTenureGone = errors.New("election: the term's tenure key is gone (deleted
 // never starts beside it (see the package documentation and
 // pkg/lock/DESIGN.md, "Elections: the tenure key").
 type tenure struct {
-	client *clientv3.Client
-	l      *lock.Lock
-	key    string // the tenure key
-	others string // the prefix of every tenure key of the election
-	value  string // the term's identity, for an operator's eyes
-	ttl    time.Duration
-	clock  clock.Clock   // the session's
-	margin time.Duration // the session's safety margin
-	every  time.Duration // between proofs, from the last one's send time
-	retry  time.Duration // between tries after a failure
-	fault  func() error  // the tests' fault injection, nil otherwise
-	log    *zap.Logger
+	client   *clientv3.Client
+	l        *lock.Lock
+	key      string // the tenure key
+	others   string // the prefix of every tenure key of the election
+	identity string // the term's, for an operator's eyes
+	ttl      time.Duration
+	clock    clock.Clock   // the session's
+	margin   time.Duration // the session's safety margin
+	every    time.Duration // between proofs, from the last one's send time
+	retry    time.Duration // between tries after a failure
+	fault    func() error  // the tests' fault injection, nil otherwise
+	log      *zap.Logger
 	// lease is the tenure lease, 0 until granted; claim sets it, and ttl,
 	// before any other goroutine reads them.
 	lease clientv3.LeaseID
@@ -58,7 +59,7 @@ func newTenure(cfg *Config, set session, s *lock.Session, l *lock.Lock, log *zap
 	keys := keyspace.Of(set.prefix, cfg.Name)
 	every := s.TTL() / 3
 	return &tenure{client: cfg.Client, l: l, key: keys.Tenure(int64(s.Lease()), int64(l.Token())), others: keys.Tenures(),
-		value: set.identity, ttl: s.TTL(), clock: set.clock, margin: lease.Margin(set.margin, s.TTL()), every: every,
+		identity: set.identity, ttl: s.TTL(), clock: set.clock, margin: lease.Margin(set.margin, s.TTL()), every: every,
 		retry: min(every/4, 250*time.Millisecond), fault: cfg.proofFault, log: log}
 }
 
@@ -69,12 +70,29 @@ func (t *tenure) Deadline() time.Time {
 	return t.deadline
 }
 
+// tenureValue is a tenure key's value: the term's identity and, once the
+// term has begun, when it began on the leader's clock (GetLeader's Since).
+type tenureValue struct {
+	Identity string    `json:"identity"`
+	Started  time.Time `json:"started,omitzero"`
+}
+
+// encode is the tenure key's value for a term that began at started (zero:
+// not yet).
+func (t *tenure) encode(started time.Time) string {
+	b, _ := json.Marshal(tenureValue{Identity: t.identity, Started: started}) // cannot fail
+	return string(b)
+}
+
 // claim grants the tenure lease and, while the leader key exists, writes
 // the tenure key on it and reads every other term's, retrying etcd's
-// errors, and returns those others. It fails once the lock ends or ctx
-// does.
-func (t *tenure) claim(ctx context.Context) (others []*mvccpb.KeyValue, err error) {
+// errors, and returns those others. The key says the term began at
+// started, as it does if there are no others; otherwise the elector marks
+// it as not begun before it waits for them (see GetLeader). It fails once
+// the lock ends or ctx does.
+func (t *tenure) claim(ctx context.Context, started time.Time) (others []*mvccpb.KeyValue, err error) {
 	var sent time.Time
+	value := t.encode(started)
 	// The put is idempotent: a retry after a lost reply writes the same.
 	err = t.retrying(ctx, func(ctx context.Context) error {
 		if t.lease == 0 {
@@ -87,7 +105,7 @@ func (t *tenure) claim(ctx context.Context) (others []*mvccpb.KeyValue, err erro
 		}
 		resp, err := t.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.l.Key()), "=", int64(t.l.Token()))).
-			Then(clientv3.OpGet(t.others, clientv3.WithPrefix()), clientv3.OpPut(t.key, t.value, clientv3.WithLease(t.lease))).
+			Then(clientv3.OpGet(t.others, clientv3.WithPrefix()), clientv3.OpPut(t.key, value, clientv3.WithLease(t.lease))).
 			Commit()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			t.lease = 0 // expired while etcd was slow: grant another
@@ -114,6 +132,28 @@ func (t *tenure) claim(ctx context.Context) (others []*mvccpb.KeyValue, err erro
 	return others, nil
 }
 
+// mark writes when the term began, started (zero: not yet), into the
+// tenure key, while the leader key and the tenure key are still the
+// term's, retrying etcd's errors. It fails with errTenureGone when the
+// tenure key or its lease is gone, once the lock ends, or when ctx does.
+func (t *tenure) mark(ctx context.Context, started time.Time) error {
+	value := t.encode(started)
+	return t.retrying(ctx, func(ctx context.Context) error {
+		resp, err := t.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.l.Key()), "=", int64(t.l.Token())),
+				clientv3.Compare(clientv3.LeaseValue(t.key), "=", t.lease)).
+			Then(clientv3.OpPut(t.key, value, clientv3.WithLease(t.lease))).
+			Commit()
+		if err != nil || resp.Succeeded {
+			return err
+		}
+		if err := t.l.Confirm(ctx); err != nil {
+			return err
+		}
+		return errTenureGone
+	})
+}
+
 // retrying calls try until it succeeds, retrying etcd's errors with
 // backoff (on the real clock: it paces requests to etcd), each try bounded
 // by the time between proofs. It fails once the lock ends or ctx does.
@@ -126,7 +166,7 @@ func (t *tenure) retrying(ctx context.Context, try func(context.Context) error) 
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, lock.ErrLost):
+		case errors.Is(err, lock.ErrLost), errors.Is(err, errTenureGone):
 			return err
 		case t.l.Err() != nil:
 			return t.l.Err()

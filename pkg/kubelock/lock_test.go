@@ -58,7 +58,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 func TestGetMissingThenCreateOnce(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
-	a, b := newLock(t, cli, "a"), newLock(t, cli, "b")
+	// a's term must outlive b's Create on a slow machine: nobody renews
+	// it, and a term ends TTL − margin after its Create was sent.
+	a, b := newLock(t, cli, "a", lock.WithTTL(time.Minute)), newLock(t, cli, "b")
 	ctx := ctxT(t)
 	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a missing record = %v, want IsNotFound", err)

@@ -35,8 +35,37 @@ type keeper struct {
 }
 
 // grant grants the session's lease and returns its keeper, with the
-// deadline counted from the grant's send time.
+// deadline counted from the grant's send time. A grant answered only
+// after the deadline it would have (a cluster that elected a leader in
+// the meantime, a network slower than the TTL) is revoked and sent again
+// while ctx lasts, DefaultTimeout without a deadline: a session is never
+// returned lost. At ctx's end the error wraps ErrUnavailable and ctx's
+// error.
 func grant(ctx context.Context, client *clientv3.Client, cfg config) (*keeper, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	for {
+		k, err := grantOnce(ctx, client, cfg)
+		if !errors.Is(err, errGrantedLate) {
+			return k, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+	}
+}
+
+// errGrantedLate: a lease grant was answered after the deadline it would
+// have had; the lease is revoked.
+var errGrantedLate = errors.New("the lease grant was answered past its deadline (etcd without a leader, or a network slower than the TTL)")
+
+// grantOnce grants a lease, sending the grant again while a member holds
+// it unanswered, and returns its keeper; errGrantedLate, with
+// ErrUnavailable, if the answer came after the lease's deadline.
+func grantOnce(ctx context.Context, client *clientv3.Client, cfg config) (*keeper, error) {
 	// A grant is sent again if a member holds it unanswered: a lease whose
 	// reply was lost has no keys, and expires by its TTL.
 	// Each try keeps its own send time: the deadline counts from the one
@@ -59,14 +88,21 @@ func grant(ctx context.Context, client *clientv3.Client, cfg config) (*keeper, e
 	if k.every == 0 {
 		k.every = ttl / 3
 	}
-	// Compared without adding the two, which could overflow.
-	if k.margin >= ttl || k.every >= ttl-k.margin {
+	revoke := func() {
 		revokeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.cleanupTimeout)
 		defer cancel()
 		_, _ = client.Revoke(revokeCtx, resp.ID)
+	}
+	// Compared without adding the two, which could overflow.
+	if k.margin >= ttl || k.every >= ttl-k.margin {
+		revoke()
 		return nil, invalid("renew interval %v + safety margin %v must be below the granted TTL %v", k.every, k.margin, ttl)
 	}
 	k.deadline = lease.Deadline(send, ttl, k.margin)
+	if now := cfg.clock.Now(); !now.Before(k.deadline) {
+		revoke()
+		return nil, fmt.Errorf("lock: grant lease: %w: %w: answered %v after it was sent, TTL %v", ErrUnavailable, errGrantedLate, now.Sub(send).Round(time.Millisecond), ttl)
+	}
 	return k, nil
 }
 

@@ -93,10 +93,15 @@ func (h *delayHold) holdMarker(ctx context.Context, l *Lock) error {
 	l.mu.Lock()
 	h.marker = marker // for the clean-up, should the reply be lost
 	l.mu.Unlock()
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
-		Then(clientv3.OpGet(mpfx, clientv3.WithPrefix()), clientv3.OpPut(marker, l.value)).
-		Commit()
+	// Sent again while a member holds it (retried): a repeat puts the
+	// same record again, and reads its own marker, which it skips; one
+	// that lands after l's key is gone writes nothing.
+	resp, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
+			Then(clientv3.OpGet(mpfx, clientv3.WithPrefix()), clientv3.OpPut(marker, l.value)).
+			Commit()
+	})
 	if err != nil {
 		return err
 	}
@@ -137,7 +142,24 @@ func (h *delayHold) holdMarker(ctx context.Context, l *Lock) error {
 	// it waited (its own marker, newer, made this delay a new one), is
 	// done with too. A record of a later end cannot exist: only the
 	// eligible contender, l, writes markers.
-	return commitInChunks(ctx, s.client, append(deletes, clientv3.OpDelete(keys.DelayRecords(), clientv3.WithPrefix())))
+	// Each chunk only while l's key exists, so that a try a member held
+	// and applies late deletes no later end's records.
+	ops := append(deletes, clientv3.OpDelete(keys.DelayRecords(), clientv3.WithPrefix()))
+	for len(ops) > 0 {
+		n := min(len(ops), maxTxnOps)
+		chunk := ops[:n]
+		resp, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).Then(chunk...).Commit()
+		})
+		if err != nil {
+			return err
+		}
+		if !resp.Succeeded {
+			return ErrKeyDeleted
+		}
+		ops = ops[n:]
+	}
+	return nil
 }
 
 // waitDelay waits out the lock-delay d of l's name after the unclean end
@@ -161,11 +183,13 @@ func (l *Lock) waitDelay(ctx context.Context, found []*mvccpb.KeyValue, rev int6
 	timer, started := keys.Delay(rev, lease.Seconds(d))
 	for {
 		// The timer may be gone already: read, then watch from the read.
-		get, err := s.client.Txn(ctx).Then(
-			clientv3.OpGet(timer),
-			clientv3.OpGet(started, clientv3.WithCountOnly()),
-			clientv3.OpGet(keys.Markers(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		).Commit()
+		get, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).Then(
+				clientv3.OpGet(timer),
+				clientv3.OpGet(started, clientv3.WithCountOnly()),
+				clientv3.OpGet(keys.Markers(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+			).Commit()
+		})
 		if err != nil {
 			return false, err
 		}
@@ -202,40 +226,56 @@ func anyLeft(found, kvs []*mvccpb.KeyValue) bool {
 
 // waitGone waits until key, which exists with create revision createRev,
 // is deleted at revision rev or later. It watches on the session's watch
-// stream (watchmux.Mux.WatchKey), which re-creates the watch after a
-// broken stream and re-reads the key after a compaction: it returns only
-// once the key is gone (or re-created), l or ctx ended, or etcd refused
-// the watch (ErrWatchRefused).
+// stream (watchmux.Mux.WaitKey, probed as a waiter's), which re-creates
+// the watch after a broken stream and re-reads the key after a
+// compaction: it returns only once the key is gone (or re-created), l or
+// ctx ended, or etcd refused the watch (ErrWatchRefused).
 func (l *Lock) waitGone(ctx context.Context, key string, rev, createRev int64) error {
 	s := l.s
 	return l.awaitWatch(ctx, func(fire func(error)) *watchmux.Watch {
-		return s.mux.WatchKey(key, rev, createRev, 0, fire)
+		return s.mux.WaitKey(key, rev, createRev, fire)
 	})
 }
 
 // startDelay writes the timer, with a lease of d, and its started record,
-// unless another contender started them first.
+// unless another contender started them first. Both requests are sent
+// again while a member holds them (retried): a grant whose reply was lost
+// leaves a lease without keys, which expires; a repeated put finds the
+// record, and the timer on its own lease, and writes nothing.
 func (l *Lock) startDelay(ctx context.Context, timer, started string, d time.Duration) error {
 	s := l.s
 	// etcd counts in whole seconds and raises a TTL below its minimum: the
 	// delay is never shorter than asked.
-	g, err := s.client.Grant(ctx, lease.Seconds(d))
+	g, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return s.client.Grant(ctx, lease.Seconds(d))
+	})
 	if err != nil {
 		return err
 	}
-	put, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(started), "=", 0)).
-		Then(clientv3.OpPut(timer, l.value, clientv3.WithLease(g.ID)), clientv3.OpPut(started, l.value)).
-		Commit()
+	put, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(started), "=", 0)).
+			Then(clientv3.OpPut(timer, l.value, clientv3.WithLease(g.ID)), clientv3.OpPut(started, l.value)).
+			Else(clientv3.OpGet(timer)).
+			Commit()
+	})
 	if err != nil {
 		// The put may have landed: the lease must run its course, or the
 		// timer would end early.
 		return err
 	}
-	if !put.Succeeded { // another contender started the delay meanwhile
+	if !put.Succeeded && !timerOn(put, g.ID) { // another contender started the delay meanwhile
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.cleanupTimeout)
 		_, _ = s.client.Revoke(rctx, g.ID)
 		cancel()
 	}
 	return nil
+}
+
+// timerOn reports whether put, startDelay's transaction that did not
+// write, found the timer on lease id: an earlier try of the same put
+// landed, and the lease is the timer's.
+func timerOn(put *clientv3.TxnResponse, id clientv3.LeaseID) bool {
+	kvs := put.Responses[0].GetResponseRange().Kvs
+	return len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) == id
 }

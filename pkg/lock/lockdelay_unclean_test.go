@@ -182,15 +182,50 @@ func TestLockDelayFailedReleaseThenCloseIsClean(t *testing.T) {
 		t.Errorf("markers left after Release (failed) and a successful Close: %v", ms)
 	}
 	s2 := newSession(t, cli, lock.WithLockDelay(uncleanDelay))
-	start := time.Now()
+	from, err := cli.Get(ctx, "a-key-nobody-writes")
+	if err != nil {
+		t.Fatal(err)
+	}
 	l2, err := s2.Acquire(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l2.Release(ctx)
-	if took := time.Since(start); took >= uncleanDelay { // a wait of the delay takes the delay at least
-		t.Errorf("after a clean Close the next holder waited %v", took)
+	if ds := delayWrites(t, ctx, cli, from.Header.Revision); len(ds) != 0 {
+		t.Errorf("after a clean Close the next holder started a delay: %v", ds)
 	}
+}
+
+// delayWrites lists the writes of lock-delay timers and records under the
+// test's prefix after revision from, up to a last write of its own.
+func delayWrites(t *testing.T, ctx context.Context, cli *clientv3.Client, from int64) []string {
+	t.Helper()
+	end := prefix(t) + "end"
+	if _, err := cli.Put(ctx, end, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := cli.Delete(ctx, end); err != nil {
+			t.Error(err)
+		}
+	}()
+	var ds []string
+	for resp := range cli.Watch(ctx, prefix(t), clientv3.WithPrefix(), clientv3.WithRev(from+1)) {
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range resp.Events {
+			k := string(ev.Kv.Key)
+			if strings.Contains(k, "%delay/") || strings.Contains(k, "%delayed/") {
+				ds = append(ds, fmt.Sprintf("%s %s", ev.Type, k))
+			}
+			if k == end {
+				return ds
+			}
+		}
+	}
+	t.Fatal("the watch ended before the test's last write")
+	return nil
 }
 
 // TestLockDelayFailedReleaseThenAbandonIsUnclean: Release fails, then the
@@ -271,32 +306,8 @@ func TestLockDelayWaitedOutByAnotherIsNotStartedAgain(t *testing.T) {
 	if err := l2.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Every write under the test's prefix since, up to a last one of the
-	// test's own: none may be a delay's.
-	end := prefix(t) + "end"
-	if _, err := cli.Put(ctx, end, ""); err != nil {
-		t.Fatal(err)
-	}
-	seen := false
-watch:
-	for resp := range cli.Watch(ctx, prefix(t), clientv3.WithPrefix(), clientv3.WithRev(from.Header.Revision+1)) {
-		if err := resp.Err(); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range resp.Events {
-			if k := string(ev.Kv.Key); strings.Contains(k, "%delay/") || strings.Contains(k, "%delayed/") {
-				t.Errorf("a delay was started for an end already waited out: %s %s", ev.Type, k)
-			}
-			if seen = string(ev.Kv.Key) == end; seen {
-				break watch
-			}
-		}
-	}
-	if !seen {
-		t.Fatal("the watch ended before the test's last write")
-	}
-	if _, err := cli.Delete(ctx, end); err != nil {
-		t.Fatal(err)
+	if ds := delayWrites(t, ctx, cli, from.Header.Revision); len(ds) != 0 {
+		t.Errorf("a delay was started for an end already waited out: %v", ds)
 	}
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 		t.Errorf("keys left after the holder released: %v", keys)

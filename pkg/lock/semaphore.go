@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -53,6 +54,7 @@ type slotHold struct {
 	key         string
 	token       fencing.Token
 	unconfirmed []string
+	landable    []string        // slot keys a try held unanswered may write (mayLand)
 	keyWatch    *watchmux.Watch // on key, once held
 }
 
@@ -169,12 +171,13 @@ func (h *slotHold) end(bool) []*watchmux.Watch {
 }
 
 // otherKeys is the slot key held, if any, and those a claim may have
-// written (setUnconfirmed).
+// written (setUnconfirmed) or may still write (mayLand).
 func (h *slotHold) otherKeys() []string {
+	keys := slices.Concat(h.unconfirmed, h.landable)
 	if h.key == "" {
-		return h.unconfirmed
+		return keys
 	}
-	return append([]string{h.key}, h.unconfirmed...)
+	return append([]string{h.key}, keys...)
 }
 
 // deleteOps deletes the slot key held by its create revision, the token,

@@ -50,8 +50,12 @@ type Session struct {
 // NewSession grants a lease and starts renewing it. ctx bounds only the
 // grant; without a deadline, DefaultTimeout does (see ErrUnavailable). A
 // member that holds the grant unanswered is given up after a second, and
-// the grant sent again to the client's next endpoint. The client must
-// outlive the session.
+// the grant sent again to the client's next endpoint. A grant answered
+// only after the deadline its lease would have (etcd that was without a
+// leader for longer than the TTL, a network slower than it) is revoked
+// and sent again: NewSession never returns a session already lost, and
+// fails, once ctx ends, with an error wrapping ErrUnavailable and ctx's
+// error. The client must outlive the session.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err

@@ -77,10 +77,14 @@ func (h *slotHold) claimOps(l *Lock, slot int) []clientv3.Op {
 // its slot keys, read at revision rev.
 func (h *slotHold) probeSemaphore(ctx context.Context, l *Lock) (rev int64, claimed bool, queue, slots []*mvccpb.KeyValue, err error) {
 	s := l.s
-	resp, err := s.client.Txn(ctx).If(l.emptyName()...).Then(h.claimOps(l, 0)...).Else(
+	claim, read := h.claimOps(l, 0), []clientv3.Op{
 		clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 		slotsOp(s.cfg.prefix, l.name),
-	).Commit()
+	}
+	// A repeat finds l's key, as the acquiring write's does (Lock.queue).
+	resp, err := retried(ctx, s.client, h.mayLand(l, l.keys().Slot(0)), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(l.emptyName()...).Then(claim...).Else(read...).Commit()
+	})
 	if err != nil {
 		return 0, false, nil, nil, err
 	}
@@ -110,13 +114,21 @@ func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []c
 	s := l.s
 	absent, then, mine := l.queueOps(clientv3.OpGet(l.keys().Contenders(), clientv3.WithPrefix()))
 	enqueue := clientv3.OpTxn(absent, append(then, slotsOp(s.cfg.prefix, l.name)), mine)
-	txn := s.client.Txn(ctx)
-	if slot < 0 {
-		txn = txn.Then(enqueue)
-	} else {
-		txn = txn.If(cmps...).Then(h.claimOps(l, slot)...).Else(enqueue)
+	var claim []clientv3.Op
+	lost := l.mayLand
+	if slot >= 0 {
+		claim, lost = h.claimOps(l, slot), h.mayLand(l, l.keys().Slot(slot))
 	}
-	resp, err := txn.Commit()
+	// A repeat finds l's key: the claim's compares fail (a contender key
+	// was written), and the queueing transaction returns it as a
+	// leftover, as the acquiring write's does (Lock.queue).
+	resp, err := retried(ctx, s.client, lost, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		txn := s.client.Txn(ctx)
+		if slot < 0 {
+			return txn.Then(enqueue).Commit()
+		}
+		return txn.If(cmps...).Then(claim...).Else(enqueue).Commit()
+	})
 	if err != nil {
 		return queued{}, nil, err
 	}
@@ -138,7 +150,12 @@ func (h *slotHold) claimOrQueue(ctx context.Context, l *Lock, slot int, cmps []c
 // write's revision; ok is false if the transaction did not apply.
 func (h *slotHold) takeSlot(ctx context.Context, l *Lock, read int64, slot int) (rev int64, ok bool, err error) {
 	s := l.s
-	txn, err := s.client.Txn(ctx).If(l.stillFree(read, slot)...).Then(h.claimOps(l, slot)...).Commit()
+	claim := h.claimOps(l, slot)
+	// A repeat finds l's contender key written since read, and writes
+	// nothing: TryAcquire reads again and removes it (removeOwnKeys).
+	txn, err := retried(ctx, s.client, h.mayLand(l, l.keys().Slot(slot)), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).If(l.stillFree(read, slot)...).Then(claim...).Commit()
+	})
 	if err != nil {
 		return 0, false, err
 	}
@@ -158,6 +175,24 @@ func (h *slotHold) setUnconfirmed(l *Lock, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h.unconfirmed = keys
+}
+
+// mayLand returns the function retried calls for a try of l's write,
+// which may write keys, sent beside one a member holds unanswered: that
+// one may land late, after l's keys were deleted (Lock.landLate), or after
+// an answer said it wrote none of keys (setUnconfirmed), so they stay
+// among l's other keys.
+func (h *slotHold) mayLand(l *Lock, keys ...string) func() {
+	return func() {
+		l.mayLand()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, k := range keys {
+			if !slices.Contains(h.landable, k) {
+				h.landable = append(h.landable, k)
+			}
+		}
+	}
 }
 
 // maxSlotTries is how many free slots one claim transaction tries, one
@@ -198,11 +233,20 @@ func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyVa
 			try = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(claims[i]), "=", 0)},
 				[]clientv3.Op{clientv3.OpPut(claims[i], l.value, clientv3.WithLease(s.keeper.id))}, []clientv3.Op{try})
 		}
+		// Before them, whether a slot tried holds l's own write: a try
+		// of this claim that landed before the one answered, whose
+		// slot the answered one would find taken and pass over for the
+		// next (l's value is unique to this acquisition).
+		for i := len(order) - 1; i >= 0; i-- {
+			try = clientv3.OpTxn(s.sameWrite(claims[i], l.value), []clientv3.Op{clientv3.OpGet(claims[i])}, []clientv3.Op{try})
+		}
 		h.setUnconfirmed(l, claims...)
-		resp, err := s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
-			Then(try).
-			Commit()
+		resp, err := retried(ctx, s.client, h.mayLand(l, claims...), func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
+				Then(try).
+				Commit()
+		})
 		if err != nil {
 			return 0, 0, err
 		}
@@ -211,6 +255,12 @@ func (h *slotHold) claimSlot(ctx context.Context, l *Lock, older []*mvccpb.KeyVa
 			return 0, 0, ErrKeyDeleted
 		}
 		r := resp.Responses[0].GetResponseTxn()
+		for i := range order {
+			if r.Succeeded { // l's own write
+				return order[i], fencing.Token(r.Responses[0].GetResponseRange().Kvs[0].CreateRevision), nil
+			}
+			r = r.Responses[0].GetResponseTxn()
+		}
 		for i := range order {
 			if r.Succeeded {
 				return order[i], fencing.Token(resp.Header.Revision), nil

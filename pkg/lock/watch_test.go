@@ -679,7 +679,18 @@ func clusterBehindProxies(t *testing.T) (*embedded.Cluster, *clientv3.Client, fu
 		first.PauseRx()
 		t.Cleanup(func() { first.UnpauseTx(); first.UnpauseRx() })
 	}
-	return c, etcdtest.Client(t, urls...), freeze
+	cli := etcdtest.Client(t, urls...)
+	// The client connects to its endpoints once asked to: a member frozen
+	// before its connection is up is never picked, and the test would be
+	// blind. Every member must have answered once.
+	served := map[uint64]bool{}
+	etcdtest.Eventually(t, 10*time.Second, func() bool {
+		if resp, err := cli.Get(context.Background(), "warm-up"); err == nil {
+			served[resp.Header.MemberId] = true
+		}
+		return len(served) == len(urls)
+	}, "the client did not reach every member")
+	return c, cli, freeze
 }
 
 // Waiters on a client that lists every member take the locks released

@@ -63,9 +63,9 @@ const (
 	// WaiterProbeAfter and WaiterProbeTimeout replace ProbeAfter and
 	// ProbeTimeout while the stream carries a watch that someone waits on
 	// to go on (WatchFromNow, WatchRange: a waiter's predecessor, a
-	// semaphore's queue) and the client has more than one endpoint: the
-	// next holder of a lock must not wait ten
-	// seconds for a stream on a frozen member to be given up. A probe
+	// semaphore's queue; WaitKey: a lock-delay's timer) and the client
+	// has more than one endpoint: the next holder of a lock must not wait
+	// ten seconds for a stream on a frozen member to be given up. A probe
 	// costs etcd a small message a second.
 	WaiterProbeAfter   = time.Second
 	WaiterProbeTimeout = time.Second
@@ -97,7 +97,7 @@ type Mux struct {
 	mu      sync.Mutex
 	nextID  int64
 	watches map[int64]*Watch // every live watch, by its current ID
-	waiters int              // of watches, those without a create revision: someone waits on them
+	waiters int              // of watches, those someone waits on to go on (Watch.waited)
 	delayed []*Watch         // stateDelayed, in order of due time
 	queue   []*Watch         // stateQueued, in order
 	reread  []*Watch         // stateReread
@@ -127,6 +127,7 @@ type Watch struct {
 	id        int64
 	state     state
 	alone     bool // re-read on its own: etcd refused to read a batch with it
+	waited    bool // someone waits on it to go on (WatchRange, WaitKey)
 }
 
 type state int
@@ -162,6 +163,13 @@ func (m *Mux) WatchKey(key string, rev, createRev int64, after time.Duration, fi
 		w.state, w.due = stateDelayed, m.clk.Now().Add(after)
 	}
 	return m.add(w)
+}
+
+// WaitKey is WatchKey, at once, for a key someone waits on to go on (a
+// lock-delay's timer): while it is watched, the stream is probed as a
+// waiter's is (WaiterProbeAfter).
+func (m *Mux) WaitKey(key string, rev, createRev int64, fire func(error)) *Watch {
+	return m.add(&Watch{key: key, rev: rev, createRev: createRev, fire: fire, state: stateQueued, waited: true})
 }
 
 // WatchHeld is WatchKey for a key not written since it was created, which
@@ -219,7 +227,7 @@ type Range struct {
 // and a past revision may be compacted by then.
 func (m *Mux) WatchRange(r Range, events func([]*mvccpb.Event), fire func(error), created func()) *Watch {
 	return m.add(&Watch{key: r.Key, end: r.End, rev: r.Rev, puts: r.Puts, prevKV: r.PrevKV,
-		fire: fire, created: created, events: events, state: stateQueued})
+		fire: fire, created: created, events: events, state: stateQueued, waited: true})
 }
 
 func (m *Mux) add(w *Watch) *Watch {
@@ -227,7 +235,7 @@ func (m *Mux) add(w *Watch) *Watch {
 	m.nextID++
 	w.id = m.nextID
 	m.watches[w.id] = w
-	if w.createRev == 0 {
+	if w.waited {
 		m.waiters++
 	}
 	wake := true // a create to send, or an earlier due time to wake up for
@@ -299,7 +307,7 @@ func (m *Mux) drop(w *Watch) {
 // forget removes w from the live watches. m.mu must be held.
 func (m *Mux) forget(w *Watch) {
 	delete(m.watches, w.id)
-	if w.createRev == 0 {
+	if w.waited {
 		m.waiters--
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +34,14 @@ type candidate struct {
 	// which the manager leads; the work log records it with each run.
 	token func() int64
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // the current manager's
-	held   chan struct{}      // while not nil, no new manager starts; closed by up
+	// elector is the last message of the current manager's elector.
+	elector lastMessage
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // the current manager's
+	since   time.Time          // when the current manager was made
+	running bool               // the current manager's Start has not returned
+	held    chan struct{}      // while not nil, no new manager starts; closed by up
 }
 
 // run runs managers until ctx ends; wg owns the goroutine.
@@ -59,7 +66,7 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 				return
 			}
 			inc.opts.Metrics = metricsserver.Options{BindAddress: "0"}
-			inc.opts.Logger = logr.Discard()
+			inc.opts.Logger = logr.New(c.elector.sink())
 			m, err := manager.New(cfg, inc.opts)
 			if err == nil {
 				err = m.Add(log.runnable(c.who, c.token))
@@ -71,9 +78,12 @@ func (c *candidate) run(t testing.TB, ctx context.Context, wg *sync.WaitGroup, c
 			}
 			mctx, cancel := context.WithCancel(ctx)
 			c.mu.Lock()
-			c.cancel = cancel
+			c.cancel, c.since, c.running = cancel, time.Now(), true
 			c.mu.Unlock()
 			_ = m.Start(mctx) // "leader election lost", or canceled
+			c.mu.Lock()
+			c.running = false
+			c.mu.Unlock()
 			cancel()
 			inc.close()
 		}
@@ -183,4 +193,47 @@ func (f failovers) lines() []string {
 			name, len(s.took), mean, worst, amean, aworst, len(s.overlaps), oworst, s.kept, len(s.elected), emean, eworst))
 	}
 	return out
+}
+
+// lastMessage keeps the last message logged through its sinks, which
+// controller-runtime hands to client-go's elector: what its latest
+// attempt did, or why it failed.
+type lastMessage struct{ v atomic.Value }
+
+// Last returns the last message, or "".
+func (m *lastMessage) Last() string {
+	s, _ := m.v.Load().(string)
+	return s
+}
+
+func (m *lastMessage) sink() logr.LogSink { return messageSink{m: m} }
+
+// messageSink is a logr.LogSink that stores each message, with its
+// values, in m, and keeps nothing else.
+type messageSink struct {
+	m      *lastMessage
+	name   string
+	values []any
+}
+
+func (s messageSink) Init(logr.RuntimeInfo) {}
+func (s messageSink) Enabled(int) bool      { return true }
+func (s messageSink) Info(_ int, msg string, kv ...any) {
+	// "Failed to acquire lease" follows every failed attempt, after the
+	// message that says why.
+	if strings.HasPrefix(s.name, "leaderelection") && msg != "Failed to acquire lease" {
+		s.m.v.Store(fmt.Sprint(msg, " ", append(slices.Clone(s.values), kv...)))
+	}
+}
+func (s messageSink) Error(err error, msg string, kv ...any) { s.Info(0, msg+": "+err.Error(), kv...) }
+func (s messageSink) WithValues(kv ...any) logr.LogSink {
+	s.values = append(slices.Clone(s.values), kv...)
+	return s
+}
+func (s messageSink) WithName(name string) logr.LogSink {
+	if s.name != "" {
+		name = s.name + "/" + name
+	}
+	s.name = name
+	return s
 }

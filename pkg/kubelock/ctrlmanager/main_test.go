@@ -11,4 +11,9 @@ import (
 // cluster is a 3-member etcd shared by the package's tests.
 var cluster *etcdtest.Shared
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m, &cluster)) }
+func TestMain(m *testing.M) {
+	if code, ok := asChild(); ok {
+		os.Exit(code)
+	}
+	os.Exit(kubetest.Main(m, &cluster))
+}

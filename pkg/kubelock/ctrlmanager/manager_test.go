@@ -3,8 +3,10 @@ package ctrlmanager_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +138,33 @@ func (c *etcdCandidate) token() int64 {
 	return int64(term.Token())
 }
 
+// settle waits, within a bound, until the candidate's manager is not one
+// whose term has ended while its elector still leads: such a manager
+// stops on its own once the elector gives up, RenewDeadline later, and
+// stopping it meanwhile runs into controller-runtime's data race between
+// a stop and a lost election (README, "controller-runtime and -race").
+func (c *etcdCandidate) settle(within time.Duration) {
+	for end := time.Now().Add(within); c.losing() && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// losing reports whether the current manager's term has ended while the
+// manager still runs.
+func (c *etcdCandidate) losing() bool {
+	c.mu.Lock()
+	lk := c.lk
+	c.mu.Unlock()
+	c.candidate.mu.Lock()
+	since, running := c.candidate.since, c.candidate.running
+	c.candidate.mu.Unlock()
+	if lk == nil || !running {
+		return false
+	}
+	term, err := lk.Term()
+	return err == nil && term.Context().Err() != nil && !term.Started().Before(since)
+}
+
 func (c *etcdCandidate) closeClient() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,6 +188,9 @@ type outcome struct {
 	// fault: each refreshes every etcd lease to a full TTL (etcd's lessor
 	// Promote), the faulty leader's too.
 	elections func() int64
+	// slow, if not nil, describes the candidates; drive logs it once when
+	// no next leader worked within a quarter of its bound.
+	slow func() string
 }
 
 // randomFaults picks a fault at random from names.
@@ -190,8 +222,12 @@ func drive(t testing.TB, log *workLog, pick func() string, terms int, within tim
 		at := time.Now()
 		out := faults[name](cur)
 		var next time.Time
-		kept := false
+		kept, described := false, false
 		log.waitFor(t, within, "next leader after "+name+" of "+cur, func() bool {
+			if out.slow != nil && !described && time.Since(at) > within/4 {
+				described = true
+				t.Logf("%s of %s: no next leader after %v: %s", name, cur, time.Since(at).Round(time.Millisecond), out.slow())
+			}
 			if out.kept != nil && out.kept() {
 				kept = true
 				return true
@@ -251,10 +287,45 @@ func etcdFaults(t testing.TB, cands map[string]*etcdCandidate) map[string]fault 
 			before := raftTerm(t, direct)
 			out := f(who)
 			out.elections = func() int64 { return raftTerm(t, direct) - before }
+			out.slow = func() string { return describe(cands) }
 			return out
 		}
 	}
 	return faults
+}
+
+// describe says, for each candidate, whether its manager runs or its pod
+// is down, the state of its etcd client's connection and its lock's
+// latest term.
+func describe(cands map[string]*etcdCandidate) string {
+	var b strings.Builder
+	for _, who := range slices.Sorted(maps.Keys(cands)) {
+		c := cands[who]
+		c.candidate.mu.Lock()
+		running, down := c.candidate.running, c.candidate.held != nil
+		c.candidate.mu.Unlock()
+		c.mu.Lock()
+		cli, lk := c.cli, c.lk
+		c.mu.Unlock()
+		fmt.Fprintf(&b, "%s: manager running %v, pod down %v", who, running, down)
+		if cli != nil {
+			fmt.Fprintf(&b, ", connection %v", cli.ActiveConnection().GetState())
+		}
+		if lk != nil {
+			if term, err := lk.Term(); err != nil {
+				fmt.Fprintf(&b, ", no term (%v)", err)
+			} else if term.Context().Err() != nil {
+				fmt.Fprintf(&b, ", term %d ended (%v)", term.Token(), context.Cause(term.Context()))
+			} else {
+				fmt.Fprintf(&b, ", term %d live", term.Token())
+			}
+		}
+		if m := c.elector.Last(); m != "" {
+			fmt.Fprintf(&b, ", elector: %s", m)
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
 
 // raftTerm returns the etcd cluster's raft term, which each leader
@@ -313,7 +384,13 @@ func runEtcdManagers(t testing.TB, s setup, terms int, pick func() string) (*wor
 	cands := map[string]*etcdCandidate{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		for _, c := range cands {
+			c.settle(10 * time.Second)
+		}
+		cancel()
+		wg.Wait()
+	}()
 	for i := range 3 {
 		who := fmt.Sprintf("m%d", i)
 		cands[who] = newEtcdCandidate(t, who, i, s, i != 2)
