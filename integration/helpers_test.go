@@ -144,7 +144,7 @@ func lostAt(t *testing.T, l *lock.Lock, within time.Duration) time.Time {
 	select {
 	case <-l.Lost():
 	case <-time.After(within):
-		t.Fatalf("%s still believes it holds %q after %v", l.Owner(), l.Name(), within)
+		t.Fatalf("the holder of %s still believes it holds %q after %v", l.Key(), l.Name(), within)
 	}
 	var lost *lock.LostError
 	if !errors.As(l.Err(), &lost) {

@@ -322,7 +322,7 @@ func (w *lockWorker) acquireSet(ctx context.Context, timeout, hold time.Duration
 	set := w.r.sets
 	w.r.mu.Unlock()
 	h := &held{l: l}
-	for i, name := range l.Names() {
+	for i, name := range names {
 		g := w.r.grantedAs("set", w.name, w.id, w.rec, name, l.Keys()[i], l.Token(), start, start+hold, false, set)
 		if i == 0 {
 			h.g = g

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -129,7 +130,7 @@ func (g *globalOptions) explain(err error, code int) string {
 		}
 		var locked *lock.LockedError
 		if errors.As(err, &locked) && locked.Foreign {
-			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, lock.ForeignHolder, locked.Token, int64(locked.LeaseID))
+			return fmt.Sprintf("lock %q is held by %s (token %s, lease %x)", locked.Name, holders.ForeignHolder, locked.Token, int64(locked.LeaseID))
 		}
 		if errors.As(err, &locked) {
 			return fmt.Sprintf("lock %q is held by %s (token %s, since %s)", locked.Name, printable(locked.Owner), locked.Token, since(locked.Since))

@@ -18,7 +18,7 @@ import (
 // reportHolders prints who holds name while s waits for it: once, and
 // again whenever the holder changes. It reports whether it printed any.
 // waiting is closed when the acquisition waits (lock.WithWaitHook).
-func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name string, waiting <-chan struct{}) (reported bool) {
+func reportHolders(ctx context.Context, g *globalOptions, s *session, name string, waiting <-chan struct{}) (reported bool) {
 	// Only a run that waits, and still waits after noteAfter, says whom
 	// it waits for: a reader beside readers, a semaphore with a free slot
 	// and a refusal (another kind, 76) wait for nobody, however slow etcd
@@ -65,7 +65,7 @@ func reportHolders(ctx context.Context, g *globalOptions, s *lock.Session, name 
 // holdersNote describes the holders of a name as status does: one holder
 // of a mutex by holderNote, readers and a semaphore's holders counted and
 // listed.
-func holdersNote(ctx context.Context, s *lock.Session, holders []holders.Contender) string {
+func holdersNote(ctx context.Context, s *session, holders []holders.Contender) string {
 	if h := holders[0]; len(holders) == 1 && !h.Shared && h.Slot < 0 {
 		return holderNote(ctx, s, h)
 	}
@@ -99,7 +99,7 @@ const noteAfter = 250 * time.Millisecond
 // holderNote describes a holder as status does. A key without an
 // etcdlock record has no owner or start time: its lease and the lease's
 // remaining TTL say who holds it and for how long.
-func holderNote(ctx context.Context, s *lock.Session, h holders.Contender) string {
+func holderNote(ctx context.Context, s *session, h holders.Contender) string {
 	v := viewOf(h)
 	if !v.Foreign {
 		return fmt.Sprintf("%s (token %s%s)", v.who(), v.Token, v.when())

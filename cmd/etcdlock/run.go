@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
+	pkglease "github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -239,7 +241,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 		return err
 	}
 	defer cli.Close()
-	s, err := openSession(ctx, g, cli, o)
+	s, err := openSession(ctx, g, cli, o, names)
 	if err != nil {
 		return err
 	}
@@ -257,7 +259,7 @@ func runLocked(ctx context.Context, g *globalOptions, o *runOptions, names []str
 	g.logger.Info("acquired", fieldsOf(l)...)
 	r := superviseCommand(&supervisor{g: g, gd: gd, l: l, s: s, o: o, argv: argv, killSig: killSig}, sigc)
 	if errors.Is(r.err, lock.ErrBreakRequested) {
-		g.releaseBroken(ctx, l)
+		g.releaseBroken(ctx, s, l)
 	}
 	if r.err != nil {
 		return r.err
@@ -288,27 +290,40 @@ func spawnGuardian(g *globalOptions, o *runOptions) (*guardian.Guardian, error) 
 	return gd, nil
 }
 
-// openSession opens the session of a run on cli, with --ttl and --owner,
-// within --request-timeout.
-func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o *runOptions) (*lock.Session, error) {
+// session is a run's lock session, with what the run opened it with.
+type session struct {
+	*lock.Session
+	owner string   // --owner, else a new identity
+	names []string // the names the run acquires, in the order given
+}
+
+// margin is the session's safety margin, the default as run sets none:
+// etcd cannot expire the lease before Deadline + margin.
+func (s *session) margin() time.Duration { return pkglease.DefaultMargin(s.TTL()) }
+
+// openSession opens the session of a run that acquires names on cli, with
+// --ttl and --owner, within --request-timeout.
+func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o *runOptions, names []string) (*session, error) {
+	owner := cmp.Or(o.owner, lock.DefaultOwner())
 	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
-		lock.WithCleanupTimeout(g.requestTimeout)}
-	if o.owner != "" {
-		opts = append(opts, lock.WithOwner(o.owner))
-	}
+		lock.WithCleanupTimeout(g.requestTimeout), lock.WithOwner(owner)}
 	sctx, cancel := g.requestCtx(ctx)
 	defer cancel()
-	return lock.NewSession(sctx, cli, opts...)
+	s, err := lock.NewSession(sctx, cli, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Session: s, owner: owner, names: names}, nil
 }
 
 // releaseBroken releases l once a break request stopped its command:
 // every process of the command is gone. The key may be on a lease of its
 // own (break fenced the run), which the session's end would not take with
 // it.
-func (g *globalOptions) releaseBroken(ctx context.Context, l *lock.Lock) {
+func (g *globalOptions) releaseBroken(ctx context.Context, s *session, l *lock.Lock) {
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	if err := l.Release(rctx); err != nil {
-		g.printer.Note("release of %s after the break request failed: %v", lockNames(l.Names()), err)
+		g.printer.Note("release of %s after the break request failed: %v", lockNames(s.names), err)
 	}
 	cancel()
 }
@@ -317,12 +332,12 @@ func (g *globalOptions) releaseBroken(ctx context.Context, l *lock.Lock) {
 // revoking the lease deletes the key, and only this lease's key, in one
 // write (a Release first would be a second). A release that fails is a
 // note; the lease then expires on its own.
-func (g *globalOptions) releaseAtEnd(ctx context.Context, s *lock.Session, l *lock.Lock, name string) {
+func (g *globalOptions) releaseAtEnd(ctx context.Context, s *session, l *lock.Lock, name string) {
 	switch abandoned, err := g.endSession(ctx, s, false); {
 	case abandoned: // heldThroughout got no answer
-		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(l.Names()), s.TTL())
+		g.printer.Note("%s not released: etcd did not answer; it is free once its lease expires, within %v", lockNames(s.names), s.TTL())
 	case errors.Is(err, lock.ErrMarkersKept):
-		g.printer.Note("%s released, but its lock-delay marker stayed: the next holder waits the delay: %v", lockNames(l.Names()), err)
+		g.printer.Note("%s released, but its lock-delay marker stayed: the next holder waits the delay: %v", lockNames(s.names), err)
 	case err != nil:
 		g.printer.Note("release of %q failed (the lease expires on its own): %v", name, err)
 	}
@@ -334,7 +349,7 @@ func (g *globalOptions) releaseAtEnd(ctx context.Context, s *lock.Session, l *lo
 // an answer that does not come, and the lease, with any key it holds,
 // expires within --ttl. It reports whether it abandoned s, and Close's
 // error.
-func (g *globalOptions) endSession(ctx context.Context, s *lock.Session, unanswered bool) (abandoned bool, err error) {
+func (g *globalOptions) endSession(ctx context.Context, s *session, unanswered bool) (abandoned bool, err error) {
 	if unanswered || g.unanswered.Load() {
 		s.Abandon()
 		return true, nil
@@ -357,7 +372,7 @@ func (g *globalOptions) endSession(ctx context.Context, s *lock.Session, unanswe
 // (by its create revision: it is still this run's key). The loss names the
 // names whose key failed, from each name's nested transaction. If etcd
 // cannot say, a note says so and the command's own status stands.
-func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *lock.Lock) error {
+func heldThroughout(ctx context.Context, g *globalOptions, s *session, l *lock.Lock) error {
 	keys := l.Keys()
 	keys[0] = l.Key() // a semaphore's slot key, whose create revision is the token
 	tok := int64(l.Token())
@@ -374,11 +389,11 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *lock.Session, l *l
 	defer cancel()
 	resp, err := checkTries(rctx, s.Client(), perKey)
 	if err != nil {
-		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(l.Names()), err)
+		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(s.names), err)
 		return nil
 	}
 	var gone, overwritten []string
-	for i, name := range l.Names() {
+	for i, name := range s.names {
 		r := resp.Responses[i].GetResponseTxn()
 		switch {
 		case r.GetSucceeded():

@@ -99,7 +99,7 @@ func (sv *supervisor) start() error {
 	sv.soft = soft
 	err := sv.gd.Run(guardian.Config{
 		Argv:       argv,
-		Env:        lockEnv(l),
+		Env:        lockEnv(sv.s, l),
 		KillSignal: sv.killSig,
 		KillGrace:  sv.o.killGrace,
 		Foreground: sv.fg,
@@ -116,14 +116,14 @@ func (sv *supervisor) start() error {
 
 // lockEnv is the command's environment: etcdlock's, with the lock's
 // ETCDLOCK_* variables set over inherited ones.
-func lockEnv(l *lock.Lock) []string {
+func lockEnv(s *session, l *lock.Lock) []string {
 	env := map[string]string{
 		"ETCDLOCK_NAME":     l.Name(),
 		"ETCDLOCK_KEY":      l.Key(),
 		fencing.EnvVar:      l.Token().String(),
-		"ETCDLOCK_OWNER":    l.Owner(),
-		"ETCDLOCK_DEADLINE": l.Deadline().UTC().Format(time.RFC3339Nano),
-		"ETCDLOCK_NAMES":    strings.Join(l.Names(), "\n"),
+		"ETCDLOCK_OWNER":    s.owner,
+		"ETCDLOCK_DEADLINE": s.Deadline().UTC().Format(time.RFC3339Nano),
+		"ETCDLOCK_NAMES":    strings.Join(s.names, "\n"),
 	}
 	base := os.Environ()
 	if l.Slot() >= 0 {
@@ -165,7 +165,7 @@ func (sv *supervisor) guardianDied() result {
 	}
 	err := fmt.Errorf("the guardian of the command died (%v); every process of the command was killed", sv.gd.Err())
 	if sv.lostErr != nil {
-		err = fmt.Errorf("%s lost while the command ran (%w); %v", someOf(sv.l.Names()), sv.lostErr, err)
+		err = fmt.Errorf("%s lost while the command ran (%w); %v", someOf(sv.s.names), sv.lostErr, err)
 	}
 	return result{err: err}
 }
@@ -189,7 +189,7 @@ func (sv *supervisor) exited(ev guardian.Event) result {
 	}
 	switch {
 	case sv.lostErr != nil:
-		return result{err: fmt.Errorf("%s lost while the command ran; the command was stopped: %w", someOf(l.Names()), sv.lostErr)}
+		return result{err: fmt.Errorf("%s lost while the command ran; the command was stopped: %w", someOf(sv.s.names), sv.lostErr)}
 	case sv.timedOut:
 		return result{err: fmt.Errorf("the command ran past --run-timeout %v and was stopped: %w", sv.o.runTimeout, errRunTimeout)}
 	case ev.StartError != "":
@@ -212,7 +212,7 @@ func (sv *supervisor) signal(sig syscall.Signal) {
 func (sv *supervisor) onLost() {
 	sv.lost = nil
 	sv.lostErr = sv.l.Err()
-	sv.stop(fmt.Sprintf("%s lost (%v)", someOf(sv.l.Names()), sv.lostErr), killGrace(sv.o.killGrace, sv.s, sv.lostErr))
+	sv.stop(fmt.Sprintf("%s lost (%v)", someOf(sv.s.names), sv.lostErr), killGrace(sv.o.killGrace, sv.s, sv.lostErr))
 }
 
 // onRunTimeout stops a command that ran past --run-timeout, unless a loss
@@ -276,16 +276,16 @@ var errDeadlinePassed = fmt.Errorf("%w: the lease deadline passed while the comm
 
 // guardDeadlines are the guardian's: stop the command at the lease's
 // conservative deadline; SIGKILL must have gone out killMargin before etcd
-// could expire the lease (Deadline + SafetyMargin).
-func guardDeadlines(s *lock.Session) (soft, hard time.Time) {
+// could expire the lease (Deadline + margin).
+func guardDeadlines(s *session) (soft, hard time.Time) {
 	soft = s.Deadline()
-	return soft, soft.Add(max(s.SafetyMargin()-killMargin, 0))
+	return soft, soft.Add(max(s.margin()-killMargin, 0))
 }
 
 // killGrace cuts the user's grace so that SIGKILL goes out before etcd
 // could expire the lease. When the key is already gone, someone else may
 // hold the lock: no grace.
-func killGrace(want time.Duration, s *lock.Session, cause error) time.Duration {
+func killGrace(want time.Duration, s *session, cause error) time.Duration {
 	if errors.Is(cause, lock.ErrKeyDeleted) || errors.Is(cause, lock.ErrLeaseRevoked) || errors.Is(cause, lock.ErrLeaseExpired) {
 		return 0
 	}

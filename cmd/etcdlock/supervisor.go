@@ -16,7 +16,7 @@ type supervisor struct {
 	g       *globalOptions
 	gd      *guardian.Guardian
 	l       *lock.Lock
-	s       *lock.Session
+	s       *session
 	o       *runOptions
 	argv    []string
 	killSig syscall.Signal

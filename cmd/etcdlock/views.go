@@ -86,7 +86,7 @@ func (v contenderView) role() string {
 // foreign key is.
 func (v contenderView) who() string {
 	if v.Foreign {
-		return lock.ForeignHolder
+		return holders.ForeignHolder
 	}
 	return printable(v.Owner)
 }

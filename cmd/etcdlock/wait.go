@@ -17,7 +17,7 @@ import (
 
 // acquireWaiting acquires names, reporting who holds each of them while
 // it waits.
-func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
+func acquireWaiting(ctx context.Context, g *globalOptions, s *session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	name := names[0]
 	// --timeout bounds the wait for holders, not the requests that take a
 	// free lock, however short it is: try first (a lock-delay is a wait
@@ -44,7 +44,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *lock.Session, name
 // waitFor acquires names, waiting for their holders within --timeout. A
 // signal on sigc ends the wait (exit 128+N), and releases the lock if it
 // came as the lock was granted.
-func waitFor(ctx context.Context, g *globalOptions, s *lock.Session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
+func waitFor(ctx context.Context, g *globalOptions, s *session, names []string, o *runOptions, sigc <-chan os.Signal) (*lock.Lock, error) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if o.timeout > 0 {
@@ -101,7 +101,7 @@ type waitWatch struct {
 
 // watchWait starts the watch of the wait of wctx for names: a signal on
 // sigc ends wctx through interrupt.
-func watchWait(wctx context.Context, interrupt context.CancelCauseFunc, g *globalOptions, s *lock.Session, names []string, sigc <-chan os.Signal) *waitWatch {
+func watchWait(wctx context.Context, interrupt context.CancelCauseFunc, g *globalOptions, s *session, names []string, sigc <-chan os.Signal) *waitWatch {
 	rctx, end := context.WithCancel(wctx)
 	w := &waitWatch{end: end, watched: make(chan struct{}), waiting: make(chan struct{}), intr: make(chan os.Signal, 1)}
 	for _, n := range names {

@@ -39,17 +39,19 @@ const (
 
 var groups = []group{
 	// Every kind's acquire, wait, release, loss and lock-delay paths,
-	// Detached, Follow, Break and the watch stream; the tests that need an
+	// Detached and the watch stream; the tests that need an
 	// etcd of their own skip themselves (etcdtest.Cluster).
 	{module: ".", pkg: "./pkg/lock", run: `^Test`, skip: compacting,
 		short: `^(TestAcquireReleaseLifecycle|TestAcquireIsFIFO|TestHolderLosesLockWhenKeyDeleted|TestRevokedLeaseLosesSessionAndLocks|` +
 			`TestSemaphoreAdmitsLimitInOrder|TestSemaphoreSlotDeletedLosesHolder|TestReadersShareWritersQueue|` +
 			`TestAcquireAllQueuesInEveryName|TestAcquireAllLosesWhenAnyKeyGoes|TestAcquireAllRequestSizeIsCheckedBeforeSending|` +
 			`TestLockDelayAfterAnUncleanEnd|TestDeadlineFromSendTimeAndLossWithoutReply|TestGrantedTTLIsUsed|TestRenewalKeepsSessionAlive|` +
-			`TestDetachedAcquireRenewRelease|TestDetachedRenewAfterExpiryFails|TestFollowReportsEachChangeOfHolder|TestFollowSemaphore|` +
-			`TestBreakAsksTheHolderFirst|TestHeldLocksShareOneWatchStream|TestWaiterRetriesAReadCutOffInFlight|TestInteroperatesWithConcurrencyMutex)$`},
+			`TestDetachedAcquireRenewRelease|TestDetachedRenewAfterExpiryFails|` +
+			`TestHeldLocksShareOneWatchStream|TestWaiterRetriesAReadCutOffInFlight|TestInteroperatesWithConcurrencyMutex)$`},
 	{module: ".", pkg: "./pkg/lock", run: compacting, short: compacting, alone: true},
 	{module: ".", pkg: "./pkg/lock/lockmetrics", run: `^Test`, short: ""},
+	// Follow and Break, as an operator's view of the holders.
+	{module: ".", pkg: "./pkg/holders", run: `^Test`, short: `^(TestFollowReportsEachChangeOfHolder|TestFollowSemaphore|TestBreakAsksTheHolderFirst)$`},
 	{module: ".", pkg: "./pkg/election", run: `^Test`, short: `^Test`},
 	// A kubelock term, with client-go's elector and through faults.
 	{module: "pkg/kubelock", pkg: ".", run: `^Test`, skip: kubeCompacting,

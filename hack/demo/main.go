@@ -89,7 +89,7 @@ func run() (err error) {
 	if err != nil {
 		return err
 	}
-	say("worker-a", "acquired %q with fencing token %s (lease TTL %v, deadline in %v)", name, la.Token(), a.TTL(), time.Until(la.Deadline()).Round(time.Millisecond))
+	say("worker-a", "acquired %q with fencing token %s (lease TTL %v, deadline in %v)", name, la.Token(), a.TTL(), time.Until(a.Deadline()).Round(time.Millisecond))
 	if err := write(ctx, db, la, resource, "100 (written by worker-a)"); err != nil {
 		return err
 	}

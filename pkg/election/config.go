@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/settings"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -83,6 +84,8 @@ type session struct {
 	identity string
 	prefix   string
 	logger   *zap.Logger
+	clock    clock.Clock   // lock.WithClock, else the real clock
+	margin   time.Duration // lock.WithSafetyMargin; 0 is the default
 }
 
 func (c *Config) validate(opts []lock.SessionOption) (session, error) {
@@ -122,6 +125,10 @@ func (c *Config) validate(opts []lock.SessionOption) (session, error) {
 	s := session{identity: cmp.Or(set.Owner, lock.DefaultOwner()), prefix: cmp.Or(set.Prefix, lock.DefaultPrefix), logger: set.Logger}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
+	}
+	s.clock, s.margin = set.Clock, set.SafetyMargin
+	if s.clock == nil {
+		s.clock = clock.Real()
 	}
 	// The identity is fixed here, so that every term's session has it.
 	s.opts = append(append([]lock.SessionOption{}, opts...), lock.WithOwner(s.identity))

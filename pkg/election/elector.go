@@ -39,6 +39,7 @@ type Term struct {
 	Key     string    // the leader key in etcd
 	Started time.Time // when the term began (after any wait for an earlier term's tenure key): GetLeader's Since
 	lock    *lock.Lock
+	session *lock.Session   // the lock's
 	tenure  *tenure         // nil for an elector without tenure keys
 	clock   clock.Clock     // the session's, on which Deadline is a time
 	ctx     context.Context // the term's: ended, the term is over
@@ -49,7 +50,7 @@ type Term struct {
 // successful renewal moves forward, and the term's own, which every
 // successful proof of its keys moves forward (see the package doc).
 func (t Term) Deadline() time.Time {
-	d := t.lock.Deadline()
+	d := t.session.Deadline()
 	if t.tenure != nil {
 		if c := t.tenure.Deadline(); c.Before(d) {
 			return c
@@ -283,7 +284,7 @@ func (e *Elector) lead(ctx context.Context, s *lock.Session, l *lock.Lock, mux *
 			return false
 		}
 	}
-	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: started, lock: l, tenure: t, clock: s.Clock(), ctx: termCtx}
+	term := &Term{Name: e.cfg.Name, Identity: e.session.identity, Token: l.Token(), Key: l.Key(), Started: started, lock: l, session: s, tenure: t, clock: e.session.clock, ctx: termCtx}
 	e.mu.Lock()
 	e.term = term
 	e.mu.Unlock()

@@ -59,7 +59,7 @@ func newTenure(cfg *Config, set session, s *lock.Session, l *lock.Lock, log *zap
 	keys := keyspace.Of(set.prefix, cfg.Name)
 	every := s.TTL() / 3
 	return &tenure{client: cfg.Client, l: l, key: keys.Tenure(int64(s.Lease()), int64(l.Token())), others: keys.Tenures(),
-		identity: set.identity, ttl: s.TTL(), clock: s.Clock(), margin: s.SafetyMargin(), every: every,
+		identity: set.identity, ttl: s.TTL(), clock: set.clock, margin: lease.Margin(set.margin, s.TTL()), every: every,
 		retry: min(every/4, 250*time.Millisecond), fault: cfg.proofFault, log: log}
 }
 

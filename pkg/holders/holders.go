@@ -19,6 +19,10 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
+// ForeignHolder describes a Contender that is Foreign, in the words of
+// lock.LockedError's message.
+const ForeignHolder = keyspace.ForeignHolder
+
 // Contender is one key under a lock name: a holder or a waiter.
 type Contender struct {
 	Key string
@@ -32,7 +36,8 @@ type Contender struct {
 	SlotKey string
 	// Foreign is set when the key has no etcdlock record (the fields below
 	// are then zero): another etcd lock client, such as etcdctl lock or
-	// concurrency.Mutex, wrote it. It takes part in the queue all the same.
+	// concurrency.Mutex, wrote it (ForeignHolder describes it). It takes
+	// part in the queue all the same.
 	Foreign bool
 
 	// What the contender wrote in its key.

@@ -154,7 +154,7 @@ func (l *Lock) watchKey(created int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ledger.markers) > 0 {
-		s.rewrote(l.Names())
+		s.rewrote(l.names())
 	}
 	if s.err != nil {
 		return // l was finished by the session's end; nothing to watch
@@ -212,7 +212,7 @@ func (l *Lock) activated(ctx context.Context) (*Lock, error) {
 	if ce := s.log.Check(zapcore.DebugLevel, "acquired"); ce != nil {
 		fields := []zap.Field{zap.String("name", l.name), zap.Stringer("token", l.Token())}
 		if names, _ := l.kind.others(); len(names) > 0 {
-			fields = append(fields, zap.Strings("names", l.Names()))
+			fields = append(fields, zap.Strings("names", l.names()))
 		}
 		ce.Write(fields...)
 	}

@@ -148,7 +148,7 @@ func openSessions(b *testing.B, cli *clientv3.Client, impl string, n int, pfx st
 	ms := make([]*concurrency.Session, n)
 	parallel(b, n, func(i int) (err error) {
 		if impl == "mutex" {
-			ms[i], err = concurrency.NewSession(cli, concurrency.WithTTL(int(lock.DefaultTTL/time.Second)))
+			ms[i], err = concurrency.NewSession(cli, concurrency.WithTTL(10))
 			return err
 		}
 		ls[i], err = lock.NewSession(ctx, cli, lock.WithPrefix(pfx))

@@ -110,7 +110,7 @@ func (s *Session) newLock(names []string, ac acquireConfig) *Lock {
 // unclaim drops l's claims on its names, where l still has them.
 func (s *Session) unclaim(l *Lock) {
 	s.mu.Lock()
-	for _, name := range l.Names() {
+	for _, name := range l.names() {
 		if s.claims.byName[name] == l {
 			delete(s.claims.byName, name)
 		}

@@ -107,7 +107,7 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	if e.Foreign {
-		return fmt.Sprintf("lock: %q held by %s (token %s, lease %x)", e.Name, ForeignHolder, e.Token, int64(e.LeaseID))
+		return fmt.Sprintf("lock: %q held by %s (token %s, lease %x)", e.Name, keyspace.ForeignHolder, e.Token, int64(e.LeaseID))
 	}
 	return fmt.Sprintf("lock: %q held by %q (token %s)", e.Name, e.Owner, e.Token)
 }

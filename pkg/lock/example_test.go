@@ -192,13 +192,13 @@ func ExampleSession_AcquireAll() {
 		}
 		second <- l
 	}()
-	fmt.Println("alice holds", first.Names(), "with one token:", first.Token().IsValid())
+	fmt.Println("alice holds", len(first.Keys()), "names with one token:", first.Token().IsValid())
 	first.Release(ctx)
 	l := <-second
-	fmt.Println("then bob holds", l.Names(), "with a later token:", l.Token() > first.Token())
+	fmt.Println("then bob holds", len(l.Keys()), "names with a later token:", l.Token() > first.Token())
 	// Output:
-	// alice holds [account/1 account/2] with one token: true
-	// then bob holds [account/2 account/1] with a later token: true
+	// alice holds 2 names with one token: true
+	// then bob holds 2 names with a later token: true
 }
 
 // A holder that ends without releasing (here: its session abandoned, as a

@@ -96,14 +96,15 @@ type Lock struct {
 	lost      chan struct{}   // Lost's, made by its first call
 }
 
-// Names returns every name the lock holds: the one given to Acquire, or
+// names returns every name the lock holds: the one given to Acquire, or
 // those given to AcquireAll, in that order.
-func (l *Lock) Names() []string {
+func (l *Lock) names() []string {
 	others, _ := l.kind.others()
 	return append([]string{l.name}, others...)
 }
 
-// Keys returns the contender key of every name in Names, in that order.
+// Keys returns the contender key of every name the lock holds: the one
+// given to Acquire, or those given to AcquireAll, in that order.
 // They share one create revision, the token (a semaphore's Key is its
 // slot key instead; see WithLimit).
 func (l *Lock) Keys() []string {
@@ -121,18 +122,11 @@ func (l *Lock) Key() string {
 	return key
 }
 
-// Owner returns the owner identity of the session holding the lock.
-func (l *Lock) Owner() string { return l.s.cfg.owner }
-
 // Token returns the fencing token: the create revision of Key.
 func (l *Lock) Token() fencing.Token {
 	_, tok := l.kind.holder(l)
 	return tok
 }
-
-// Deadline returns the session's conservative deadline; the lock is valid
-// only before it (and only while State is StateActive).
-func (l *Lock) Deadline() time.Time { return l.s.Deadline() }
 
 // Context returns a context canceled when the lock is lost or released.
 // context.Cause reports why.

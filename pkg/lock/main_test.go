@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -61,12 +62,13 @@ func compactable(t *testing.T) []string {
 	return etcdtest.Cluster(t).Endpoints()
 }
 
-// remaining is the time left until s's deadline, or 0 once s ended.
-func remaining(s *lock.Session) time.Duration {
+// remaining is the time left until s's deadline on clk, s's clock, or 0
+// once s ended.
+func remaining(s *lock.Session, clk clock.Clock) time.Duration {
 	if s.Err() != nil {
 		return 0
 	}
-	return max(s.Deadline().Sub(s.Clock().Now()), 0)
+	return max(s.Deadline().Sub(clk.Now()), 0)
 }
 
 // The bounds the options state in their docs.

@@ -47,7 +47,7 @@ type setHold struct {
 // of this session, leftovers, which it returns.
 func (h *setHold) queue(ctx context.Context, l *Lock) (queued, []*mvccpb.KeyValue, error) {
 	s := l.s
-	names, keys := l.Names(), l.Keys()
+	names, keys := l.names(), l.Keys()
 	cmps := make([]clientv3.Cmp, len(keys))
 	then := make([]clientv3.Op, 0, 2*len(keys))
 	elses := make([]clientv3.Op, len(keys))
@@ -95,7 +95,7 @@ func (h *setHold) wait(ctx context.Context, l *Lock, q queued) error {
 			}
 		}
 	}
-	names, keys := l.Names(), l.Keys()
+	names, keys := l.names(), l.Keys()
 	for i, pred := range q.preds {
 		if pred == nil {
 			continue

@@ -337,7 +337,7 @@ func TestSetStressRandomizedOverlappingSets(t *testing.T) {
 				}
 				time.Sleep(time.Duration(rng.Intn(5)) * time.Millisecond)
 				if l.State() != lock.StateActive {
-					t.Errorf("worker %d: lock %v lost: %v", w, l.Names(), l.Err())
+					t.Errorf("worker %d: lock %v lost: %v", w, l.Keys(), l.Err())
 				}
 				for _, j := range idx {
 					holders[j].Add(-1)

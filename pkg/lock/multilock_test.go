@@ -22,8 +22,8 @@ func TestAcquireAllHoldsEveryName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(l.Names(), names) || l.Name() != "a" || len(l.Keys()) != 3 {
-		t.Fatalf("Names %v Name %q Keys %v", l.Names(), l.Name(), l.Keys())
+	if l.Name() != "a" || len(l.Keys()) != 3 {
+		t.Fatalf("Name %q Keys %v", l.Name(), l.Keys())
 	}
 	for i, key := range l.Keys() {
 		resp, err := cli.Get(ctx, key)

@@ -12,19 +12,18 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
-// Defaults, bounds and words.
+// Defaults and bounds.
 const (
 	// DefaultPrefix is the etcd key prefix under which locks live.
 	DefaultPrefix = "/etcdlock/"
-	// DefaultTTL is the lease TTL requested.
-	DefaultTTL = 10 * time.Second
 	// MaxNames is the most names one AcquireAll takes: its transaction puts
 	// one key and reads one predecessor per name, within etcd's default
 	// limit of 128 operations per transaction (--max-txn-ops).
 	MaxNames = 64
-	// ForeignHolder describes a holder without an etcdlock record.
-	ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
 )
+
+// defaultTTL is WithTTL's default.
+const defaultTTL = 10 * time.Second
 
 // defaultCleanupTimeout is WithCleanupTimeout's default.
 const defaultCleanupTimeout = 5 * time.Second
@@ -155,7 +154,7 @@ func newSessionConfig(opts []SessionOption) (config, error) {
 // newConfig applies opts over the defaults.
 func newConfig[O option](opts []O) (config, error) {
 	c := config{
-		ttl:            DefaultTTL,
+		ttl:            defaultTTL,
 		logger:         zap.NewNop(),
 		prefix:         DefaultPrefix,
 		clock:          clock.Real(),

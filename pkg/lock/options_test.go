@@ -17,6 +17,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/holders"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -168,8 +169,12 @@ func TestLaterOptionWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := l.Owner(); got != "second" {
-		t.Errorf("Owner = %q, want the later WithOwner's %q", got, "second")
+	resp, err := client(t).Get(testCtx(t), l.Key())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get(%s) = %v, %v", l.Key(), resp, err)
+	}
+	if got := keyspace.Owner(resp.Kvs[0].Value); got != "second" {
+		t.Errorf("owner = %q, want the later WithOwner's %q", got, "second")
 	}
 }
 
@@ -211,7 +216,7 @@ func TestSessionMarginBelowTTL(t *testing.T) {
 	t.Parallel()
 	for name, opts := range map[string][]lock.SessionOption{
 		"margin equal to the TTL":        {lock.WithTTL(2 * time.Second), lock.WithSafetyMargin(2 * time.Second)},
-		"margin above the default TTL":   {lock.WithSafetyMargin(lock.DefaultTTL + time.Second)},
+		"margin above the default TTL":   {lock.WithSafetyMargin(11 * time.Second)},
 		"margin above a TTL given after": {lock.WithSafetyMargin(3 * time.Second), lock.WithTTL(2 * time.Second)},
 	} {
 		if err := lock.ValidateSessionOptions(opts...); !errors.Is(err, lock.ErrInvalidOption) {

@@ -72,7 +72,7 @@ func Example_readmeShared() {
 func Example_readmeAcquireAll() {
 	ctx, session := context.Background(), (*lock.Session)(nil)
 	l, err := session.AcquireAll(ctx, []string{"account/1", "account/2"})
-	// l.Names(), l.Keys(); one l.Token() for the set
+	// l.Keys(), one per name; one l.Token() for the set
 	_, _ = l, err
 }
 

@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -110,16 +109,6 @@ func (s *Session) Deadline() time.Time {
 	d, _ := s.keeper.lastDeadline()
 	return d
 }
-
-// SafetyMargin returns the margin between Deadline and the earliest moment
-// etcd could expire the lease (Deadline + SafetyMargin = send time of the
-// last successful renewal + TTL).
-func (s *Session) SafetyMargin() time.Duration { return s.keeper.margin }
-
-// Clock returns the session's time source (the one given to WithClock, else
-// the real clock): Deadline, and the deadlines of its locks, are times on
-// this clock.
-func (s *Session) Clock() clock.Clock { return s.cfg.clock }
 
 // remaining is the time left until Deadline, or 0 once the session is
 // lost or closed.

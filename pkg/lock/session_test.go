@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/clock/clocktest"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -38,7 +39,7 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 	if want := t0.Add(ttl - margin); !s.Deadline().Equal(want) {
 		t.Fatalf("initial deadline %v, want grant send time + TTL - margin = %v", s.Deadline(), want)
 	}
-	if got := remaining(s); got != ttl-margin {
+	if got := remaining(s, fc); got != ttl-margin {
 		t.Errorf("Remaining() = %v, want %v", got, ttl-margin)
 	}
 
@@ -105,8 +106,8 @@ func TestDeadlineFromSendTimeAndLossWithoutReply(t *testing.T) {
 		_, err := cli.Get(ctx, "healed")
 		return err == nil
 	}, "no round trip over the healed connection")
-	if l.State() != lock.StateLost || remaining(s) != 0 {
-		t.Errorf("after the network healed: lock %v remaining %v", l.State(), remaining(s))
+	if l.State() != lock.StateLost || remaining(s, clock.Real()) != 0 {
+		t.Errorf("after the network healed: lock %v remaining %v", l.State(), remaining(s, clock.Real()))
 	}
 }
 
@@ -156,8 +157,8 @@ func TestGrantedTTLIsUsed(t *testing.T) {
 	if s.TTL() != 2*time.Second {
 		t.Fatalf("TTL() = %v, want etcd's minimum 2s", s.TTL())
 	}
-	if want := 2*time.Second - 250*time.Millisecond; remaining(s) != want {
-		t.Errorf("Remaining() = %v, want granted TTL - 250ms margin = %v", remaining(s), want)
+	if want := 2*time.Second - 250*time.Millisecond; remaining(s, fc) != want {
+		t.Errorf("Remaining() = %v, want granted TTL - 250ms margin = %v", remaining(s, fc), want)
 	}
 }
 

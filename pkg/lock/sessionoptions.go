@@ -60,7 +60,7 @@ func setIn(o option, s *settings.Settings) error {
 	return nil
 }
 
-// WithTTL sets the lease TTL requested from etcd: default DefaultTTL,
+// WithTTL sets the lease TTL requested from etcd: default 10 s,
 // between one second and etcd's maximum, 9,000,000,000 s. The session uses
 // the TTL etcd granted (Session.TTL), never the request. A SessionOption.
 func WithTTL(ttl time.Duration) forSession {

@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// ForeignHolder describes a holder whose key has no Record: another etcd
+// lock client wrote it.
+const ForeignHolder = "a key without an etcdlock record (an etcd lock client such as etcdctl lock or concurrency.Mutex)"
+
 // Record is the JSON value stored in every contender's key, and in a
 // semaphore's slot key and a lock-delay's marker beside it. Package
 // holders shows its fields in holders.Contender.

@@ -1,4 +1,4 @@
-package lock_test
+package holders_test
 
 import (
 	"context"

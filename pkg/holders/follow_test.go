@@ -1,11 +1,9 @@
-package lock_test
+package holders_test
 
 import (
 	"context"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -167,39 +165,5 @@ func TestFollowReportsHoldersJoining(t *testing.T) {
 				next(i)
 			}
 		})
-	}
-}
-
-// followOwners runs Follow of name, under the test's prefix, until the
-// test ends. It returns a function that waits, up to within, for a report
-// whose holder has owner want ("" for none), skipping others.
-func followOwners(t *testing.T, ctx context.Context, cli *clientv3.Client, name string) func(want string, within time.Duration) {
-	fctx, stop := context.WithCancel(ctx)
-	owners, done := make(chan string, 64), make(chan struct{})
-	go func() {
-		defer close(done)
-		holders.Follow(fctx, cli, prefix(t), name, func(st holders.Status) bool {
-			owner := ""
-			if st.Holder != nil {
-				owner = st.Holder.Owner
-			}
-			owners <- owner
-			return true
-		})
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	return func(want string, within time.Duration) {
-		t.Helper()
-		deadline := time.After(within)
-		for {
-			select {
-			case got := <-owners:
-				if got == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("Follow did not report holder %q within %v", want, within)
-			}
-		}
 	}
 }
