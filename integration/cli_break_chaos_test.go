@@ -24,7 +24,10 @@ var breakShapes = []struct{ name, script string }{
 	{"3 leftovers", leaveBehind + `touch "$D/ready"; wait`},
 	{"200 setsid sleepers", sleepers(200)},
 	{"1000 setsid sleepers", sleepers(1000)},
-	{"fork-and-exit hopper", `setsid perl -e '$SIG{TERM}="IGNORE"; while (1) { exit 0 if fork }' & touch "$D/ready"; wait`},
+	// The shell sleeps rather than waits: the hopper's first process
+	// exits at once, and a command that exited is stopped and released
+	// before the test can break it.
+	{"fork-and-exit hopper", `setsid perl -e '$SIG{TERM}="IGNORE"; while (1) { exit 0 if fork }' & touch "$D/ready"; sleep 1000`},
 }
 
 func sleepers(n int) string {
