@@ -40,7 +40,9 @@ func TestCLIBothSupervisorsKilled(t *testing.T) {
 	for _, contain := range []string{"pid-namespace", "process-tree"} {
 		t.Run(contain, func(t *testing.T) {
 			trials(t, func(t *testing.T) {
-				g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM HUP INT\n"+leaveBehind+"wait", "--ttl", "2s", "--containment", contain)
+				// A TTL a loaded machine renews in time: the run must still
+				// hold the lock when the test kills it.
+				g := runGuarded(t, shared.Endpoints()[0], "trap '' TERM HUP INT\n"+leaveBehind+"wait", "--ttl", "5s", "--containment", contain)
 				next := nextHolder(t, g)
 				guardian := g.guardianOf(t)
 				for _, p := range []int{g.cmd.Process.Pid, guardian} {

@@ -361,10 +361,16 @@ func (g *guarded) guardianOf(t *testing.T) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pids[0]))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the command's shell is gone before the test killed anything (%v): stderr %q", err, g.stderr.String())
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	ppid, _ := strconv.Atoi(f[1])
+	ppid := 0
+	if len(f) > 1 {
+		ppid, _ = strconv.Atoi(f[1])
+	}
+	if ppid <= 1 {
+		t.Fatalf("the command's shell has no guardian parent: /proc/%d/stat = %q", g.pids[0], b)
+	}
 	return ppid
 }
 
