@@ -18,11 +18,16 @@ type Metrics interface {
 	// "RetryPeriod" at every third renewal in a row whose pause after the
 	// previous one is off the lock's RetryPeriod.
 	TimingsMismatch(field string)
+	// ConcurrentElectors is called when a second elector starts leading
+	// on the lock while another leads, which ends the term
+	// (ErrConcurrentElectors).
+	ConcurrentElectors()
 }
 
 type nopMetrics struct{}
 
 func (nopMetrics) TimingsMismatch(string) {}
+func (nopMetrics) ConcurrentElectors()    {}
 
 // offBeats is how many renewals in a row must come off RetryPeriod before
 // the lock says the elector's RetryPeriod is not its own.
