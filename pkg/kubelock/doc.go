@@ -102,7 +102,12 @@
 // (ErrConcurrentElectors).
 //
 // No two candidates' term contexts overlap as long as the record changes
-// only through the locks. A record deleted by hand (an operator's etcdctl
+// only through the locks and no process is frozen past its term (SIGSTOP,
+// a container or VM freeze, a stop-the-world pause): a frozen holder sees
+// nothing while it is, and once resumed its context ends, but the unit of
+// work it was in, or one more it starts before it looks at its context,
+// runs beside the next leader's. Fence the writes with the term's token
+// (Term.Token), and the resource refuses them. A record deleted by hand (an operator's etcdctl
 // del) while its holder's lease lives does not let a candidate that saw
 // that record in: its Create waits (ErrHolderAlive) until the holder,
 // having seen the deletion through its watch and ended its term, revokes
