@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,6 +61,18 @@ func TestCLIKubeLeaders(t *testing.T) {
 	text := cli(t, ep, nil, "kube-leaders", "--kube-prefix", kp).stdout
 	if !strings.Contains(text, "TRANSITIONS") || !strings.Contains(text, "pod-a") || !strings.Contains(text, "pod-b") || strings.Contains(text, "terms") {
 		t.Errorf("kube-leaders lists:\n%s\nwant ctl and other, and no term count", text)
+	}
+	// The plain output has the etcd lease too, in the LEASE column.
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	leaseCol := slices.Index(strings.Fields(lines[0]), "LEASE")
+	var ctlLease string
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) > leaseCol && leaseCol >= 0 && f[0] == "ctl" {
+			ctlLease = f[leaseCol]
+		}
+	}
+	if ctlLease != strconv.FormatInt(int64(g.ID), 16) {
+		t.Errorf("kube-leaders lists:\n%s\nwant ctl's lease %x in a LEASE column", text, g.ID)
 	}
 	if r := cli(t, ep, nil, "kube-leaders", "--kube-prefix", "no-slash"); r.code != 64 {
 		t.Errorf("--kube-prefix without '/': exit %d, want 64", r.code)

@@ -84,9 +84,9 @@ func runKubeLeaders(ctx context.Context, g *globalOptions, o *kubeOptions, nameP
 	}
 	return g.printer.Print(views, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tACQUIRED\tRENEWED\tTRANSITIONS")
+		fmt.Fprintln(tw, "NAME\tHOLDER\tTOKEN\tLEASE\tACQUIRED\tRENEWED\tTRANSITIONS")
 		for _, v := range views {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", printable(v.Name), printable(v.Holder), v.Token, v.Acquired, v.Renewed, v.Transitions)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", printable(v.Name), printable(v.Holder), v.Token, v.Lease, v.Acquired, v.Renewed, v.Transitions)
 		}
 		tw.Flush()
 	})

@@ -16,13 +16,25 @@ type Metrics interface {
 	// other durations than it was made for (New's timings): field is
 	// "LeaseDuration" at every write whose LeaseDurationSeconds differs,
 	// "RetryPeriod" at every third renewal in a row whose pause after the
-	// previous one is off the lock's RetryPeriod.
+	// previous one is off the lock's RetryPeriod. RenewDeadline is not
+	// checked: the lock could see it only in how long a failing elector
+	// keeps renewing before it stops leading, which a stopped elector cuts
+	// short too. It costs no safety either way — the term, and its
+	// contexts, end at the lock's own deadline — but a longer one keeps
+	// the elector leading after its term (Lock.Healthz fails when it runs
+	// well past the lock's), and a shorter one gives up terms the lock
+	// would have kept.
 	TimingsMismatch(field string)
+	// ConcurrentElectors is called when a second elector starts leading
+	// on the lock while another leads, which ends the term
+	// (ErrConcurrentElectors).
+	ConcurrentElectors()
 }
 
 type nopMetrics struct{}
 
 func (nopMetrics) TimingsMismatch(string) {}
+func (nopMetrics) ConcurrentElectors()    {}
 
 // offBeats is how many renewals in a row must come off RetryPeriod before
 // the lock says the elector's RetryPeriod is not its own.

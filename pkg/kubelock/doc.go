@@ -77,7 +77,8 @@
 //   - AcquireTime and RenewTime come back from Get to the microsecond, as
 //     a Lease keeps them; the stored value carries them beside the
 //     record's JSON, whose times have whole seconds.
-//   - Update before the lock has read the record (Get) or created it, or
+//   - Update (a renewal or a release) before the lock has read the record
+//     (Get) or created it, or
 //     after its last Get found none, returns ErrNotRead, a plain error, as
 //     the Lease lock's "lease not initialized". An Update of a record that changed or vanished since
 //     this lock read it is a conflict (apierrors.IsConflict); the Lease
@@ -96,10 +97,17 @@
 // vanished), so a lost term always surfaces as a lost election
 // (OnStoppedLeading) instead of a silent new term under the same
 // OnStartedLeading call; and when the elector stops leading, the term ends
-// with it.
+// with it. A lock serves one elector at a time: a second elector that
+// starts leading on it while another leads ends the term for both
+// (ErrConcurrentElectors).
 //
 // No two candidates' term contexts overlap as long as the record changes
-// only through the locks. A record deleted by hand (an operator's etcdctl
+// only through the locks and no process is frozen past its term (SIGSTOP,
+// a container or VM freeze, a stop-the-world pause): a frozen holder sees
+// nothing while it is, and once resumed its context ends, but the unit of
+// work it was in, or one more it starts before it looks at its context,
+// runs beside the next leader's. Fence the writes with the term's token
+// (Term.Token), and the resource refuses them. A record deleted by hand (an operator's etcdctl
 // del) while its holder's lease lives does not let a candidate that saw
 // that record in: its Create waits (ErrHolderAlive) until the holder,
 // having seen the deletion through its watch and ended its term, revokes

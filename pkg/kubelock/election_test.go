@@ -92,7 +92,8 @@ func TestElectionConfigCallbackEndsWithTheTerm(t *testing.T) {
 	}
 }
 
-// mismatches is a Metrics that reports each mismatch.
+// mismatches is a Metrics that reports each mismatch by field, and each
+// concurrent elector as "ConcurrentElectors".
 type mismatches chan string
 
 func (m mismatches) TimingsMismatch(field string) {
@@ -101,6 +102,8 @@ func (m mismatches) TimingsMismatch(field string) {
 	default:
 	}
 }
+
+func (m mismatches) ConcurrentElectors() { m.TimingsMismatch("ConcurrentElectors") }
 
 // An elector given other durations than the lock's is told apart within
 // a few renewals: its LeaseDuration at once from the record, its

@@ -2,6 +2,8 @@ package kubelock
 
 import (
 	"errors"
+	"fmt"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,12 +32,16 @@ var (
 	// ErrStoppedLeading ends a term when the elector stops leading
 	// (RecordEvent("stopped leading")) without having released it.
 	ErrStoppedLeading = errors.New("kubelock: the elector stopped leading")
+	// ErrConcurrentElectors ends a term when a second elector starts
+	// leading on the lock while another leads (see Lock.RecordEvent).
+	ErrConcurrentElectors = errors.New("kubelock: two electors led on one lock at once")
 	// ErrHolderAlive is wrapped by Create's error while the record is gone
 	// but the etcd lease of its last holder, as this lock saw it, is alive.
 	ErrHolderAlive = errors.New("kubelock: the last holder's etcd lease is still alive")
-	// ErrNotRead is returned by Update with this lock's identity as holder
-	// before the lock has read the record (Get) or written it (Create), or
-	// when its last Get found no record, as the Lease lock returns "lease
+	// ErrNotRead is returned by Update, with this lock's identity as
+	// holder or an empty one (a release), before the lock has read the
+	// record (Get) or written it (Create), or when its last Get found no
+	// record, as the Lease lock returns "lease
 	// not initialized": there is no version of the record to update.
 	ErrNotRead = errors.New("kubelock: the record has not been read: call Get or Create first")
 	// ErrNoTerm is returned by Lock.Term when no term has started, and is
@@ -52,8 +58,26 @@ var (
 // elector inspects (apierrors.IsNotFound, IsConflict).
 var resource = schema.GroupResource{Group: "etcdlock.io", Resource: "leaderrecords"}
 
-func notFound(name string) error { return apierrors.NewNotFound(resource, name) }
+func notFound(name string) error { return apierrors.NewNotFound(resource, clip(name)) }
 
-func conflict(name string, err error) error { return apierrors.NewConflict(resource, name, err) }
+func conflict(name string, err error) error { return apierrors.NewConflict(resource, clip(name), err) }
 
-func alreadyExists(name string) error { return apierrors.NewAlreadyExists(resource, name) }
+func alreadyExists(name string) error { return apierrors.NewAlreadyExists(resource, clip(name)) }
+
+// clipBytes is how much of a name, identity or key an error message
+// shows.
+const clipBytes = 128
+
+// clip is s as error messages show it: whole up to clipBytes, else its
+// first clipBytes bytes (cut at a character's start) and its length. A
+// name may be up to MaxNameBytes long.
+func clip(s string) string {
+	if len(s) <= clipBytes {
+		return s
+	}
+	cut := clipBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
+}

@@ -33,7 +33,7 @@ func (h *Healthz) Name() string { return "leaderElection" }
 func (h *Healthz) Check(*http.Request) error {
 	l := h.l
 	l.mu.Lock()
-	leading, led := l.leading, l.led
+	leading, led := l.leaders > 0, l.led
 	var ended time.Time
 	var token int64
 	if led != nil {

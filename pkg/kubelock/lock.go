@@ -47,10 +47,11 @@ type Lock struct {
 	term     *term            // the current term; nil between terms
 	last     *term            // the latest term started, current or ended
 	led      *term            // the term of the elector's latest "became leader"
-	leading  bool             // between the elector's "became leader" and "stopped leading"
+	leaders  int              // electors between their "became leader" and "stopped leading": one, unless misused
 	runs     []run            // RunContext's, armed at the next "became leader"
 	holder   clientv3.LeaseID // of the latest record seen not of this lock: Create waits for it to end
 	read     bool             // a Get answered or a Create succeeded: Update has a version to compare
+	released bool             // the last call was this lock's release: another is a no-op
 	closed   bool
 	cadence  cadence        // of the elector's renewals, against the lock's timings
 	metrics  Metrics        // SetMetrics; nopMetrics by default
@@ -135,16 +136,29 @@ func (l *Lock) Describe() string { return "etcd:" + l.key }
 // ends (ErrStoppedLeading). An elector that did not release the term
 // (ReleaseOnCancel false) leaves the record in etcd until its lease
 // expires, a TTL after the last renewal: followers wait for it.
+//
+// A lock serves one elector at a time. A second elector that starts
+// leading while another leads on the same lock (two controller-runtime
+// managers run at once on one ctrlmanager.Options result) would take the
+// record, which carries their common identity, for its own and lead the
+// same term: the lock ends that term with ErrConcurrentElectors, at once
+// and for both (every RunContext of the term is canceled with it), logs
+// an error, counts it (Metrics.ConcurrentElectors) and refuses any new
+// term (ErrStillLeading) until every elector has stopped leading, so both
+// lose the election instead of working side by side.
 func (l *Lock) RecordEvent(event string) {
 	l.mu.Lock()
 	switch event {
 	case eventBecameLeader:
-		l.leading = true
+		l.leaders++
 		// The term client-go's next OnStartedLeading is for (Lead).
 		l.led = l.last
+		if l.leaders > 1 {
+			l.concurrentLocked()
+		}
 		l.armRunsLocked()
 	case eventStoppedLeader:
-		l.leading = false
+		l.leaders = max(l.leaders-1, 0)
 		// client-go no longer leads under the term: it must not outlive
 		// that. Its lease is left to expire, as an elector that did not
 		// release (ReleaseOnCancel false) expects; a release revoked it
@@ -161,6 +175,19 @@ func (l *Lock) RecordEvent(event string) {
 	l.mu.Unlock()
 	l.logger.Info(event, zap.Int64("token", token))
 	ev.post(l.name, l.identity, event)
+}
+
+// concurrentLocked ends the current term because a second elector started
+// leading on the lock. l.mu is held.
+func (l *Lock) concurrentLocked() {
+	var token int64
+	if t := l.term; t != nil {
+		token = int64(t.token)
+		l.endLocked(t, ErrConcurrentElectors, true)
+	}
+	l.metrics.ConcurrentElectors()
+	l.logger.Error("a second elector started leading on this lock while another leads: the term ends for both; run one elector (one controller-runtime manager) per lock at a time",
+		zap.Int("leaders", l.leaders), zap.Int64("token", token))
 }
 
 // Get reads the record (resourcelock.Interface). A missing record is an
@@ -188,7 +215,7 @@ func (l *Lock) Get(ctx context.Context) (*rl.LeaderElectionRecord, []byte, error
 	}
 	kv := resp.Kvs[0]
 	l.observe(observation{exists: true, modRev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)})
-	rec, err := decode(l.key, kv.Value)
+	rec, err := decode(clip(l.key), kv.Value)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -254,7 +281,7 @@ func (l *Lock) checkOpen() error {
 
 func (l *Lock) checkHolder(ler rl.LeaderElectionRecord) error {
 	if ler.HolderIdentity != l.identity {
-		return fmt.Errorf("kubelock: record for holder %q given to the lock of %q", ler.HolderIdentity, l.identity)
+		return fmt.Errorf("kubelock: record for holder %q given to the lock of %q", clip(ler.HolderIdentity), clip(l.identity))
 	}
 	return nil
 }
@@ -264,7 +291,7 @@ func (l *Lock) checkHolder(ler rl.LeaderElectionRecord) error {
 func (l *Lock) observe(obs observation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.observed, l.read = obs, true
+	l.observed, l.read, l.released = obs, true, false
 	if obs.exists && (l.last == nil || obs.lease != l.last.lease) {
 		l.holder = obs.lease
 	}

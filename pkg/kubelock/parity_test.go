@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,20 +52,93 @@ func TestRecordTimesKeepMicroseconds(t *testing.T) {
 	}
 }
 
-// An Update before the lock has read or written the record is a plain
-// error, ErrNotRead, as the Lease lock's "lease not initialized" — not a
-// conflict with a record it never saw.
+// released is the record client-go's elector writes to release.
+func released() rl.LeaderElectionRecord {
+	now := metav1.NewTime(time.Now())
+	return rl.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now}
+}
+
+// An Update — a renewal or a release — before the lock has read or
+// written the record is a plain error, ErrNotRead, as the Lease lock's
+// "lease not initialized" — not a conflict with a record it never saw.
 func TestUpdateBeforeGetIsNotAConflict(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	a := newLock(t, cli, "a")
-	err := a.Update(ctxT(t), record("a"))
-	if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
-		t.Fatalf("Update before Get = %v, want ErrNotRead and no conflict", err)
+	for _, rec := range []rl.LeaderElectionRecord{record("a"), released()} {
+		err := a.Update(ctxT(t), rec)
+		if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
+			t.Errorf("Update of holder %q before Get = %v, want ErrNotRead and no conflict", rec.HolderIdentity, err)
+		}
 	}
 }
 
-// An Update after a Get that found no record is ErrNotRead too, as the
+// A release after the lock's own release is a no-op, as a second Update
+// of a released Lease succeeds.
+func TestReleaseAgainIsANoOp(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	a := newLock(t, cli, "a")
+	ctx := ctxT(t)
+	if err := a.Create(ctx, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := a.Update(ctx, released()); err != nil {
+			t.Fatalf("release %d = %v", i, err)
+		}
+	}
+	if resp, err := cli.Get(ctx, a.Key()); err != nil || len(resp.Kvs) != 0 {
+		t.Errorf("the record is still there after the release (%v)", err)
+	}
+}
+
+// An Update naming another holder is a conflict, as the doc says: the
+// lock writes only its own identity's record.
+func TestUpdateOfAnotherHolderIsAConflict(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	a := newLock(t, cli, "a")
+	ctx := ctxT(t)
+	if err := a.Create(ctx, record("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(ctx, record("b")); !apierrors.IsConflict(err) {
+		t.Errorf("Update of holder b = %v, want a conflict", err)
+	}
+}
+
+// Error messages show a long name or identity cut short, not whole: a
+// name may be MaxNameBytes long.
+func TestErrorsClipLongNames(t *testing.T) {
+	t.Parallel()
+	cli := etcdtest.Client(t, cluster.Endpoints()...)
+	long := strings.Repeat("é", MaxNameBytes/2)
+	l, err := New(cli, long, long, testTimings.elector(), lock.WithPrefix(prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	ctx := ctxT(t)
+	_, _, getErr := l.Get(ctx)
+	if !apierrors.IsNotFound(getErr) {
+		t.Fatalf("Get = %v, want NotFound", getErr)
+	}
+	renewErr := l.Update(ctx, record(long))
+	otherErr := l.Update(ctx, record(long+"x"))
+	for what, err := range map[string]error{"Get": getErr, "Update": renewErr, "Update of another": otherErr} {
+		if err == nil {
+			t.Errorf("%s succeeded", what)
+			continue
+		}
+		if msg := err.Error(); len(msg) > 1024 || !utf8.ValidString(msg) {
+			t.Errorf("%s's error is %d bytes (valid UTF-8: %v), want a clipped name", what, len(msg), utf8.ValidString(msg))
+		}
+	}
+}
+
+// An Update (a renewal or a release) after a Get that found no record is
+// ErrNotRead too, as the
 // Lease lock's "lease not initialized" after a Get of a missing Lease: the
 // lock has no version of the record to update.
 func TestUpdateAfterGetFoundNothingIsNotAConflict(t *testing.T) {
@@ -75,9 +149,11 @@ func TestUpdateAfterGetFoundNothingIsNotAConflict(t *testing.T) {
 	if _, _, err := a.Get(ctx); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get = %v, want NotFound", err)
 	}
-	err := a.Update(ctx, record("a"))
-	if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
-		t.Fatalf("Update after a Get that found nothing = %v, want ErrNotRead and no conflict", err)
+	for _, rec := range []rl.LeaderElectionRecord{record("a"), released()} {
+		err := a.Update(ctx, rec)
+		if !errors.Is(err, ErrNotRead) || apierrors.IsConflict(err) {
+			t.Errorf("Update of holder %q after a Get that found nothing = %v, want ErrNotRead and no conflict", rec.HolderIdentity, err)
+		}
 	}
 }
 

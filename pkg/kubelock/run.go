@@ -28,7 +28,7 @@ func (l *Lock) RunContext(parent context.Context) context.Context {
 	}
 	clear(l.runs[len(runs):])
 	l.runs = append(runs, run{ctx, cancel})
-	if l.leading {
+	if l.leaders > 0 {
 		l.armRunsLocked()
 	}
 	return ctx

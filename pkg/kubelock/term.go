@@ -201,7 +201,8 @@ func (t Term) Token() fencing.Token {
 }
 
 // Context is canceled when the term ends; context.Cause says why:
-// ErrDeadline, ErrRecordGone, ErrReleased, ErrStoppedLeading or ErrClosed.
+// ErrDeadline, ErrRecordGone, ErrReleased, ErrStoppedLeading,
+// ErrConcurrentElectors or ErrClosed.
 // The zero Term's is canceled already, with cause ErrNoTerm.
 func (t Term) Context() context.Context {
 	if t.t == nil {

@@ -44,7 +44,7 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return err
 	}
 	l.mu.Lock()
-	closed, leading := l.closed, l.leading
+	closed, leading := l.closed, l.leaders > 0
 	l.mu.Unlock()
 	switch {
 	case closed:
@@ -103,13 +103,13 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		rr := resp.Responses[0].GetResponseRange()
 		l.observeRange(rr)
 		if rr == nil || len(rr.Kvs) == 0 {
-			return fmt.Errorf("kubelock: create of %s: another term was created and ended since the lock counted the terms", l.key)
+			return fmt.Errorf("kubelock: create of %s: another term was created and ended since the lock counted the terms", clip(l.key))
 		}
 		return alreadyExists(l.name)
 	}
 	if !time.Now().Before(deadline) {
 		l.revokeLater(g.ID)
-		return fmt.Errorf("kubelock: create of %s answered after its deadline: %w", l.key, ErrDeadline)
+		return fmt.Errorf("kubelock: create of %s answered after its deadline: %w", clip(l.key), ErrDeadline)
 	}
 	l.mu.Lock()
 	if l.closed {
@@ -138,7 +138,9 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // writes with that lease, as nothing should). A renewal before the lock
 // has read the record (Get) or created it, or after its last Get found
 // none, returns an error wrapping ErrNotRead, not a conflict, as the Lease
-// lock's "lease not initialized".
+// lock's "lease not initialized"; so does a release then, unless it
+// follows this lock's own release (a no-op). A holder that is neither
+// this lock's identity nor empty is a conflict too.
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
@@ -151,7 +153,7 @@ func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 		return l.release(ctx)
 	}
 	if err := l.checkHolder(ler); err != nil {
-		return err
+		return conflict(l.name, err)
 	}
 	l.mu.Lock()
 	l.renewalStartingLocked(time.Now())
@@ -171,7 +173,7 @@ func (l *Lock) renew(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.mu.Lock()
 	if !l.read || !l.observed.exists {
 		l.mu.Unlock()
-		return fmt.Errorf("kubelock: update of %s: %w", l.key, ErrNotRead)
+		return fmt.Errorf("kubelock: update of %s: %w", clip(l.key), ErrNotRead)
 	}
 	t, obs := l.term, l.observed
 	var deadline time.Time
@@ -296,6 +298,10 @@ func (l *Lock) renewed(t *term, rev int64, deadline time.Time) error {
 func (l *Lock) release(ctx context.Context) error {
 	l.mu.Lock()
 	obs, t := l.observed, l.last
+	if !l.read || !obs.exists && !l.released {
+		l.mu.Unlock()
+		return fmt.Errorf("kubelock: release of %s: %w", clip(l.key), ErrNotRead)
+	}
 	if t == nil || !obs.exists || obs.lease != t.lease {
 		l.mu.Unlock()
 		return nil // nothing of this lock's to release
@@ -307,5 +313,8 @@ func (l *Lock) release(ctx context.Context) error {
 		return err
 	}
 	l.observe(observation{})
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
 	return nil
 }

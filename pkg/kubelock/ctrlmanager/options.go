@@ -46,7 +46,13 @@ var ErrConflict = kubelock.ErrConflict
 // The result may be given to any number of managers, one after another
 // (a main loop that makes a new manager after "leader election lost"):
 // each gets contexts of its own, made when controller-runtime asks for
-// them. Only one of them may run at a time, as lk serves one elector.
+// them. Only one of them may run at a time, as lk serves one elector: two
+// run at once would both lead the same term (the record carries their
+// common identity), so the lock ends that term for both as soon as the
+// second leads (kubelock.ErrConcurrentElectors, with an error log and
+// kubelock.Metrics.ConcurrentElectors) and both managers return "leader
+// election lost"; the second's leader-only Runnables start, if at all, on
+// a canceled context.
 //
 // A field of opts that lk cannot honour is an error wrapping ErrConflict,
 // whatever LeaderElection says, never overridden: another resource lock,

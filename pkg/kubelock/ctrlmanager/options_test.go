@@ -185,14 +185,15 @@ func reportStart(run chan<- error) func(context.Context) error {
 
 // started waits, within a bound, for the Runnable's report of its
 // context's error when it started.
-func started(t *testing.T, ch <-chan error) error {
+func started[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case err := <-ch:
 		return err
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader-only Runnable did not start")
-		return nil
+		var zero T
+		return zero
 	}
 }
 

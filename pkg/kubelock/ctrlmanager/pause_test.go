@@ -80,7 +80,6 @@ func TestPausedLeaderDeafRunnableIsFenced(t *testing.T) {
 func pausedRound(t *testing.T, round int, deaf bool) (beyond, refused int) {
 	name := strings.ReplaceAll(t.Name(), "/", "_")
 	prefix := fmt.Sprintf("/ctrlmanager/%s/%d/", name, round)
-	// Not under the record's prefix: etcdfence reads the holders there.
 	resource := fmt.Sprintf("/ctrlmanager-resource/%s/%d", name, round)
 	a := startPausedChild(t, fmt.Sprintf("a%d", round), prefix, resource, deaf)
 	first := a.waitFor(t, "a's first unit", func(l pausedLine) bool { return l.event == "begin" })

@@ -19,14 +19,18 @@ import (
 )
 
 // Recorder is the Prometheus implementation of kubelock.Metrics. Its
-// metric:
+// metrics:
 //
-//	etcdlock_kube_timings_mismatch_total{field}  counter: the elector drives the lock at other durations than it was made for
+//	etcdlock_kube_timings_mismatch_total{field}    counter: the elector drives the lock at other durations than it was made for
+//	etcdlock_kube_concurrent_electors_total        counter: a second elector started leading on a lock while another led
 //
-// Alert on any increase: the elector's LeaseDuration or RetryPeriod is
-// not the lock's (kubelock.ElectionConfig sets them).
+// Alert on any increase of either: the elector's LeaseDuration or
+// RetryPeriod is not the lock's (kubelock.ElectionConfig sets them); two
+// electors (two controller-runtime managers) ran on one lock at once,
+// and the term ended for both.
 type Recorder struct {
-	mismatch *prometheus.CounterVec
+	mismatch   *prometheus.CounterVec
+	concurrent prometheus.Counter
 }
 
 var _ kubelock.Metrics = (*Recorder)(nil)
@@ -40,12 +44,20 @@ func New(reg prometheus.Registerer, constLabels prometheus.Labels) (*Recorder, e
 	r := &Recorder{mismatch: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "etcdlock", Subsystem: "kube", Name: "timings_mismatch_total", ConstLabels: constLabels,
 		Help: "Writes (LeaseDuration) and runs of three renewals (RetryPeriod) that show the elector at other durations than the lock's.",
-	}, []string{"field"})}
-	if err := reg.Register(r.mismatch); err != nil {
-		return nil, err
+	}, []string{"field"}), concurrent: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "etcdlock", Subsystem: "kube", Name: "concurrent_electors_total", ConstLabels: constLabels,
+		Help: "Times a second elector started leading on a lock while another led (the term ended for both).",
+	})}
+	for _, c := range []prometheus.Collector{r.mismatch, r.concurrent} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
 // TimingsMismatch counts a mismatch of field.
 func (r *Recorder) TimingsMismatch(field string) { r.mismatch.WithLabelValues(field).Inc() }
+
+// ConcurrentElectors counts a second elector leading on a lock.
+func (r *Recorder) ConcurrentElectors() { r.concurrent.Inc() }

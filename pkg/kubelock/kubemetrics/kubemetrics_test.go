@@ -22,6 +22,10 @@ func TestRecorder(t *testing.T) {
 	if got := testutil.ToFloat64(r.mismatch.WithLabelValues("RetryPeriod")); got != 2 {
 		t.Errorf("RetryPeriod mismatches = %v, want 2", got)
 	}
+	r.ConcurrentElectors()
+	if got := testutil.ToFloat64(r.concurrent); got != 1 {
+		t.Errorf("concurrent electors = %v, want 1", got)
+	}
 	if _, err := New(reg, nil); err == nil {
 		t.Error("a second Recorder with the same labels registered")
 	}
