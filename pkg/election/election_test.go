@@ -428,18 +428,18 @@ func (r *recorder) LeaseRenewed(_ time.Duration, err error) {
 func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	leading := make(chan struct{}, 1)
+	leading := make(chan context.Context, 1)
 	p, url := etcdtest.Proxy(t, cluster.Endpoints()[0])
 	pcli := etcdtest.Client(t, url)
 	c := start(t, cand{Identity: "stuck", Config: election.Config{Client: pcli, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) {
-			leading <- struct{}{}
+			leading <- ctx
 			<-release // ignores ctx: a stuck controller
 		},
 	}}})
 	defer close(release)
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
-	<-leading
+	termCtx := <-leading
 	rec := httptest.NewRecorder()
 	c.e.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
 	if rec.Code != 200 || c.e.Check(nil) != nil {
@@ -448,8 +448,14 @@ func TestHealthCheckFailsForStuckLeader(t *testing.T) {
 	p.BlackholeTx()
 	p.BlackholeRx()
 	etcdtest.Eventually(t, 10*time.Second, func() bool { return c.e.Check(nil) != nil }, "health check never failed for a stuck leader")
-	// Its term's context has ended: whatever its callback does, it no
-	// longer leads, though the next leader may already.
+	// Once its term's context has ended (at the deadline the check has
+	// just seen pass, by the session's own timer), whatever its callback
+	// does, it no longer leads, though the next leader may already.
+	select {
+	case <-termCtx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the term's context did not end at its deadline")
+	}
 	if c.e.IsLeader() || c.e.Term() != nil {
 		t.Errorf("a stuck leader past its deadline: IsLeader %v, Term %v", c.e.IsLeader(), c.e.Term())
 	}
