@@ -139,8 +139,11 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 // has read the record (Get) or created it, or after its last Get found
 // none, returns an error wrapping ErrNotRead, not a conflict, as the Lease
 // lock's "lease not initialized"; so does a release then, unless it
-// follows this lock's own release (a no-op). A holder that is neither
-// this lock's identity nor empty is a conflict too.
+// follows this lock's own release (a no-op). A release while another
+// identity's record is there (this lock holds no term) changes nothing
+// and returns nil: the record is not this lock's to clear, and client-go
+// releases only what it leads. A holder that is neither this lock's
+// identity nor empty is a conflict too.
 func (l *Lock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	l.calls.Lock()
 	defer l.calls.Unlock()
