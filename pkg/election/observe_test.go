@@ -31,7 +31,9 @@ func TestObserveReportsLeadersAndVacancyUntilCanceled(t *testing.T) {
 	if l := next("vacancy"); l != (election.Leader{}) {
 		t.Errorf("before any candidate: leader %+v, want the zero Leader", l)
 	}
-	a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
+	// TTLs a loaded machine renews in time: no term may be lost to its
+	// deadline before the test reads it.
+	a := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, _ election.Term) { <-ctx.Done() },
 	}}})
 	if l := next("leader"); l.Identity != "a" || !l.Token.IsValid() {
@@ -92,14 +94,16 @@ func TestLeaderSinceIsWhenTheTermBegan(t *testing.T) {
 	t.Parallel()
 	cli := etcdtest.Client(t, cluster.Endpoints()...)
 	terms := make(chan election.Term, 4)
-	a := start(t, cand{Identity: "a", Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
+	// TTLs a loaded machine renews in time: no term may be lost to its
+	// deadline before the test reads it.
+	a := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{ReleaseOnCancel: true, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(terms, term); <-ctx.Done() },
 	}}})
 	first := receive(t, terms, 10*time.Second, "a's term")
 	if l, err := election.GetLeader(t.Context(), cli, prefix(t), "ctl"); err != nil || l.Token != first.Token || !l.Since.Equal(first.Started) {
 		t.Errorf("GetLeader = %+v (%v), want a's term %v, since %v", l, err, first.Token, first.Started)
 	}
-	start(t, cand{Identity: "b", Config: election.Config{Callbacks: election.Callbacks{
+	start(t, cand{Identity: "b", TTL: 5 * time.Second, Config: election.Config{Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(terms, term); <-ctx.Done() },
 	}}})
 	waitQueued(t, cli, prefix(t), 1)

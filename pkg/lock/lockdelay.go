@@ -2,9 +2,12 @@ package lock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -244,22 +247,40 @@ func (l *Lock) waitGone(ctx context.Context, key string, rev, createRev int64) e
 // record, and the timer on its own lease, and writes nothing.
 func (l *Lock) startDelay(ctx context.Context, timer, started string, d time.Duration) error {
 	s := l.s
-	// etcd counts in whole seconds and raises a TTL below its minimum: the
-	// delay is never shorter than asked.
-	g, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
-		return s.client.Grant(ctx, lease.Seconds(d))
-	})
-	if err != nil {
-		return err
-	}
-	put, err := retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
-		return s.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(started), "=", 0)).
-			Then(clientv3.OpPut(timer, l.value, clientv3.WithLease(g.ID)), clientv3.OpPut(started, l.value)).
-			Else(clientv3.OpGet(timer)).
-			Commit()
-	})
-	if err != nil {
+	var g *clientv3.LeaseGrantResponse
+	var put *clientv3.TxnResponse
+	for {
+		// etcd counts in whole seconds and raises a TTL below its
+		// minimum: the delay is never shorter than asked.
+		var err error
+		g, err = retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+			return s.client.Grant(ctx, lease.Seconds(d))
+		})
+		if err != nil {
+			return err
+		}
+		put, err = retried(ctx, s.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(started), "=", 0)).
+				Then(clientv3.OpPut(timer, l.value, clientv3.WithLease(g.ID)), clientv3.OpPut(started, l.value)).
+				Else(clientv3.OpGet(timer)).
+				Commit()
+		})
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The timer's lease (not the session's: the put names no
+			// other) expired before the put landed — a slow machine, a
+			// try a sick member held — and nothing was written. A new
+			// timer: the delay runs longer, never shorter. Not returned
+			// as is: the acquisition would take it for the session's
+			// lease gone.
+			if cerr := ctx.Err(); cerr != nil {
+				return fmt.Errorf("lock: lock-delay timer expired before it was written: %w", cerr)
+			}
+			continue
+		}
+		if err == nil {
+			break
+		}
 		// The put may have landed: the lease must run its course, or the
 		// timer would end early.
 		return err
