@@ -107,14 +107,15 @@
 // nothing while it is, and once resumed its context ends, but the unit of
 // work it was in, or one more it starts before it looks at its context,
 // runs beside the next leader's. Fence the writes with the term's token
-// (Term.Token), and the resource refuses them. A record deleted by hand (an operator's etcdctl
-// del) while its holder's lease lives does not let a candidate that saw
-// that record in: its Create waits (ErrHolderAlive) until the holder,
+// (Term.Token), and the resource refuses them. A record deleted by hand
+// (an operator's etcdctl del) while its holder's lease lives lets no
+// candidate in: its Create waits (ErrHolderAlive) until the holder,
 // having seen the deletion through its watch and ended its term, revokes
-// the lease, or until etcd expires it. Two cases remain a window: a
-// candidate that never saw the record (one started after the deletion),
-// and an etcd lease revoked by hand (etcdctl lease revoke), which deletes
-// the record and the lease at once. There the holder's term ends when its
+// the lease, or until etcd expires it; the term count beside the record
+// keeps the latest term's lease for candidates that never saw the record.
+// One case remains a window: an etcd lease revoked by hand (etcdctl lease
+// revoke), which deletes the record and the lease at once. There the
+// holder's term ends when its
 // watch delivers the deletion — within 54 ms on a healthy connection in
 // the measurements of the package's README — and at most at its
 // conservative deadline, TTL − margin after its last renewal, when replies

@@ -36,7 +36,7 @@ var (
 	// leading on the lock while another leads (see Lock.RecordEvent).
 	ErrConcurrentElectors = errors.New("kubelock: two electors led on one lock at once")
 	// ErrHolderAlive is wrapped by Create's error while the record is gone
-	// but the etcd lease of its last holder, as this lock saw it, is alive.
+	// but the etcd lease of its last holder is alive.
 	ErrHolderAlive = errors.New("kubelock: the last holder's etcd lease is still alive")
 	// ErrNotRead is returned by Update, with this lock's identity as
 	// holder or an empty one (a release), before the lock has read the

@@ -309,24 +309,32 @@ func (l *Lock) observeRange(r *pb.RangeResponse) {
 	l.observe(observation{exists: true, modRev: kv.ModRevision, lease: clientv3.LeaseID(kv.Lease)})
 }
 
-// waitHolder returns an error wrapping ErrHolderAlive while the lease of
-// the last record seen under another holder is alive.
-func (l *Lock) waitHolder(ctx context.Context) error {
+// waitHolder returns an error wrapping ErrHolderAlive while the etcd
+// lease of the latest term (latest, read from the term count; 0 if
+// unknown) or of the last record seen under another holder is alive.
+func (l *Lock) waitHolder(ctx context.Context, latest clientv3.LeaseID) error {
 	l.mu.Lock()
 	holder := l.holder
 	l.mu.Unlock()
-	if holder == 0 {
-		return nil
+	ids := []clientv3.LeaseID{latest}
+	if holder != latest {
+		ids = append(ids, holder)
 	}
-	resp, err := l.client.TimeToLive(ctx, holder)
-	if err != nil {
-		return err
-	}
-	// etcd counts whole seconds, rounded down: 0 is a lease with less than
-	// a second left (or expired and not yet revoked), whose holder's term
-	// may still be live. Only -1, no such lease, says it is gone.
-	if resp.TTL >= 0 {
-		return fmt.Errorf("kubelock: etcd lease %s of the record's last holder has %ds left: %w", leaseHex(holder), resp.TTL, ErrHolderAlive)
+	for _, id := range ids {
+		if id == 0 {
+			continue
+		}
+		resp, err := l.client.TimeToLive(ctx, id)
+		if err != nil {
+			return err
+		}
+		// etcd counts whole seconds, rounded down: 0 is a lease with less
+		// than a second left (or expired and not yet revoked), whose
+		// holder's term may still be live. Only -1, no such lease, says
+		// it is gone.
+		if resp.TTL >= 0 {
+			return fmt.Errorf("kubelock: etcd lease %s of the record's last holder has %ds left: %w", leaseHex(id), resp.TTL, ErrHolderAlive)
+		}
 	}
 	l.mu.Lock()
 	if l.holder == holder {

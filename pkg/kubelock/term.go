@@ -186,6 +186,16 @@ func (l *Lock) reread(t *term) (from int64, ok bool) {
 
 func leaseHex(id clientv3.LeaseID) string { return strconv.FormatInt(int64(id), 16) }
 
+// parseLease reads a lease ID written by leaseHex; anything else (a term
+// count written before the count carried the lease) is 0.
+func parseLease(b []byte) clientv3.LeaseID {
+	id, err := strconv.ParseInt(string(b), 16, 64)
+	if err != nil {
+		return 0
+	}
+	return clientv3.LeaseID(id)
+}
+
 // Term is a term of this lock's identity as the record's holder.
 type Term struct{ t *term }
 

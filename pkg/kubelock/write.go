@@ -52,7 +52,22 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	case leading:
 		return ErrStillLeading
 	}
-	if err := l.waitHolder(ctx); err != nil {
+	// The terms created so far are the new term's LeaderTransitions; the
+	// count's version goes up with every Create, and the Create fails if
+	// another came in between. Its value is the latest term's etcd lease,
+	// which this Create waits for as for the holder of a record it saw: a
+	// candidate that never saw the record still waits for its holder.
+	count, err := l.client.Get(ctx, l.terms)
+	if err != nil {
+		return err
+	}
+	var terms int64
+	var latest clientv3.LeaseID
+	if len(count.Kvs) > 0 {
+		terms = count.Kvs[0].Version
+		latest = parseLease(count.Kvs[0].Value)
+	}
+	if err := l.waitHolder(ctx, latest); err != nil {
 		if errors.Is(err, ErrHolderAlive) {
 			// A record that still exists is reported as such, as client-go
 			// expects of Create.
@@ -62,17 +77,6 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 			}
 		}
 		return err
-	}
-	// The terms created so far are the new term's LeaderTransitions; the
-	// count's version goes up with every Create, and the Create fails if
-	// another came in between.
-	count, err := l.client.Get(ctx, l.terms)
-	if err != nil {
-		return err
-	}
-	var terms int64
-	if len(count.Kvs) > 0 {
-		terms = count.Kvs[0].Version
 	}
 	ler.LeaderTransitions = int(terms)
 	sent := time.Now()
@@ -89,7 +93,7 @@ func (l *Lock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
 	}
 	resp, err := l.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", 0), clientv3.Compare(clientv3.Version(l.terms), "=", terms)).
-		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID)), clientv3.OpPut(l.terms, "")).
+		Then(clientv3.OpPut(l.key, string(value), clientv3.WithLease(g.ID)), clientv3.OpPut(l.terms, leaseHex(g.ID))).
 		Else(clientv3.OpGet(l.key)).
 		Commit()
 	if err != nil {

@@ -6,7 +6,9 @@
 // election's keys are
 //
 //	<prefix><name>           the record, under its term's etcd lease
-//	<prefix><name>\x00terms  the term count: its version is the number of terms created
+//	<prefix><name>\x00terms  the term count: its version is the number of terms created,
+//	                         its value the latest term's etcd lease in hex (empty if written by
+//	                         an earlier release)
 //
 // A name holds no NUL, so no record's key is a count's. The record's key's
 // create revision is the term's fencing token. The format is on the wire:
