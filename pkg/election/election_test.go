@@ -341,7 +341,9 @@ func TestRevokedLeaseEndsTerm(t *testing.T) {
 		startedN, stoppedN int
 		terms              = make(chan election.Term, 10)
 	)
-	c := start(t, cand{Identity: "a", Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
+	// A 5 s TTL: a loaded machine hears of each revoke before the
+	// session's deadline, as the loss reason asserted needs.
+	c := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) {
 			mu.Lock()
 			active++

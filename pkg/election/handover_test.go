@@ -33,7 +33,9 @@ func TestLossReasons(t *testing.T) {
 			defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 			m := &recorder{onStop: make(chan error, 4)}
 			terms := make(chan election.Term, 4)
-			start(t, cand{Identity: "a", Config: election.Config{Client: etcdtest.Client(t, url), Metrics: m, Callbacks: election.Callbacks{
+			// A 5 s TTL: a loaded machine hears of a revoke before the
+			// session's deadline, as the reason asserted needs.
+			start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Client: etcdtest.Client(t, url), Metrics: m, Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, term election.Term) { terms <- term; <-ctx.Done() },
 			}}})
 			term := receive(t, terms, 10*time.Second, "term")
