@@ -144,7 +144,7 @@ func (c *chaosRun) hold(ctx context.Context, id int, rng *rand.Rand, s *lock.Ses
 			c.writes(ctx, tm, l, cli)
 		}
 	}
-	for n := 1 + rng.IntN(4); n > 0 && l.State() == lock.StateActive; n-- {
+	for n := 1 + rng.IntN(4); n > 0 && l.Err() == nil; n-- {
 		writeAll()
 		select {
 		case d := <-pause:

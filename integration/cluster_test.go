@@ -21,7 +21,7 @@ func TestScenarioLockServiceRestart(t *testing.T) {
 	cli := etcdtest.Client(t, c.Endpoints()...)
 	a := session(t, cli, "a", lock.WithTTL(15*time.Second))
 	la := acquire(t, ctx, a, "job")
-	d := detached(t, cli)
+	d := newDetached(t, cli)
 	orphan, err := d.Acquire(ctx, "orphan", "dead-script", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -48,14 +48,14 @@ func TestScenarioLockServiceRestart(t *testing.T) {
 		inTime = renewed && now.Before(before)
 		return renewed || now.After(before)
 	}, "a neither renewed nor reached its deadline")
-	if !inTime && la.State() != lock.StateActive {
+	if !inTime && la.Err() != nil {
 		t.Logf("a renewed only past its deadline (%v after the stop): lost with %v", before.Sub(down), la.Err())
 		if !errors.Is(la.Err(), lock.ErrLost) {
 			t.Fatalf("a's lock ended with %v, want a loss", la.Err())
 		}
 	} else {
-		if la.State() != lock.StateActive {
-			t.Fatalf("a's lock is %v although a renewed before its deadline: %v", la.State(), la.Err())
+		if la.Err() != nil {
+			t.Fatalf("a's lock ended although a renewed before its deadline: %v", la.Err())
 		}
 		if key, tok := holder(t, ctx, cli, "job"); key != la.Key() || fencing.Token(tok) != la.Token() {
 			t.Fatalf("holder after restart %s/%d, want a's %s/%v", key, tok, la.Key(), la.Token())
@@ -126,17 +126,13 @@ func TestScenarioTokenCounterAfterLeaderFailure(t *testing.T) {
 			t.Fatalf("token %d = %v not above %v: %v", i, tokens[i], tokens[i-1], tokens)
 		}
 	}
-	switch lh.State() {
-	case lock.StateActive:
+	switch err := lh.Err(); {
+	case err == nil:
 		if key, tok := holder(t, ctx, cli, "held"); key != lh.Key() || fencing.Token(tok) != lh.Token() {
 			t.Errorf("holder believes it is active but etcd's holder is %s/%d", key, tok)
 		}
-	case lock.StateLost:
-		if !errors.Is(lh.Err(), lock.ErrLost) {
-			t.Errorf("lost with %v", lh.Err())
-		}
-	default:
-		t.Errorf("holder state %v", lh.State())
+	case !errors.Is(err, lock.ErrLost):
+		t.Errorf("holder ended with %v, want a loss", err)
 	}
-	t.Logf("tokens through leader failure: %v; holder across the crash: %v", tokens, lh.State())
+	t.Logf("tokens through leader failure: %v; holder across the crash: %v", tokens, lh.Err())
 }

@@ -58,7 +58,7 @@ func TestScenarioAcquireReplyLost(t *testing.T) {
 
 	// Scripts: the acquire's reply never reached the script (it crashed
 	// before reading it). Its retry replaces the grant by owner.
-	d := detached(t, cli)
+	d := newDetached(t, cli)
 	if _, err := d.Acquire(ctx, "script", "cron-1", 8*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +87,8 @@ func TestScenarioReleaseReplyLost(t *testing.T) {
 	if err == nil {
 		t.Fatal("Release succeeded without a reply")
 	}
-	if la.State() != lock.StateReleased || la.Context().Err() == nil {
-		t.Errorf("after a failed Release the lock is %v; work must stop anyway", la.State())
+	if !errors.Is(la.Err(), lock.ErrReleased) || la.Context().Err() == nil {
+		t.Errorf("after a failed Release the lock is %v; work must stop anyway", la.Err())
 	}
 	lb := acquire(t, ctx, b, "job") // possible only because the delete was applied
 	p.UnblackholeRx()
@@ -98,8 +98,8 @@ func TestScenarioReleaseReplyLost(t *testing.T) {
 	if key, tok := holder(t, ctx, cli, "job"); key != lb.Key() || fencing.Token(tok) != lb.Token() {
 		t.Errorf("retried Release disturbed b: holder %s/%d", key, tok)
 	}
-	if lb.State() != lock.StateActive {
-		t.Errorf("b is %v", lb.State())
+	if lb.Err() != nil {
+		t.Errorf("b is %v", lb.Err())
 	}
 }
 
@@ -136,8 +136,8 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != lb.Key() {
 			t.Errorf("keys under job = %d (first %q), want only b's %s", len(resp.Kvs), resp.Kvs, lb.Key())
 		}
-		if lb.State() != lock.StateActive {
-			t.Errorf("b is %v", lb.State())
+		if lb.Err() != nil {
+			t.Errorf("b is %v", lb.Err())
 		}
 	})
 	t.Run("release", func(t *testing.T) {
@@ -165,7 +165,7 @@ func TestScenarioDelayedAndReorderedRequests(t *testing.T) {
 		ctx := testCtx(t, time.Minute)
 		cliA, p := proxied(t, shared)
 		cli := etcdtest.Client(t, shared.Endpoints()...)
-		d := detached(t, cliA)
+		d := newDetached(t, cliA)
 		g, err := d.Acquire(ctx, "job", "script", 2*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -31,6 +31,7 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/embedded"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -118,10 +119,10 @@ func session(t *testing.T, cli *clientv3.Client, owner string, opts ...lock.Sess
 	return s
 }
 
-// detached returns a Detached under the test's prefix.
-func detached(t *testing.T, cli *clientv3.Client) *lock.Detached {
+// newDetached returns detached.Locks under the test's prefix.
+func newDetached(t *testing.T, cli *clientv3.Client) *detached.Locks {
 	t.Helper()
-	d, err := lock.NewDetached(cli, lock.WithPrefix(prefixOf(t)), lock.WithCleanupTimeout(time.Second))
+	d, err := detached.New(cli, lock.WithPrefix(prefixOf(t)), lock.WithCleanupTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func acquire(t *testing.T, ctx context.Context, s *lock.Session, name string) *l
 func lostAt(t *testing.T, l *lock.Lock, within time.Duration) time.Time {
 	t.Helper()
 	select {
-	case <-l.Lost():
+	case <-l.Context().Done():
 	case <-time.After(within):
 		t.Fatalf("the holder of %s still believes it holds %q after %v", l.Key(), l.Name(), within)
 	}

@@ -102,8 +102,8 @@ func (w *lockWorker) tend() {
 		}
 		lost := false
 		select {
-		case <-h.l.Lost():
-			lost = w.control != reuseIgnoreLost
+		case <-h.l.Context().Done():
+			lost = errors.Is(h.l.Err(), lock.ErrLost) && w.control != reuseIgnoreLost
 		default:
 		}
 		switch {
@@ -350,7 +350,7 @@ func (w *lockWorker) phantom(ctx context.Context, l *lock.Lock, h *held, set int
 	for {
 		n, key := w.r.heldByOthers(w.name, w.r.now()+200*time.Millisecond, mine)
 		if n != "" {
-			if resp, err := w.s.Client().Get(ctx, key); err == nil && len(resp.Kvs) > 0 {
+			if resp, err := w.c.cli.Get(ctx, key); err == nil && len(resp.Kvs) > 0 {
 				w.claimPhantom(l, h, set, n, hold)
 				return
 			}

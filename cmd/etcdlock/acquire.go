@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -67,7 +68,7 @@ other.`,
 func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name string) error {
 	owner := o.owner
 	if !o.ownerSet {
-		owner = lock.DefaultOwner()
+		owner = detached.NewOwner()
 	}
 	if err := scriptArgs(name, owner); err != nil {
 		return err
@@ -75,7 +76,7 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	if err := lock.ValidateSessionOptions(lock.WithTTL(o.ttl)); err != nil {
 		return usageErr("--ttl: %w", err)
 	}
-	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+	return g.detached(ctx, func(ctx context.Context, d *detached.Locks) error {
 		gr, err := d.Acquire(ctx, name, owner, o.ttl)
 		if err != nil {
 			return err

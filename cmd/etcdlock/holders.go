@@ -36,7 +36,7 @@ func reportHolders(ctx context.Context, g *globalOptions, s *session, name strin
 		return false
 	}
 	var last []fencing.Token
-	_ = holders.Follow(ctx, s.Client(), g.prefix, name, func(st holders.Status) bool {
+	_ = holders.Follow(ctx, s.cli, g.prefix, name, func(st holders.Status) bool {
 		var others []holders.Contender
 		for _, h := range st.Holders {
 			if h.LeaseID != s.Lease() {
@@ -105,7 +105,7 @@ func holderNote(ctx context.Context, s *session, h holders.Contender) string {
 		return fmt.Sprintf("%s (token %s%s)", v.who(), v.Token, v.when())
 	}
 	left := ""
-	if ttl, err := s.Client().TimeToLive(ctx, h.LeaseID); err == nil {
+	if ttl, err := s.cli.TimeToLive(ctx, h.LeaseID); err == nil {
 		left = fmt.Sprintf(", %ds left", ttl.TTL)
 	}
 	return fmt.Sprintf("%s (token %s, lease %s%s)", v.who(), v.Token, v.Lease, left)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 )
 
 func newReleaseCommand(g *globalOptions) *cobra.Command {
@@ -32,7 +32,7 @@ func runRelease(ctx context.Context, g *globalOptions, o *grantOptions, name str
 	if err != nil {
 		return err
 	}
-	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+	return g.detached(ctx, func(ctx context.Context, d *detached.Locks) error {
 		if err := d.Release(ctx, name, o.owner, tok); err != nil {
 			return fmt.Errorf("cannot release: %w", err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlock/etcdlock/pkg/lock"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 )
 
 func newRenewCommand(g *globalOptions) *cobra.Command {
@@ -32,7 +32,7 @@ func runRenew(ctx context.Context, g *globalOptions, o *grantOptions, name strin
 	if err != nil {
 		return err
 	}
-	return g.detached(ctx, func(ctx context.Context, d *lock.Detached) error {
+	return g.detached(ctx, func(ctx context.Context, d *detached.Locks) error {
 		gr, err := d.Renew(ctx, name, o.owner, tok)
 		if err != nil {
 			return fmt.Errorf("cannot renew: %w", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/logging"
 	"github.com/etcdlock/etcdlock/cmd/internal/notes"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -499,10 +500,10 @@ func retryRead(ctx context.Context, fn func(ctx context.Context) error) error {
 	}
 }
 
-// detached is request with a lock.Detached for the script commands.
-func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *lock.Detached) error) error {
+// detached is request with detached.Locks for the script commands.
+func (g *globalOptions) detached(ctx context.Context, fn func(ctx context.Context, d *detached.Locks) error) error {
 	return g.request(ctx, func(ctx context.Context, cli *clientv3.Client) error {
-		d, err := lock.NewDetached(cli, lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout))
+		d, err := detached.New(cli, lock.WithPrefix(g.prefix), lock.WithCleanupTimeout(g.requestTimeout))
 		if err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdlock/etcdlock/cmd/internal/exitcode"
 	"github.com/etcdlock/etcdlock/cmd/internal/guardian"
 	"github.com/etcdlock/etcdlock/cmd/internal/signals"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	pkglease "github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -293,8 +294,9 @@ func spawnGuardian(g *globalOptions, o *runOptions) (*guardian.Guardian, error) 
 // session is a run's lock session, with what the run opened it with.
 type session struct {
 	*lock.Session
-	owner string   // --owner, else a new identity
-	names []string // the names the run acquires, in the order given
+	cli   *clientv3.Client // the session's
+	owner string           // --owner, else a new identity
+	names []string         // the names the run acquires, in the order given
 }
 
 // margin is the session's safety margin, the default as run sets none:
@@ -304,7 +306,7 @@ func (s *session) margin() time.Duration { return pkglease.DefaultMargin(s.TTL()
 // openSession opens the session of a run that acquires names on cli, with
 // --ttl and --owner, within --request-timeout.
 func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o *runOptions, names []string) (*session, error) {
-	owner := cmp.Or(o.owner, lock.DefaultOwner())
+	owner := cmp.Or(o.owner, detached.NewOwner())
 	opts := []lock.SessionOption{lock.WithPrefix(g.prefix), lock.WithLogger(withDelayNotes(g.logger.Named("lock"), g.printer)), lock.WithTTL(o.ttl),
 		lock.WithCleanupTimeout(g.requestTimeout), lock.WithOwner(owner)}
 	sctx, cancel := g.requestCtx(ctx)
@@ -313,7 +315,7 @@ func openSession(ctx context.Context, g *globalOptions, cli *clientv3.Client, o 
 	if err != nil {
 		return nil, err
 	}
-	return &session{Session: s, owner: owner, names: names}, nil
+	return &session{Session: s, cli: cli, owner: owner, names: names}, nil
 }
 
 // releaseBroken releases l once a break request stopped its command:
@@ -387,7 +389,7 @@ func heldThroughout(ctx context.Context, g *globalOptions, s *session, l *lock.L
 	}
 	rctx, cancel := g.requestCtx(context.WithoutCancel(ctx))
 	defer cancel()
-	resp, err := checkTries(rctx, s.Client(), perKey)
+	resp, err := checkTries(rctx, s.cli, perKey)
 	if err != nil {
 		g.printer.Note("could not confirm that %s was held until the command exited: %v", lockNames(s.names), err)
 		return nil

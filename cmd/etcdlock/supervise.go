@@ -86,7 +86,7 @@ func (sv *supervisor) start() error {
 		argv = []string{"/bin/sh", "-c", argv[0]}
 	}
 	sv.fg = inForeground(g.stdin)
-	sv.lost = l.Lost()
+	sv.lost = l.Context().Done()
 	// The guardian started while the lock was acquired; the deadlines it
 	// gets are read once it is ready (a broken one is replaced first).
 	if err := sv.gd.Ready(); err != nil {
@@ -182,7 +182,7 @@ func (sv *supervisor) exited(ev guardian.Event) result {
 		// session's: a renewal whose reply came late may have moved the
 		// session's since, and the command was stopped all the same.
 		select {
-		case <-l.Lost():
+		case <-l.Context().Done():
 		case <-time.After(time.Second):
 		}
 		sv.lostErr = cmp.Or(l.Err(), error(errDeadlinePassed))

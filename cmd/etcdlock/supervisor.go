@@ -27,7 +27,7 @@ type supervisor struct {
 	forwarded bool            // a signal etcdlock received was forwarded to the command
 	timedOut  bool            // --run-timeout stopped the command
 	lostErr   error           // why the lock was lost, once it was
-	lost      <-chan struct{} // l.Lost() until the loss is handled
+	lost      <-chan struct{} // l.Context().Done() until the loss is handled (the lock is released only after supervision)
 	runOut    <-chan time.Time
 	ack       <-chan time.Time // set while a stop waits for the guardian's acknowledgement
 	asked     time.Time        // when that stop was sent

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -136,7 +137,7 @@ type grantView struct {
 	Deadline time.Time     `json:"deadline"`
 }
 
-func printGrant(g *globalOptions, gr lock.Grant) error {
+func printGrant(g *globalOptions, gr detached.Grant) error {
 	v := grantView{Name: gr.Name, Key: gr.Key, Owner: gr.Owner, Token: gr.Token,
 		Lease: fmt.Sprintf("%x", int64(gr.LeaseID)), TTL: gr.TTL.String(), Deadline: gr.Deadline.UTC()}
 	quote := shellQuote

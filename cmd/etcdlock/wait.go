@@ -35,7 +35,7 @@ func acquireWaiting(ctx context.Context, g *globalOptions, s *session, names []s
 		case err == nil:
 			return l, nil
 		case o.try || !errors.As(err, &locked):
-			return nil, g.withHolders(ctx, s.Client(), lostWaiting(err, name), name)
+			return nil, g.withHolders(ctx, s.cli, lostWaiting(err, name), name)
 		}
 	}
 	return waitFor(ctx, g, s, names, o, sigc)

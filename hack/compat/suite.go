@@ -38,17 +38,17 @@ const (
 )
 
 var groups = []group{
-	// Every kind's acquire, wait, release, loss and lock-delay paths,
-	// Detached and the watch stream; the tests that need an
+	// Every kind's acquire, wait, release, loss and lock-delay paths
+	// and the watch stream (and, below, the script mode, pkg/detached); the tests that need an
 	// etcd of their own skip themselves (etcdtest.Cluster).
 	{module: ".", pkg: "./pkg/lock", run: `^Test`, skip: compacting,
 		short: `^(TestAcquireReleaseLifecycle|TestAcquireIsFIFO|TestHolderLosesLockWhenKeyDeleted|TestRevokedLeaseLosesSessionAndLocks|` +
 			`TestSemaphoreAdmitsLimitInOrder|TestSemaphoreSlotDeletedLosesHolder|TestReadersShareWritersQueue|` +
 			`TestAcquireAllQueuesInEveryName|TestAcquireAllLosesWhenAnyKeyGoes|TestAcquireAllRequestSizeIsCheckedBeforeSending|` +
 			`TestLockDelayAfterAnUncleanEnd|TestDeadlineFromSendTimeAndLossWithoutReply|TestGrantedTTLIsUsed|TestRenewalKeepsSessionAlive|` +
-			`TestDetachedAcquireRenewRelease|TestDetachedRenewAfterExpiryFails|` +
 			`TestHeldLocksShareOneWatchStream|TestWaiterRetriesAReadCutOffInFlight|TestInteroperatesWithConcurrencyMutex)$`},
 	{module: ".", pkg: "./pkg/lock", run: compacting, short: compacting, alone: true},
+	{module: ".", pkg: "./pkg/detached", run: `^Test`, short: `^(TestDetachedAcquireRenewRelease|TestDetachedRenewAfterExpiryFails)$`},
 	{module: ".", pkg: "./pkg/lock/lockmetrics", run: `^Test`, short: ""},
 	// Follow and Break, as an operator's view of the holders.
 	{module: ".", pkg: "./pkg/holders", run: `^Test`, short: `^(TestFollowReportsEachChangeOfHolder|TestFollowSemaphore|TestBreakAsksTheHolderFirst)$`},

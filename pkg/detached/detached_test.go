@@ -1,4 +1,4 @@
-package lock_test
+package detached_test
 
 import (
 	"errors"
@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
-func newDetached(t *testing.T) *lock.Detached {
+func newDetached(t *testing.T) *detached.Locks {
 	t.Helper()
-	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)))
+	d, err := detached.New(client(t), lock.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestDetachedReacquireReplacesOwnGrant(t *testing.T) {
 // has already passed.
 func TestDetachedRejectsMarginAboveTTL(t *testing.T) {
 	t.Parallel()
-	d, err := lock.NewDetached(client(t), lock.WithPrefix(prefix(t)), lock.WithSafetyMargin(time.Hour))
+	d, err := detached.New(client(t), lock.WithPrefix(prefix(t)), lock.WithSafetyMargin(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,13 @@ func TestDetachedRejectsBadInput(t *testing.T) {
 	if err := d.Release(ctx, "a", "o", -3); !errors.Is(err, fencing.ErrInvalidToken) {
 		t.Errorf("negative token: %v", err)
 	}
-	if _, err := lock.NewDetached(nil); !errors.Is(err, lock.ErrInvalidOption) {
+	if _, err := detached.New(nil); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("nil client: %v", err)
+	}
+	if _, err := detached.New(client(t), nil); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("nil option: %v", err)
+	}
+	if _, err := detached.New(client(t), lock.WithCleanupTimeout(-time.Second)); !errors.Is(err, lock.ErrInvalidOption) {
+		t.Errorf("negative clean-up timeout: %v", err)
 	}
 }

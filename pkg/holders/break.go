@@ -19,7 +19,7 @@ import (
 // Break asks the holder of name whose token is token (for a read-write
 // lock, one of its readers) to release, and waits up to wait (0: the
 // DefaultBreakWait) for its key to go. A holder still there then, or one
-// that no session watches (etcdctl lock, concurrency.Mutex, a Detached
+// that no session watches (etcdctl lock, concurrency.Mutex, a detached
 // grant), is fenced: its lease is revoked and its keys kept until the
 // holder's deadline has passed, so the next holder starts after it stopped.
 // It returns the holder and whether it released within the wait,

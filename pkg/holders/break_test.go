@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -158,7 +159,7 @@ func TestBreakForce(t *testing.T) {
 func TestBreakDetachedIsFencedAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cli := testCtx(t), client(t)
-	d, err := lock.NewDetached(cli, lock.WithPrefix(prefix(t)))
+	d, err := detached.New(cli, lock.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,10 +66,10 @@ func waitLost(t *testing.T, l *lock.Lock, cause error, timeout time.Duration, wh
 	select {
 	case <-l.Context().Done():
 	case <-time.After(timeout):
-		t.Fatalf("%s, but lock %q is still %v after %v", why, l.Name(), l.State(), timeout)
+		t.Fatalf("%s, but lock %q is still %v after %v", why, l.Name(), l.Err(), timeout)
 	}
-	if l.State() != lock.StateLost {
-		t.Fatalf("%s, but lock %q is %v", why, l.Name(), l.State())
+	if !errors.Is(l.Err(), lock.ErrLost) {
+		t.Fatalf("%s, but lock %q is %v", why, l.Name(), l.Err())
 	}
 	if cause != nil && !errors.Is(l.Err(), cause) {
 		t.Errorf("%s: lock %q lost with %v, want %v", why, l.Name(), l.Err(), cause)

@@ -1,6 +1,6 @@
 // Package lease computes when the holder of an etcd lease must stop
 // trusting it. It is the one place for that rule, shared by package lock
-// (sessions and Detached grants, and through them package election) and
+// (sessions and detached grants, and through them package election) and
 // by the Kubernetes resource lock in pkg/kubelock:
 //
 //	deadline = send time of the last successful renewal + TTL granted − margin

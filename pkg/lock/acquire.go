@@ -14,12 +14,10 @@ import (
 )
 
 // Acquire blocks until the session holds name, in FIFO order, ctx ends, or
-// the session is lost. Its token was never given to another acquisition.
-// A request a member holds unanswered is sent again to the next endpoint.
+// the session is lost; its token was never given to another acquisition.
 // On failure it removes its key and returns why (ctx's error, matched by
-// errors.Is; a loss; ErrLimitMismatch; etcd's error); ErrAlreadyClaimed
-// while the session claims name. opts override the session's defaults;
-// invalid ones fail with ErrInvalidOption before etcd is contacted.
+// errors.Is; a loss; ErrLimitMismatch; etcd's error), or ErrAlreadyClaimed
+// while the session claims name. opts override the session's defaults.
 func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
 	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
@@ -29,11 +27,9 @@ func (s *Session) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 	return l.acquire(ctx, false)
 }
 
-// TryAcquire acquires name if no one holds it or waits for it, and
-// otherwise returns a *LockedError (wrapping ErrLocked) naming the
-// current holder, leaving no key behind. It waits out a lock-delay
-// (WithLockDelay) within ctx. Like Acquire it never adopts a key, and it
-// returns ErrAlreadyClaimed while the session already claims name.
+// TryAcquire acquires name if no one holds it or waits for it, waiting out
+// a lock-delay within ctx; otherwise it returns a *LockedError naming the
+// holder and leaves no key behind. Its other errors are Acquire's.
 func (s *Session) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lock, error) {
 	l, ctx, stop, err := s.start(ctx, name, opts)
 	if err != nil {
@@ -201,7 +197,7 @@ func (l *Lock) activated(ctx context.Context) (*Lock, error) {
 		l.mu.Unlock()
 		return nil, l.failAcquire(ctx, err)
 	}
-	l.state = StateActive
+	l.state = stateActive
 	now := s.cfg.clock.Now()
 	s.cfg.metrics.Waiting(-1)
 	s.cfg.metrics.Acquired(now.Sub(l.since))
@@ -228,7 +224,7 @@ func (l *Lock) failTry(ctx context.Context, err error) error {
 	var locked *LockedError
 	if errors.As(err, &locked) || errors.Is(err, ErrLimitMismatch) {
 		s.unclaim(l)
-		l.finish(StateReleased, ErrReleased)
+		l.finish(stateReleased, ErrReleased)
 		// A try a member held unanswered may still write the key once the
 		// name is free.
 		l.landLate()

@@ -17,7 +17,7 @@ import (
 // BenchmarkLossLeadTime cuts a holder off from etcd (a blackholed proxy)
 // and measures, per trial, lead = when etcd deleted the holder's key (seen
 // by a watcher) − when the client declared the lock lost: etcdlock's
-// Lock.Lost() versus concurrency.Session.Done() of an equivalent session,
+// Lock.Context().Done() versus concurrency.Session.Done() of an equivalent session,
 // cut off at the same instant. Positive lead means the client stopped first.
 // Run with -benchtime 1x; LOSS_TRIALS trials (default 20), TTL 2s.
 func BenchmarkLossLeadTime(b *testing.B) {
@@ -69,7 +69,7 @@ func BenchmarkLossLeadTime(b *testing.B) {
 		pB.BlackholeTx()
 		pB.BlackholeRx()
 		var lostA, lostB time.Time
-		lostCh, doneCh := l.Lost(), cs.Done()
+		lostCh, doneCh := l.Context().Done(), cs.Done()
 		for lostCh != nil || doneCh != nil {
 			select {
 			case <-lostCh:

@@ -237,7 +237,7 @@ func benchHolders(b *testing.B, impl string, n int) {
 	lost := 0
 	for i := range held {
 		for _, h := range held[i] {
-			if l, ok := h.(*lock.Lock); ok && l.State() != lock.StateActive {
+			if l, ok := h.(*lock.Lock); ok && l.Err() != nil {
 				lost++
 			}
 		}
@@ -412,7 +412,7 @@ func churn(ctx context.Context, ls []*lock.Session, ms []*concurrency.Session, p
 					continue
 				}
 				mine = append(mine, churnRecord{name: n, token: int64(l.Token()), at: time.Now(), wait: time.Since(start)})
-				for err := l.Release(opCtx); err != nil && l.State() != lock.StateLost && opCtx.Err() == nil; err = l.Release(opCtx) {
+				for err := l.Release(opCtx); err != nil && !errors.Is(l.Err(), lock.ErrLost) && opCtx.Err() == nil; err = l.Release(opCtx) {
 					bad["release: "+errorKind(err)]++
 				}
 				cancel()
@@ -580,7 +580,7 @@ func BenchmarkScaleLeaderKill(b *testing.B) {
 	// session ended; a churning session's loss counts once.
 	lost := 0
 	for _, l := range held {
-		if l.State() != lock.StateActive {
+		if l.Err() != nil {
 			lost++
 			b.Logf("steady holder %s lost: %v", l.Name(), l.Err())
 		}

@@ -78,7 +78,7 @@ func (s *Session) claim(ctx context.Context, names []string, ac acquireConfig) (
 		}
 		claimDropped := old.claimDropped
 		s.mu.Unlock()
-		if st := old.State(); st != StateLost && st != StateReleased {
+		if st := old.currentState(); st != stateLost && st != stateReleased {
 			return nil, fmt.Errorf("%w: %q", ErrAlreadyClaimed, old.name)
 		}
 		select {

@@ -58,7 +58,7 @@ func (l *Lock) failAcquire(ctx context.Context, err error) error {
 	} else {
 		err = asCtxErr(ctx, err)
 	}
-	l.finish(StateReleased, ErrReleased)
+	l.finish(stateReleased, ErrReleased)
 	defer s.unclaim(l) // after the delete, so the next claim usually finds no leftover
 	l.removeFailed()
 	if err == nil {

@@ -25,7 +25,7 @@ func (l *Lock) Confirm(ctx context.Context) error {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", l.rev))
 	}
 	l.mu.Unlock()
-	if state != StateActive {
+	if state != stateActive {
 		return lerr
 	}
 	// etcd serves a transaction of comparisons only from the member's
@@ -50,7 +50,7 @@ const goneLookupTimeout = 500 * time.Millisecond
 // goneLookupTimeout, l is lost with ErrKeyDeleted.
 func (l *Lock) keyDeleted() {
 	s := l.s
-	if st := l.State(); st == StateLost || st == StateReleased {
+	if st := l.currentState(); st == stateLost || st == stateReleased {
 		return // a revoke deletes every key of the session: one question is enough
 	}
 	ctx, cancel := context.WithTimeout(s.alive, goneLookupTimeout)

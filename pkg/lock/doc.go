@@ -22,8 +22,8 @@
 // compare-and-delete, so it is always safe to retry and can never free a
 // newer owner's lock.
 //
-// Detached offers the same lock with explicit, stateless Acquire, Renew and
-// Release calls for scripts that cannot keep a session open.
+// Package detached offers the same lock with explicit, stateless Acquire,
+// Renew and Release calls for scripts that cannot keep a session open.
 //
 // What is not guaranteed: that a holder stops working in time if its process
 // is paused or its clock runs far slower than real time. Fencing covers that
@@ -34,7 +34,7 @@
 // Each entry point takes options of its own interface: SessionOption
 // (NewSession, and package election's and kubelock's constructors),
 // AcquireOption (Acquire, TryAcquire, AcquireAll) and DetachedOption
-// (NewDetached), so that an option given where it does not apply is a
+// (detached.New), so that an option given where it does not apply is a
 // compile error. Each With function's doc names the interfaces its value
 // implements; WithLockDelay sets a session's default and overrides it per
 // acquisition. Values are checked at run time: a nil option, a value out

@@ -77,7 +77,7 @@ func lossLead(tb testing.TB, rate float64, phase int) time.Duration {
 	p.BlackholeRx()
 	defer func() { p.UnblackholeTx(); p.UnblackholeRx() }()
 	var lost, deleted time.Time
-	lostCh := l.Lost()
+	lostCh := l.Context().Done()
 	for lost.IsZero() || deleted.IsZero() {
 		select {
 		case <-lostCh:

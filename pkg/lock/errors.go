@@ -80,7 +80,7 @@ var (
 	// rpctypes.ErrPermissionDenied.
 	ErrWatchRefused = errors.New("lock: etcd refused to watch the key")
 
-	// ErrNotHeld: Detached.Renew found no lock with that token: it expired,
+	// ErrNotHeld: detached.Locks.Renew found no lock with that token: it expired,
 	// was released, or never existed.
 	ErrNotHeld = errors.New("lock: not held")
 	// ErrNotOwner: the token belongs to a lock whose owner differs from the
@@ -125,8 +125,7 @@ func lockedError(name string, kv *mvccpb.KeyValue) *LockedError {
 // LostError says why a session or lock stopped being valid. It wraps Kind
 // (ErrSessionLost or ErrLost), Cause (ErrDeadlinePassed, ErrLeaseRevoked,
 // ErrLeaseExpired, ErrKeyDeleted, ErrBreakRequested, ErrWatchRefused, or
-// a session's LostError for a lock) and Detail (the last etcd error seen,
-// if any).
+// the session's LostError) and Detail (the last etcd error, if any).
 type LostError struct {
 	Kind   error
 	Cause  error

@@ -39,15 +39,15 @@ func Example() {
 	}
 	// Do the work under l.Context() and send l.Token() with every write.
 	work := l.Context()
-	fmt.Println("state:", l.State(), "token valid:", l.Token().IsValid(), "work canceled:", work.Err() != nil)
+	fmt.Println("err:", l.Err(), "token valid:", l.Token().IsValid(), "work canceled:", work.Err() != nil)
 
 	if err := l.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("state:", l.State(), "work canceled:", work.Err() != nil)
+	fmt.Println("err:", l.Err(), "work canceled:", work.Err() != nil)
 	// Output:
-	// state: active token valid: true work canceled: false
-	// state: released work canceled: true
+	// err: <nil> token valid: true work canceled: false
+	// err: lock: released work canceled: true
 }
 
 func ExampleSession_TryAcquire() {

@@ -17,47 +17,43 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
-// State is a lock's state as its holder sees it.
-type State int
+// lockState is a lock's state as its holder sees it.
+type lockState int
 
-// Lock states. Only StateActive permits work; StateLost and StateReleased
+// Lock states. Only stateActive permits work; stateLost and stateReleased
 // are final.
 const (
-	stateAcquiring State = iota // internal: the handle is not yet returned
-	// StateActive: the lock is held and the session's deadline has not
+	stateAcquiring lockState = iota // internal: the handle is not yet returned
+	// stateActive: the lock is held and the session's deadline has not
 	// passed.
-	StateActive
-	// StateLost: ownership can no longer be proven (deadline passed,
+	stateActive
+	// stateLost: ownership can no longer be proven (deadline passed,
 	// renewal refused, key deleted, its watch refused, session lost).
 	// Another owner may exist.
-	StateLost
-	// StateReleased: Release or Session.Close gave the lock up.
-	StateReleased
+	stateLost
+	// stateReleased: Release or Session.Close gave the lock up.
+	stateReleased
 )
 
-func (s State) String() string {
+func (s lockState) String() string {
 	switch s {
 	case stateAcquiring:
 		return "acquiring"
-	case StateActive:
+	case stateActive:
 		return "active"
-	case StateLost:
+	case stateLost:
 		return "lost"
-	case StateReleased:
+	case stateReleased:
 		return "released"
 	}
 	return fmt.Sprintf("State(%d)", int(s))
 }
 
-// Lock is a held lock. It is safe for concurrent use.
-//
-// Holding a Lock is not proof of ownership: a paused process may resume
-// after its lock was lost. Guaranteed: Context is canceled, and State
-// leaves StateActive, no later than the session's conservative deadline,
-// before etcd could expire the lease, provided the process runs. A
-// deletion of its key by someone else loses it too, noticed by watch
-// (DESIGN.md, "Acquire and the watch path"). Pass Token with every write
-// to a fenced resource: that is what rejects a stale holder's writes.
+// Lock is a held lock; it is safe for concurrent use. Its Context is
+// canceled and Err reports the loss no later than the session's deadline,
+// or once its watch sees its key deleted by someone else. A paused process
+// may resume after its lock was lost: pass Token with every write to a
+// fenced resource, which rejects a stale holder's writes.
 type Lock struct {
 	s *Session
 	lockName
@@ -89,11 +85,10 @@ type Lock struct {
 	// the session Mux's mutex.
 	mu        sync.Mutex
 	acquiring context.CancelCauseFunc // cancels the acquisition's context (bind), while it runs
-	state     State
+	state     lockState
 	since     time.Time // when the acquisition started; once active, when it became so
 	err       error
 	watch     *watchmux.Watch // on the key, from its first write until a final state
-	lost      chan struct{}   // Lost's, made by its first call
 }
 
 // names returns every name the lock holds: the one given to Acquire, or
@@ -103,10 +98,9 @@ func (l *Lock) names() []string {
 	return append([]string{l.name}, others...)
 }
 
-// Keys returns the contender key of every name the lock holds: the one
-// given to Acquire, or those given to AcquireAll, in that order.
-// They share one create revision, the token (a semaphore's Key is its
-// slot key instead; see WithLimit).
+// Keys returns the contender key of every name the lock holds, in the
+// order given to Acquire or AcquireAll: their create revision is the
+// token, but for a semaphore's holder (see WithLimit).
 func (l *Lock) Keys() []string {
 	_, others := l.kind.others()
 	return append([]string{l.key}, others...)
@@ -132,21 +126,8 @@ func (l *Lock) Token() fencing.Token {
 // context.Cause reports why.
 func (l *Lock) Context() context.Context { return l.ctx }
 
-// Lost returns a channel closed when the lock is lost (not when released).
-func (l *Lock) Lost() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost == nil { // made on first use: most holders never ask
-		l.lost = make(chan struct{})
-		if l.state == StateLost {
-			close(l.lost)
-		}
-	}
-	return l.lost
-}
-
-// State returns the lock's current state.
-func (l *Lock) State() State {
+// currentState returns the lock's current state.
+func (l *Lock) currentState() lockState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.state
@@ -160,17 +141,14 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
-// Release gives the lock up: the state becomes StateReleased at once (unless
-// it was lost), then its keys are deleted by a compare on their token, so
-// it never deletes another owner's key. It is idempotent: a key already
-// gone is success. Once the session is lost to its deadline it returns at
-// once the session's *LostError: the lease takes the keys. A non-nil error
-// (matching ctx.Err() once ctx ended; ErrUnavailable after DefaultTimeout
-// without a deadline in ctx) means the delete may not have happened; the
-// key then goes with the session's next acquisition of the name, Close or
-// the lease. After Session.Abandon it deletes nothing.
+// Release gives the lock up: Err returns ErrReleased at once (unless the
+// lock was lost), then its keys are deleted by a compare on their token, so
+// it never deletes another owner's key; a key already gone is success. An
+// error means the delete may not have happened: the lease, Close or the
+// session's next acquisition of the name takes the key. After a loss of
+// the session it returns the *LostError; after Abandon it deletes nothing.
 func (l *Lock) Release(ctx context.Context) error {
-	l.finish(StateReleased, ErrReleased)
+	l.finish(stateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim
 	if l.s.ledger.abandoned.Load() {
 		return nil // the keys stay until the lease expires, as Abandon promises
@@ -197,9 +175,9 @@ func (l *Lock) Release(ctx context.Context) error {
 }
 
 // finish moves the lock to a final state unless it is in one already.
-func (l *Lock) finish(state State, err error) bool {
+func (l *Lock) finish(state lockState, err error) bool {
 	l.mu.Lock()
-	if l.state == StateLost || l.state == StateReleased {
+	if l.state == stateLost || l.state == stateReleased {
 		l.mu.Unlock()
 		return false
 	}
@@ -208,18 +186,15 @@ func (l *Lock) finish(state State, err error) bool {
 		m.Waiting(-1)
 	} else {
 		var lost error
-		if state == StateLost {
+		if state == stateLost {
 			lost = err
 		}
 		m.Ended(l.s.cfg.clock.Since(l.since), lost)
 	}
 	l.state, l.err = state, err
-	if state == StateLost && l.lost != nil {
-		close(l.lost)
-	}
 	// A holder asked to stop by Break that releases ends cleanly: it
 	// stopped before it released.
-	clean := state == StateReleased || errors.Is(err, ErrBreakRequested)
+	clean := state == stateReleased || errors.Is(err, ErrBreakRequested)
 	ws := append([]*watchmux.Watch{l.watch}, l.kind.end(clean && !l.s.ledger.abandoned.Load())...)
 	l.watch = nil
 	acquiring := l.acquiring
@@ -250,7 +225,7 @@ func (l *Lock) finish(state State, err error) bool {
 func (l *Lock) bind(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
-	ended, err := l.state == StateLost || l.state == StateReleased, l.err
+	ended, err := l.state == stateLost || l.state == stateReleased, l.err
 	if !ended {
 		l.acquiring = cancel
 	}
@@ -279,7 +254,7 @@ func (l *Lock) waits() {
 // lose marks the lock lost and drops the session's claim on its name.
 func (l *Lock) lose(cause, detail error) {
 	err := &LostError{Kind: ErrLost, Cause: cause, Detail: detail, At: l.s.cfg.clock.Now()}
-	if l.finish(StateLost, err) {
+	if l.finish(stateLost, err) {
 		l.mu.Lock() // a semaphore's acquisition may still be claiming a slot
 		tok, others := l.Token(), l.kind.otherKeys()
 		l.mu.Unlock()

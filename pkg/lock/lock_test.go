@@ -41,8 +41,8 @@ func TestAcquireReleaseLifecycle(t *testing.T) {
 	if resp.Kvs[0].Lease != int64(s.Lease()) {
 		t.Errorf("key lease = %x, want session lease %x", resp.Kvs[0].Lease, s.Lease())
 	}
-	if l.State() != lock.StateActive || l.Err() != nil || l.Context().Err() != nil {
-		t.Fatalf("fresh lock: state %v err %v ctx %v", l.State(), l.Err(), l.Context().Err())
+	if l.Err() != nil || l.Err() != nil || l.Context().Err() != nil {
+		t.Fatalf("fresh lock: err %v ctx %v", l.Err(), l.Context().Err())
 	}
 	if l.Name() != "job" {
 		t.Errorf("accessors: name %q", l.Name())
@@ -51,14 +51,11 @@ func TestAcquireReleaseLifecycle(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l.State() != lock.StateReleased || !errors.Is(l.Err(), lock.ErrReleased) {
-		t.Errorf("after release: state %v err %v", l.State(), l.Err())
+	if !errors.Is(l.Err(), lock.ErrReleased) || !errors.Is(l.Err(), lock.ErrReleased) {
+		t.Errorf("after release: err %v", l.Err())
 	}
 	if !errors.Is(context.Cause(l.Context()), lock.ErrReleased) {
 		t.Errorf("context cause = %v, want ErrReleased", context.Cause(l.Context()))
-	}
-	if closed(l.Lost()) {
-		t.Error("Lost() closed by a release")
 	}
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 0 {
 		t.Errorf("keys left after release: %v", keys)
@@ -231,8 +228,8 @@ func TestSecondClaimOnSameName(t *testing.T) {
 	if _, err := s.TryAcquire(ctx, "x"); !errors.Is(err, lock.ErrAlreadyClaimed) {
 		t.Errorf("TryAcquire while held = %v, want ErrAlreadyClaimed", err)
 	}
-	if l.State() != lock.StateActive {
-		t.Errorf("first lock disturbed: %v", l.State())
+	if l.Err() != nil {
+		t.Errorf("first lock disturbed: %v", l.Err())
 	}
 	// Other names are independent.
 	if _, err := s.Acquire(ctx, "y"); err != nil {
@@ -323,8 +320,8 @@ func TestLeftoverKeyIsReplacedNotAdopted(t *testing.T) {
 			if err != nil || del.Succeeded {
 				t.Errorf("compare-and-delete on the leftover's token: succeeded=%v err=%v, want no delete", del != nil && del.Succeeded, err)
 			}
-			if l.State() != lock.StateActive {
-				t.Errorf("state %v: %v", l.State(), l.Err())
+			if l.Err() != nil {
+				t.Errorf("lock ended: %v", l.Err())
 			}
 			if err := l.Release(ctx); err != nil {
 				t.Errorf("Release: %v", err)
@@ -354,8 +351,8 @@ func TestCanceledAcquireRemovesItsKey(t *testing.T) {
 	if keys := keysUnder(t, cli, prefix(t)); len(keys) != 1 || keys[0] != h.Key() {
 		t.Errorf("keys after cancel = %v, want only holder %s", keys, h.Key())
 	}
-	if h.State() != lock.StateActive {
-		t.Errorf("holder state %v", h.State())
+	if h.Err() != nil {
+		t.Errorf("holder state %v", h.Err())
 	}
 	// The claim is gone: the waiter's session can try again.
 	if _, err := waiter.TryAcquire(ctx, "c"); !errors.Is(err, lock.ErrLocked) {
@@ -402,8 +399,8 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 		t.Errorf("lock lost with %v (reason %q), want a delete only: the lease lives", l.Err(), lockmetrics.LossReason(l.Err()))
 	}
 	var lost *lock.LostError
-	if l.State() != lock.StateLost || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
-		t.Errorf("state %v err %v, want lost with ErrKeyDeleted", l.State(), l.Err())
+	if !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrLost) || !errors.Is(l.Err(), lock.ErrKeyDeleted) || !errors.As(l.Err(), &lost) {
+		t.Errorf("err %v, want lost with ErrKeyDeleted", l.Err())
 	}
 	if l.Context().Err() == nil || !errors.Is(context.Cause(l.Context()), lock.ErrKeyDeleted) {
 		t.Errorf("context cause %v", context.Cause(l.Context()))
@@ -412,8 +409,8 @@ func TestHolderLosesLockWhenKeyDeleted(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Errorf("Release of lost lock = %v", err)
 	}
-	if l.State() != lock.StateLost {
-		t.Errorf("Release changed a lost lock to %v", l.State())
+	if !errors.Is(l.Err(), lock.ErrLost) {
+		t.Errorf("Release changed a lost lock to %v", l.Err())
 	}
 	// The session survives; the name can be acquired again with a new token.
 	l2, err := s.Acquire(ctx, "d")
@@ -465,8 +462,8 @@ func TestCloseReleasesLocks(t *testing.T) {
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l.State() != lock.StateReleased || l.Context().Err() == nil {
-		t.Errorf("lock after Close: %v ctx %v", l.State(), l.Context().Err())
+	if !errors.Is(l.Err(), lock.ErrReleased) || l.Context().Err() == nil {
+		t.Errorf("lock after Close: %v ctx %v", l.Err(), l.Context().Err())
 	}
 	if !errors.Is(s.Err(), lock.ErrSessionClosed) {
 		t.Errorf("session err %v", s.Err())
@@ -519,7 +516,7 @@ func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
 	for i := range 30 {
 		released := make(chan error, 1)
 		go func() { released <- l.Release(ctx) }()
-		for l.State() == lock.StateActive { // Release has begun: state first, delete next
+		for l.Err() == nil { // Release has begun: state first, delete next
 			runtime.Gosched()
 		}
 		next, err := s.Acquire(ctx, "r")
@@ -532,8 +529,8 @@ func TestReacquireDuringReleaseGetsFreshKey(t *testing.T) {
 		if next.Token() == l.Token() {
 			t.Fatalf("round %d: re-acquire adopted the key being released (token %v)", i, l.Token())
 		}
-		if next.State() != lock.StateActive {
-			t.Fatalf("round %d: new lock %v after the old release: %v", i, next.State(), next.Err())
+		if next.Err() != nil {
+			t.Fatalf("round %d: new lock ended after the old release: %v", i, next.Err())
 		}
 		l = next
 	}
@@ -557,8 +554,8 @@ func TestAbandonKeepsKeyUntilExpiry(t *testing.T) {
 	defer other.Release(ctx)
 	w := queueWaiter(t, ctx, s, "b", 2)
 	s.Abandon()
-	if l.State() != lock.StateReleased || l.Context().Err() == nil {
-		t.Fatalf("after Abandon: %v", l.State())
+	if !errors.Is(l.Err(), lock.ErrReleased) || l.Context().Err() == nil {
+		t.Fatalf("after Abandon: %v", l.Err())
 	}
 	if err := mustReceiveErr(t, w); !errors.Is(err, lock.ErrSessionClosed) {
 		t.Fatalf("the waiter's Acquire after Abandon = %v; want ErrSessionClosed", err)
@@ -649,40 +646,6 @@ func TestAcquireReportsTheDeadlineWhenEtcdTimesOutFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-	}
-}
-
-// Lost's channel is made by its first call: a call that comes only after
-// the loss gets a closed channel, and one made before is closed by it.
-func TestLostAskedBeforeOrAfterTheLoss(t *testing.T) {
-	t.Parallel()
-	ctx, cli := testCtx(t), client(t)
-	s := newSession(t, cli)
-	early, err := s.Acquire(ctx, "early")
-	if err != nil {
-		t.Fatal(err)
-	}
-	late, err := s.Acquire(ctx, "late")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := early.Lost()
-	if closed(lost) {
-		t.Fatal("Lost() closed while the lock is held")
-	}
-	for _, l := range []*lock.Lock{early, late} {
-		if _, err := cli.Delete(ctx, l.Key()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-lost:
-	case <-ctx.Done():
-		t.Fatal("Lost() asked before the loss was not closed by it")
-	}
-	<-late.Context().Done()
-	if !closed(late.Lost()) {
-		t.Errorf("Lost() asked after the loss (state %v) is not closed", late.State())
 	}
 }
 

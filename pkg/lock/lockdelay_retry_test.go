@@ -21,7 +21,7 @@ const retryDelay = 3 * time.Second
 // returns when etcd saw the key deleted.
 func loseByDelete(t *testing.T, s *lock.Session, name string) time.Time {
 	t.Helper()
-	ctx, cli := testCtx(t), s.Client()
+	ctx, cli := testCtx(t), lock.ClientOf(s)
 	l, err := s.Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func waitMarkers(t *testing.T, s *lock.Session, name string, n int) {
 	t.Helper()
 	var ms []string
 	etcdtest.Eventually(t, time.Minute, func() bool {
-		ms = delayMarkers(t, s.Client(), name)
+		ms = delayMarkers(t, lock.ClientOf(s), name)
 		return len(ms) == n
 	}, fmt.Sprintf("%s never had %d markers", name, n))
 }

@@ -110,23 +110,17 @@ func keysUnder(t *testing.T, cli *clientv3.Client, pfx string) []string {
 	return keys
 }
 
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // waitLost fails t unless l is lost within timeout, and, if cause is not
 // nil, with an error matching cause; why says what should lose it.
 func waitLost(t *testing.T, l *lock.Lock, cause error, timeout time.Duration, why string) {
 	t.Helper()
 	select {
-	case <-l.Lost():
+	case <-l.Context().Done():
 	case <-time.After(timeout):
-		t.Fatalf("%s, but lock %q is still %v after %v", why, l.Name(), l.State(), timeout)
+		t.Fatalf("%s, but lock %q is still held after %v", why, l.Name(), timeout)
+	}
+	if !errors.Is(l.Err(), lock.ErrLost) {
+		t.Fatalf("%s, but lock %q ended with %v, not a loss", why, l.Name(), l.Err())
 	}
 	if cause != nil && !errors.Is(l.Err(), cause) {
 		t.Errorf("%s: lock %q lost with %v, want %v", why, l.Name(), l.Err(), cause)
@@ -163,7 +157,7 @@ func queueWaiter(t *testing.T, ctx context.Context, s *lock.Session, name string
 		res <- acquired{l, err}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	waitQueued(t, s.Client(), name, n)
+	waitQueued(t, lock.ClientOf(s), name, n)
 	return res
 }
 

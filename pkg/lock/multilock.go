@@ -145,11 +145,10 @@ func (h *setHold) deleteOps(l *Lock) []clientv3.Op {
 }
 
 // AcquireAll blocks until the session holds every one of names, with one
-// token for the set, or returns an error holding none of them. Calls with
-// overlapping names, in any order, cannot deadlock one another. Losing any
-// key loses the set. names must hold 1 to MaxNames distinct valid names
-// (else ErrInvalidName); WithLimit, WithShared and WithLockDelay are
-// refused. Otherwise as Acquire.
+// token for the set, or returns an error holding none of them; calls with
+// overlapping names cannot deadlock one another. Losing any key loses the
+// set. names are 1 to MaxNames distinct valid names (else ErrInvalidName);
+// WithLimit, WithShared and WithLockDelay are refused. Otherwise as Acquire.
 func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...AcquireOption) (*Lock, error) {
 	ac, err := newAcquireConfig(s.cfg.acquire, opts)
 	if err != nil {
@@ -169,7 +168,7 @@ func (s *Session) AcquireAll(ctx context.Context, names []string, opts ...Acquir
 	defer stop()
 	if size := setRequestBytes(s.cfg.prefix, names, l); size > maxSetBytes {
 		s.unclaim(l)
-		l.finish(StateReleased, ErrReleased)
+		l.finish(stateReleased, ErrReleased)
 		return nil, fmt.Errorf("%w: AcquireAll of %d names would send %d bytes in one request, more than %d: use fewer or shorter names", ErrInvalidName, len(names), size, maxSetBytes)
 	}
 	return l.acquire(ctx, false)

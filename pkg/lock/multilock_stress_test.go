@@ -77,7 +77,7 @@ func TestSetStressWaitingSetIsNotAHolder(t *testing.T) {
 		t.Errorf("Break(a) of a set still waiting for b = %v, want ErrNotOwner", err)
 	}
 	select {
-	case <-other.Lost():
+	case <-other.Context().Done():
 		t.Errorf("Break of a *waiter* revoked its session: unrelated lock lost: %v", other.Err())
 	case <-time.After(time.Second):
 	}
@@ -151,8 +151,8 @@ func TestSetStressOperatorDeleteThenReacquire(t *testing.T) {
 			t.Fatalf("round %d: re-acquire after loss: %v", round, err)
 		}
 		renewed.sweeps(t, 2) // hold across sweeps
-		if l2.State() != lock.StateActive {
-			t.Fatalf("round %d: re-acquired set is %v (%v): the sweep of the lost set's keys hit the new ones", round, l2.State(), l2.Err())
+		if l2.Err() != nil {
+			t.Fatalf("round %d: re-acquired set ended (%v): the sweep of the lost set's keys hit the new ones", round, l2.Err())
 		}
 		for _, key := range l2.Keys() {
 			if !keyExists(t, cli, key, int64(l2.Token())) {
@@ -198,7 +198,7 @@ func TestSetStressOperatorDeleteFreesOtherNamesPromptly(t *testing.T) {
 		}
 		_ = a.l.Release(ctx)
 	case <-time.After(4 * newSessionTTL):
-		t.Fatalf("waiter on c still waiting %v after the set was lost (lock %v)", 4*newSessionTTL, l.State())
+		t.Fatalf("waiter on c still waiting %v after the set was lost (lock %v)", 4*newSessionTTL, l.Err())
 	}
 }
 
@@ -239,8 +239,8 @@ func TestSetStressCancelAtRandomThenReacquire(t *testing.T) {
 				t.Fatal(err)
 			}
 			renewed.sweeps(t, 2)
-			if l2.State() != lock.StateActive {
-				t.Fatalf("attempt %d: later set %v: %v", i, l2.State(), l2.Err())
+			if l2.Err() != nil {
+				t.Fatalf("attempt %d: later set ended: %v", i, l2.Err())
 			}
 			for _, key := range l2.Keys() {
 				if !keyExists(t, cli, key, int64(l2.Token())) {
@@ -336,7 +336,7 @@ func TestSetStressRandomizedOverlappingSets(t *testing.T) {
 					}
 				}
 				time.Sleep(time.Duration(rng.Intn(5)) * time.Millisecond)
-				if l.State() != lock.StateActive {
+				if l.Err() != nil {
 					t.Errorf("worker %d: lock %v lost: %v", w, l.Keys(), l.Err())
 				}
 				for _, j := range idx {

@@ -214,7 +214,7 @@ func TestAcquireAllRacesItsSessionsEnd(t *testing.T) {
 		if err := s.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if l := <-done; l != nil && l.State() == lock.StateActive {
+		if l := <-done; l != nil && l.Err() == nil {
 			t.Fatalf("round %d: the set is still active after its session closed", i)
 		}
 	}

@@ -34,7 +34,7 @@ type lockName struct {
 func (n lockName) keys() keyspace.Name { return keyspace.OfContender(n.key) }
 
 // origin is the host and process that write a record: read once per
-// session (or Detached), not per acquisition.
+// session (or detached.Locks), not per acquisition.
 type origin struct {
 	host string
 	pid  int

@@ -2,13 +2,13 @@ package lock
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdlock/etcdlock/pkg/clock"
+	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 )
 
@@ -32,8 +32,8 @@ const defaultCleanupTimeout = 5 * time.Second
 // 9,000,000,000 s); a longer request fails there with "too large TTL".
 const maxTTL = 9_000_000_000 * time.Second
 
-// validateTTL is WithTTL's check, which Detached also applies to the TTL
-// it takes per call: at least one second and at most maxTTL. etcd may
+// validateTTL is WithTTL's check, which package detached also applies to
+// the TTL it takes per call: at least one second and at most maxTTL. etcd may
 // still raise it to its minimum.
 func validateTTL(ttl time.Duration) error {
 	if ttl < time.Second {
@@ -52,7 +52,7 @@ type SessionOption interface {
 	sessionOption()
 }
 
-// DetachedOption configures NewDetached.
+// DetachedOption configures detached.New.
 type DetachedOption interface {
 	option
 	detachedOption()
@@ -138,7 +138,7 @@ func ValidateAcquireOptions(opts ...AcquireOption) error {
 }
 
 // newSessionConfig is newConfig for NewSession, which also needs the
-// safety margin below the TTL (Detached checks it against the TTL of each
+// safety margin below the TTL (package detached checks it against the TTL of each
 // call instead).
 func newSessionConfig(opts []SessionOption) (config, error) {
 	c, err := newConfig(opts)
@@ -166,7 +166,7 @@ func newConfig[O option](opts []O) (config, error) {
 	}
 	c.origin = thisProcess()
 	if c.owner == "" {
-		c.owner = c.origin.newOwner()
+		c.owner = keyspace.NewOwner()
 	}
 	return c, nil
 }
@@ -182,19 +182,6 @@ func validateClient(client *clientv3.Client) error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
-}
-
-// DefaultOwner returns a new owner identity "host:pid:random", the default
-// of WithOwner.
-func DefaultOwner() string { return thisProcess().newOwner() }
-
-// newOwner returns a new owner identity "host:pid:random" for o.
-func (o origin) newOwner() string {
-	host := o.host
-	if host == "" {
-		host = "unknown"
-	}
-	return fmt.Sprintf("%s:%d:%08x", host, o.pid, rand.Uint32())
 }
 
 // marginBelow rejects a safety margin given to WithSafetyMargin that is not

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/clock"
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -115,7 +116,7 @@ func TestNilOptionIsRejected(t *testing.T) {
 	for name, call := range map[string]func() error{
 		"NewSession":             func() error { _, err := lock.NewSession(ctx, cli, nil); return err },
 		"ValidateSessionOptions": func() error { return lock.ValidateSessionOptions(nil) },
-		"NewDetached":            func() error { _, err := lock.NewDetached(cli, nil); return err },
+		"detached.New":           func() error { _, err := detached.New(cli, nil); return err },
 		"Acquire":                func() error { _, err := s.Acquire(ctx, "n", nil); return err },
 		"TryAcquire":             func() error { _, err := s.TryAcquire(ctx, "n", nil); return err },
 		"AcquireAll":             func() error { _, err := s.AcquireAll(ctx, []string{"n"}, nil); return err },
@@ -185,7 +186,7 @@ func TestNilClientIsRejected(t *testing.T) {
 	ctx := testCtx(t)
 	for name, call := range map[string]func() error{
 		"NewSession":      func() error { _, err := lock.NewSession(ctx, nil); return err },
-		"NewDetached":     func() error { _, err := lock.NewDetached(nil); return err },
+		"detached.New":    func() error { _, err := detached.New(nil); return err },
 		"holders.Inspect": func() error { _, err := holders.Inspect(ctx, nil, "/p/", "n"); return err },
 		"holders.List":    func() error { _, err := holders.List(ctx, nil, "/p/", ""); return err },
 		"holders.Break": func() error {

@@ -44,7 +44,7 @@ func Example_readme() {
 	}
 
 	select {
-	case <-l.Lost(): // deadline passed, renewal refused, key deleted
+	case <-l.Context().Done(): // deadline passed, renewal refused, key deleted
 		log.Print(l.Err()) // errors.Is(err, lock.ErrDeadlinePassed) etc.
 	case <-done:
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
@@ -53,7 +54,7 @@ func TestRecordsCarryHostAndPID(t *testing.T) {
 		check(fmt.Sprintf("a%d", i))
 		check(fmt.Sprintf("b%d", i))
 	}
-	d, err := lock.NewDetached(cli, lock.WithPrefix(prefix(t)))
+	d, err := detached.New(cli, lock.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,9 @@ import (
 	"github.com/etcdlock/etcdlock/pkg/internal/request"
 )
 
-// DefaultTimeout bounds a call whose ctx has no deadline while etcd does
-// not answer (NewSession, Release, Close, Break and each write of an
-// acquisition): it then fails with an error wrapping ErrUnavailable and
-// context.DeadlineExceeded.
+// DefaultTimeout bounds a call whose ctx has no deadline while etcd does not
+// answer (NewSession, Release, Close, Break, an acquisition's writes): it
+// then fails with an error wrapping ErrUnavailable and DeadlineExceeded.
 const DefaultTimeout = request.DefaultTimeout
 
 // firstTryTimeout bounds the first try of a request sent again (retried).

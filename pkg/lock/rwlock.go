@@ -10,10 +10,9 @@ import (
 )
 
 // WithShared makes an acquisition a reader of a read-write lock: readers
-// hold the name together, a writer (any other acquisition or foreign key)
-// alone, in FIFO order, so writers do not starve. A reader's token orders
-// it but does not exclude other readers: readers should not write to a
-// fenced resource. An AcquireOption, for Acquire and TryAcquire.
+// hold the name together, a writer alone, in FIFO order. A reader's token
+// orders it but excludes no reader: readers should not write to a fenced
+// resource. An AcquireOption, for Acquire and TryAcquire.
 func WithShared() forAcquire {
 	return func(c *config) error {
 		c.acquire.shared = true

@@ -194,13 +194,13 @@ func TestSemaphoreManyWaiters(t *testing.T) {
 		if a.err != nil {
 			t.Fatal(a.err)
 		}
-		if prev := bySlot[a.l.Slot()]; prev != nil && prev.State() == lock.StateActive {
+		if prev := bySlot[a.l.Slot()]; prev != nil && prev.Err() == nil {
 			t.Fatalf("slot %d handed to token %v while token %v holds it", a.l.Slot(), a.l.Token(), prev.Token())
 		}
 		bySlot[a.l.Slot()] = a.l
 		active := 0
 		for _, l := range bySlot {
-			if l.State() == lock.StateActive {
+			if l.Err() == nil {
 				active++
 			}
 		}
@@ -210,7 +210,7 @@ func TestSemaphoreManyWaiters(t *testing.T) {
 		if got >= n-1 {
 			// Release one to let the next in.
 			for _, l := range bySlot {
-				if l.State() == lock.StateActive {
+				if l.Err() == nil {
 					if err := l.Release(ctx); err != nil {
 						t.Fatal(err)
 					}

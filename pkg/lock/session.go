@@ -15,14 +15,10 @@ import (
 )
 
 // Session is one etcd lease, renewed in the background, under which locks
-// are acquired. Its methods are safe for concurrent use.
-//
-// Its deadline is conservative: the send time of the last successful
-// renewal + granted TTL − margin, before etcd can expire the lease. When
-// it passes without a renewal, the session and every lock it holds are
-// lost at once, locally, without waiting for any reply. Loss is final.
-// Close stops its goroutines and waits for them (DESIGN.md, "The
-// deadline").
+// are acquired; its methods are safe for concurrent use. When its
+// conservative Deadline passes without a renewal, the session and every
+// lock it holds are lost, locally and at once, before etcd can expire the
+// lease. Loss is final (DESIGN.md, "The deadline").
 type Session struct {
 	client *clientv3.Client
 	cfg    config
@@ -47,15 +43,11 @@ type Session struct {
 	ledger ledger
 }
 
-// NewSession grants a lease and starts renewing it. ctx bounds only the
-// grant; without a deadline, DefaultTimeout does (see ErrUnavailable). A
-// member that holds the grant unanswered is given up after a second, and
-// the grant sent again to the client's next endpoint. A grant answered
-// only after the deadline its lease would have (etcd that was without a
-// leader for longer than the TTL, a network slower than it) is revoked
-// and sent again: NewSession never returns a session already lost, and
-// fails, once ctx ends, with an error wrapping ErrUnavailable and ctx's
-// error. The client must outlive the session.
+// NewSession grants a lease and starts renewing it; the client must
+// outlive the session. ctx bounds only the grant (DefaultTimeout if it has
+// no deadline), sent again while ctx lasts if a member holds it unanswered
+// or answers after its lease's deadline: NewSession never returns a lost
+// session, and fails with an error wrapping ErrUnavailable and ctx's.
 func NewSession(ctx context.Context, client *clientv3.Client, opts ...SessionOption) (*Session, error) {
 	if err := validateClient(client); err != nil {
 		return nil, err
@@ -99,9 +91,6 @@ func (s *Session) Lease() clientv3.LeaseID { return s.keeper.id }
 // TTL returns the TTL etcd granted (which may exceed the one requested).
 func (s *Session) TTL() time.Duration { return s.keeper.ttl }
 
-// Client returns the etcd client the session uses.
-func (s *Session) Client() *clientv3.Client { return s.client }
-
 // Deadline returns the conservative deadline: the session is valid only
 // strictly before it. The server cannot expire the lease earlier than
 // Deadline plus the safety margin.
@@ -130,15 +119,11 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-// Close releases every lock the session holds (their state becomes
-// Released), stops renewing, waits for the session's goroutines, and revokes
-// the lease (unless etcd answered that it is gone), which deletes the
-// session's keys at once. It returns the revoke
-// error, if any (the lease then expires on its own), or one wrapping
-// ErrMarkersKept if the lock-delay markers of its clean ends could not be
-// deleted (DESIGN.md, "Lock-delay"). Calling it again, or after a loss, is
-// safe: it retries what failed, or returns nil once the lease is revoked.
-// Without a deadline in ctx, DefaultTimeout bounds it.
+// Close releases every lock the session holds, stops renewing, waits for
+// the session's goroutines and revokes the lease, which deletes its keys.
+// It returns the revoke's error (the lease then expires on its own) or one
+// wrapping ErrMarkersKept (DESIGN.md, "Lock-delay"). Calling it again, or
+// after a loss, is safe; DefaultTimeout bounds it without a deadline in ctx.
 func (s *Session) Close(ctx context.Context) error {
 	if s.ledger.revoked.Load() {
 		return nil // an earlier Close did all there is to do
@@ -193,10 +178,9 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // Abandon stops renewing without revoking the lease: every lock the session
-// holds becomes Released at once, but its keys stay until the lease
-// expires, so no one else acquires those names before the TTL runs out,
-// and the end is unclean for WithLockDelay. An acquisition in progress
-// returns ErrSessionClosed. Close may still be called to revoke.
+// holds ends with ErrReleased, but its keys stay until the lease expires,
+// an unclean end for WithLockDelay; an acquisition in progress returns
+// ErrSessionClosed. Close may still be called to revoke.
 func (s *Session) Abandon() {
 	s.ledger.abandoned.Store(true)
 	s.end(ErrSessionClosed, true)
@@ -258,12 +242,12 @@ func (s *Session) end(err error, release bool) {
 	for _, l := range claims {
 		if release {
 			rerr := ErrReleased
-			if l.State() == stateAcquiring {
+			if l.currentState() == stateAcquiring {
 				rerr = err // the pending Acquire fails with ErrSessionClosed
 			}
-			l.finish(StateReleased, rerr)
+			l.finish(stateReleased, rerr)
 		} else {
-			l.finish(StateLost, &LostError{Kind: ErrLost, Cause: err, At: s.cfg.clock.Now()})
+			l.finish(stateLost, &LostError{Kind: ErrLost, Cause: err, At: s.cfg.clock.Now()})
 		}
 	}
 	s.cancel(err)

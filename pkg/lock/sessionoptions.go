@@ -15,7 +15,7 @@ import (
 type (
 	// forSession is an option of NewSession.
 	forSession func(c *config) error
-	// forSessionOrDetached is an option of NewSession and NewDetached.
+	// forSessionOrDetached is an option of NewSession and detached.New.
 	forSessionOrDetached func(c *config) error
 	// forAcquire is an option of Acquire, TryAcquire and AcquireAll.
 	forAcquire func(c *config) error
@@ -74,7 +74,7 @@ func WithTTL(ttl time.Duration) forSession {
 }
 
 // WithOwner sets the owner identity, informational, written into every key
-// of the session (default DefaultOwner()); it must not be empty. A
+// of the session (default "host:pid:random"); it must not be empty. A
 // SessionOption.
 func WithOwner(owner string) forSession {
 	return func(c *config) error {
@@ -86,8 +86,8 @@ func WithOwner(owner string) forSession {
 	}
 }
 
-// validateOwner is WithOwner's check, which Detached also applies to the
-// owner it takes per call.
+// validateOwner is WithOwner's check, which package detached also applies
+// to the owner it takes per call.
 func validateOwner(owner string) error {
 	if owner == "" {
 		return invalid("empty owner")
@@ -160,7 +160,7 @@ func WithClock(clk clock.Clock) forSessionOrDetached {
 }
 
 // WithCleanupTimeout bounds the clean-up, on a fresh context, after a
-// canceled Acquire or a failed TryAcquire, and Detached's lease revoke
+// canceled Acquire or a failed TryAcquire, and package detached's lease revoke
 // (default 5s); it must be positive. A SessionOption and DetachedOption.
 func WithCleanupTimeout(d time.Duration) forSessionOrDetached {
 	return func(c *config) error {

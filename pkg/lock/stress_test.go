@@ -204,7 +204,7 @@ func TestStressSemaphoreRandom(t *testing.T) {
 				lastTok[slot] = tok
 				mu.Unlock()
 				time.Sleep(time.Duration(rng.Intn(15)) * time.Millisecond)
-				if l.State() != lock.StateActive {
+				if l.Err() != nil {
 					fail("holder not active: " + l.Err().Error())
 				}
 				mu.Lock()

@@ -1,10 +1,8 @@
 package lock
 
-// WithWaitHook calls fn once, on the acquiring goroutine, when the
-// acquisition finds it must wait (for an older contender, a slot or a
-// lock-delay); never when it holds or is refused at once. The acquisition
-// may still fail after it. fn must not be nil and must return quickly. An
-// AcquireOption.
+// WithWaitHook calls fn, which must not be nil and must return quickly,
+// once on the acquiring goroutine when the acquisition must wait (for a
+// holder, a slot or a lock-delay). An AcquireOption.
 func WithWaitHook(fn func()) forAcquire {
 	return func(c *config) error {
 		if fn == nil {

@@ -58,8 +58,8 @@ func TestHolderNoticesDeleteMissedWhileDisconnected(t *testing.T) {
 	etcdtest.RestartProxy(t, p)
 
 	waitLost(t, deleted, lock.ErrKeyDeleted, 20*time.Second, "its key was deleted while it was disconnected")
-	if kept.State() != lock.StateActive {
-		t.Fatalf("the lock whose key survived is %v (%v), want active", kept.State(), kept.Err())
+	if kept.Err() != nil {
+		t.Fatalf("the lock whose key survived ended: %v, want active", kept.Err())
 	}
 	if _, err := direct.Delete(ctx, kept.Key()); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func waitStream(t *testing.T, s *lock.Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Client().Delete(testCtx(t), probe.Key()); err != nil {
+	if _, err := lock.ClientOf(s).Delete(testCtx(t), probe.Key()); err != nil {
 		t.Fatal(err)
 	}
 	waitLost(t, probe, lock.ErrKeyDeleted, 20*time.Second, "the probe's key was deleted")
@@ -600,12 +600,12 @@ func TestSessionRenewsPastAMemberCutOff(t *testing.T) {
 	cli.SetEndpoints(c.Endpoints()...)
 	isolate(t, c, cut)
 	select {
-	case <-l.Lost():
+	case <-l.Context().Done():
 		t.Fatalf("lost while a majority was up: %v", l.Err())
 	case <-time.After(3 * ttl):
 	}
-	if l.State() != lock.StateActive {
-		t.Fatalf("state %v after 3 TTLs with a majority up, want active", l.State())
+	if l.Err() != nil {
+		t.Fatalf("state %v after 3 TTLs with a majority up, want active", l.Err())
 	}
 }
 
@@ -628,8 +628,8 @@ func TestSessionsRenewPastAFrozenMember(t *testing.T) {
 	freeze()
 	time.Sleep(3 * ttl) // the fault's length
 	for i, l := range held {
-		if l.State() != lock.StateActive {
-			t.Errorf("lock %d: %v after 3 TTLs with one member of three frozen: %v", i, l.State(), l.Err())
+		if l.Err() != nil {
+			t.Errorf("lock %d ended after 3 TTLs with one member of three frozen: %v", i, l.Err())
 		}
 	}
 }

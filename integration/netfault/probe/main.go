@@ -198,7 +198,7 @@ func round(cli *clientv3.Client, id, prefix string, ttl time.Duration) {
 	}
 	start = time.Now()
 	select {
-	case <-a.l.Lost():
+	case <-a.l.Context().Done():
 		emit("notice", time.Since(start), nil)
 	case <-time.After(stepBound):
 		emit("notice", time.Since(start), context.DeadlineExceeded)

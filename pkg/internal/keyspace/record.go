@@ -2,8 +2,21 @@ package keyspace
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
 	"time"
 )
+
+// NewOwner returns a new owner identity "host:pid:random" of this
+// process, the default owner of a session and an election candidate.
+func NewOwner() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+}
 
 // ForeignHolder describes a holder whose key has no Record: another etcd
 // lock client wrote it.

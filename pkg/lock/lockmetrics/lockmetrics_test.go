@@ -119,7 +119,7 @@ func TestRecorderFollowsSessions(t *testing.T) {
 	if _, err := cli.Delete(ctx, lb.Key()); err != nil {
 		t.Fatal(err)
 	}
-	<-lb.Lost()
+	<-lb.Context().Done()
 	if lost := value(t, reg, "etcdlock_lock_lost_total", "reason", "key_deleted"); lost != 1 {
 		t.Errorf("lost_total{reason=key_deleted} = %v, want 1", lost)
 	}
