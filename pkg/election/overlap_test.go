@@ -33,8 +33,8 @@ const overlapSeed = 49
 // time in six while the leader is cut off from etcd, so that it can
 // neither hear of it nor delete its tenure key — the next term's
 // OnStartedLeading starts only after the old term's context was canceled,
-// and tokens rise. Each of 8 elections of two candidates (TTL 1 s, which
-// etcd raises to its minimum, 2 s) goes through 25 such ends.
+// and tokens rise. Each of 8 elections of two candidates (TTL 2 s) goes
+// through 25 such ends.
 func TestNoOverlapAfterOperatorEnds(t *testing.T) {
 	t.Parallel()
 	r := runOverlap(t, overlapConfig{seed: overlapSeed, elections: 8, ends: 25, actWithin: 300 * time.Millisecond, cutOne: 6})
@@ -133,7 +133,7 @@ func runOverlap(t *testing.T, cfg overlapConfig) overlapResult {
 			// operator may cut.
 			p, url := etcdtest.Proxy(t, cluster.Endpoints()[(i+j)%len(cluster.Endpoints())])
 			proxies[id] = p
-			ecfg := cand{Identity: id, Prefix: pfx, TTL: time.Second, Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: cb, Metrics: m}}
+			ecfg := cand{Identity: id, Prefix: pfx, TTL: 2 * time.Second, Config: election.Config{Client: etcdtest.Client(t, url), Callbacks: cb, Metrics: m}}
 			if cfg.control {
 				ecfg.Config = election.WithoutTenure(ecfg.Config)
 			}
@@ -299,7 +299,7 @@ func overlaps(election string, terms []*termRec) (out []string, most time.Durati
 
 // reasonMismatch says how the loss a term reported to Metrics disagrees
 // with the operator's end of it, if it does. A term may have lost its
-// deadline first (TTL 1 s, on a busy machine).
+// deadline first (TTL 2 s, on a busy machine).
 func reasonMismatch(tr *termRec) string {
 	if !tr.stopped {
 		return ""
