@@ -70,6 +70,9 @@ func runAcquire(ctx context.Context, g *globalOptions, o *acquireOptions, name s
 	if !o.ownerSet {
 		owner = detached.NewOwner()
 	}
+	if o.ownerSet && owner == "" {
+		return usageErr("--owner is empty: name an owner, or leave the flag out for a new one")
+	}
 	if err := scriptArgs(name, owner); err != nil {
 		return err
 	}

@@ -37,7 +37,8 @@ func newKubeLeadersCommand(g *globalOptions) *cobra.Command {
 with package kubelock (optionally those whose name starts with NAME-PREFIX):
 the holder, the term's fencing token and etcd lease, when the term was acquired
 and last renewed, and the number of terms before it (transitions). An election
-whose leader released its record, or whose record's lease expired, has no line.`,
+whose leader released its record, whose record's lease expired, or whose record
+was deleted by hand, has no line until the next term.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p string

@@ -3,7 +3,9 @@
 // explicit calls, identifying itself on every call by owner, unique per
 // actor, and the grant's token. The locks are pkg/lock's plain locks: a
 // session's Acquire of the same name waits for a detached grant, and the
-// other way round.
+// other way round. Every call is bounded by lock.DefaultTimeout when ctx
+// has no deadline; one etcd did not answer in time fails with an error
+// wrapping lock.ErrUnavailable.
 package detached
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/clock"
 	"github.com/etcdlock/etcdlock/pkg/internal/keyspace"
+	"github.com/etcdlock/etcdlock/pkg/internal/request"
 	"github.com/etcdlock/etcdlock/pkg/internal/settings"
 	"github.com/etcdlock/etcdlock/pkg/lease"
 	"github.com/etcdlock/etcdlock/pkg/lock"
@@ -88,9 +91,10 @@ func New(client *clientv3.Client, opts ...lock.DetachedOption) (*Locks, error) {
 // default owner is.
 func NewOwner() string { return keyspace.NewOwner() }
 
-// Acquire grants a fresh lease of ttl and takes name with it if nobody holds
-// or waits for it; else it revokes the lease and returns a
-// *lock.LockedError. A grant already held under owner is replaced, never
+// Acquire grants a fresh lease of ttl (at least 1 s, rounded up to whole
+// seconds; etcd may raise it to its minimum) and takes name with it if
+// nobody holds or waits for it; else it revokes the lease and returns a
+// *lock.LockedError. An empty owner or a bad ttl is lock.ErrInvalidOption. A grant already held under owner is replaced, never
 // adopted: the new one has a new token, so the old one's release cannot
 // free it.
 func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
@@ -104,10 +108,12 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	if d.margin >= ttl {
 		return Grant{}, fmt.Errorf("%w: safety margin %v must be below the TTL %v", lock.ErrInvalidOption, d.margin, ttl)
 	}
+	ctx, cancel := bound(ctx)
+	defer cancel()
 	send := d.clock.Now()
 	gr, err := d.client.Grant(ctx, lease.Seconds(ttl))
 	if err != nil {
-		return Grant{}, fmt.Errorf("detached: grant lease: %w", err)
+		return Grant{}, fmt.Errorf("detached: grant lease: %w", unanswered(ctx, err))
 	}
 	pfx := keyspace.Of(d.prefix, name).Contenders()
 	key := keyspace.Of(d.prefix, name).Contender(int64(gr.ID))
@@ -121,7 +127,7 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		if err != nil {
 			// The put may have happened; a retry replaces it by owner.
 			// Until then the lease holds it for at most ttl.
-			return Grant{}, fmt.Errorf("detached: acquire %q: %w", name, err)
+			return Grant{}, fmt.Errorf("detached: acquire %q: %w", name, unanswered(ctx, err))
 		}
 		if resp.Succeeded {
 			g := Grant{Name: name, Key: key, Owner: owner, Token: fencing.Token(resp.Header.Revision), LeaseID: gr.ID, TTL: time.Duration(gr.TTL) * time.Second}
@@ -137,7 +143,7 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 		}
 		if _, err := compareAndDelete(ctx, d.client, string(holder.Key), holder.CreateRevision); err != nil {
 			d.revoke(gr.ID)
-			return Grant{}, fmt.Errorf("detached: acquire %q: replace the earlier grant of %q: %w", name, owner, err)
+			return Grant{}, fmt.Errorf("detached: acquire %q: replace the earlier grant of %q: %w", name, owner, unanswered(ctx, err))
 		}
 		d.revoke(clientv3.LeaseID(holder.Lease))
 	}
@@ -145,15 +151,23 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 
 // Renew refreshes the lease of the lock that owner holds on name with token
 // and returns the new deadline; lock.ErrNotHeld if that lock no longer
-// exists (never revived), lock.ErrNotOwner if token is not owner's current
-// holder.
+// exists (never revived) or was broken (holders.Break; the error wraps
+// lock.ErrBreakRequested too), lock.ErrNotOwner if token is not owner's
+// current holder.
 func (d *Locks) Renew(ctx context.Context, name, owner string, token fencing.Token) (Grant, error) {
 	kv, err := d.find(ctx, name, owner, token, true)
 	if err != nil {
 		return Grant{}, err
 	}
+	// A break moved the key to a lease of its own, which keeps it until the
+	// holder's deadline: renewing that would keep the name forever.
+	if r, ok := keyspace.Decode(kv.Value); ok && !r.BreakRequested.IsZero() {
+		return Grant{}, fmt.Errorf("%w: %q with token %s was broken: %w", lock.ErrNotHeld, name, token, lock.ErrBreakRequested)
+	}
 	send := d.clock.Now()
-	resp, err := d.client.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+	resp, err := request.Do(ctx, d.client, nil, func(ctx context.Context) (*clientv3.LeaseKeepAliveResponse, error) {
+		return d.client.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+	})
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return Grant{}, fmt.Errorf("%w: %q with token %d: lease expired", lock.ErrNotHeld, name, kv.CreateRevision)
 	}
@@ -178,7 +192,9 @@ func (d *Locks) Release(ctx context.Context, name, owner string, token fencing.T
 	if err != nil {
 		return err
 	}
-	if _, err := compareAndDelete(ctx, d.client, string(kv.Key), int64(token)); err != nil {
+	if _, err := request.Do(ctx, d.client, nil, func(ctx context.Context) (bool, error) {
+		return compareAndDelete(ctx, d.client, string(kv.Key), int64(token))
+	}); err != nil {
 		return fmt.Errorf("detached: release %q: %w", name, err)
 	}
 	d.revoke(clientv3.LeaseID(kv.Lease))
@@ -195,10 +211,12 @@ func (d *Locks) find(ctx context.Context, name, owner string, token fencing.Toke
 		return nil, fmt.Errorf("%w: %d", fencing.ErrInvalidToken, token)
 	}
 	pfx := keyspace.Of(d.prefix, name).Contenders()
-	resp, err := d.client.Txn(ctx).Then(
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
-		clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
-	).Commit()
+	resp, err := request.Do(ctx, d.client, nil, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return d.client.Txn(ctx).Then(
+			clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithMinCreateRev(int64(token)), clientv3.WithMaxCreateRev(int64(token))),
+			clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
+		).Commit()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("detached: read %q: %w", name, err)
 	}
@@ -222,6 +240,23 @@ func (d *Locks) revoke(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cleanup)
 	defer cancel()
 	_, _ = d.client.Revoke(ctx, id)
+}
+
+// bound is ctx, bounded by lock.DefaultTimeout if it has no deadline.
+func bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, lock.DefaultTimeout)
+}
+
+// unanswered is err, wrapping lock.ErrUnavailable too if ctx's deadline
+// passed without an answer.
+func unanswered(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && request.Unanswered(err) {
+		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
+	}
+	return err
 }
 
 // compareAndDelete deletes key if it still has createRev.

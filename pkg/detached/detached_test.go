@@ -9,6 +9,7 @@ import (
 	"github.com/etcdlock/etcdlock/fencing"
 	"github.com/etcdlock/etcdlock/pkg/detached"
 	"github.com/etcdlock/etcdlock/pkg/etcdtest"
+	"github.com/etcdlock/etcdlock/pkg/holders"
 	"github.com/etcdlock/etcdlock/pkg/lock"
 )
 
@@ -188,4 +189,28 @@ func TestDetachedRejectsBadInput(t *testing.T) {
 	if _, err := detached.New(client(t), lock.WithCleanupTimeout(-time.Second)); !errors.Is(err, lock.ErrInvalidOption) {
 		t.Errorf("negative clean-up timeout: %v", err)
 	}
+}
+
+// A grant broken by holders.Break is not renewed: its key, moved to the
+// break's lease until the grant's deadline, would otherwise be kept by
+// every renewal of its old token, and the name never freed.
+func TestDetachedRenewAfterABreakFails(t *testing.T) {
+	t.Parallel()
+	ctx, cli := testCtx(t), client(t)
+	d := newDetached(t)
+	g, err := d.Acquire(ctx, "b", "alice", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := holders.Break(ctx, cli, prefix(t), "b", g.Token, 0); err != nil || released {
+		t.Fatalf("Break = released %v, %v; want the grant fenced", released, err)
+	}
+	_, err = d.Renew(ctx, "b", "alice", g.Token)
+	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrBreakRequested) {
+		t.Fatalf("Renew of a broken grant = %v, want ErrNotHeld and ErrBreakRequested", err)
+	}
+	etcdtest.Eventually(t, time.Minute, func() bool {
+		_, err := d.Acquire(ctx, "b", "bob", 5*time.Second)
+		return err == nil
+	}, "the broken grant's name was never freed")
 }

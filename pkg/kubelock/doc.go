@@ -112,10 +112,11 @@
 // candidate in: its Create waits (ErrHolderAlive) until the holder,
 // having seen the deletion through its watch and ended its term, revokes
 // the lease, or until etcd expires it; the term count beside the record
-// keeps the latest term's lease for candidates that never saw the record.
-// One case remains a window: an etcd lease revoked by hand (etcdctl lease
-// revoke), which deletes the record and the lease at once. There the
-// holder's term ends when its
+// keeps the latest term's lease for candidates that never saw the record
+// (etcdctl del --prefix of the name deletes the count too, and reopens
+// that window). One case remains a window: an etcd lease revoked by hand
+// (etcdctl lease revoke), which deletes the record and the lease at once.
+// There the holder's term ends when its
 // watch delivers the deletion — within 54 ms on a healthy connection in
 // the measurements of the package's README — and at most at its
 // conservative deadline, TTL − margin after its last renewal, when replies

@@ -122,8 +122,8 @@ func (l *Lock) Token() fencing.Token {
 	return tok
 }
 
-// Context returns a context canceled when the lock is lost or released.
-// context.Cause reports why.
+// Context returns a context canceled when the lock is lost or released;
+// by then Err says why, and so does context.Cause.
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // currentState returns the lock's current state.
@@ -145,8 +145,9 @@ func (l *Lock) Err() error {
 // lock was lost), then its keys are deleted by a compare on their token, so
 // it never deletes another owner's key; a key already gone is success. An
 // error means the delete may not have happened: the lease, Close or the
-// session's next acquisition of the name takes the key. After a loss of
-// the session it returns the *LostError; after Abandon it deletes nothing.
+// session's next acquisition of the name takes the key. Once the session
+// is lost to its deadline it returns its *LostError at once; after Abandon
+// it deletes nothing.
 func (l *Lock) Release(ctx context.Context) error {
 	l.finish(stateReleased, ErrReleased)
 	defer l.s.unclaim(l) // after the delete: see Session.claim

@@ -9,7 +9,8 @@ import (
 )
 
 // DefaultTimeout bounds a call whose ctx has no deadline while etcd does not
-// answer (NewSession, Release, Close, Break, an acquisition's writes): it
+// answer (NewSession, Release, Close, Break, an acquisition's writes,
+// package detached's calls): it
 // then fails with an error wrapping ErrUnavailable and DeadlineExceeded.
 const DefaultTimeout = request.DefaultTimeout
 

@@ -121,7 +121,8 @@ func (l *Lock) olderWriter(ctx context.Context) (string, error) {
 }
 
 // tryShared is TryAcquire for a reader: it reads the queue, fails with a
-// *LockedError naming the oldest writer if there is one, and otherwise
+// *LockedError naming the holder (the oldest key) if a writer holds or
+// waits, and otherwise
 // writes l's key if no key under the name was written since the read
 // (a key deleted since does not matter: it can only have been a reader).
 // It returns the write's revision.
@@ -147,7 +148,7 @@ func (l *Lock) tryShared(ctx context.Context) (int64, error) {
 				return 0, err
 			}
 			if excludesReader(kv.Value) {
-				return 0, lockedError(l.name, kv)
+				return 0, lockedError(l.name, get.Kvs[0])
 			}
 		}
 		if replaced {

@@ -82,8 +82,8 @@ func TestTryAcquireShared(t *testing.T) {
 	if _, err := s2.TryAcquire(ctx, "db", lock.WithShared()); !errors.As(err, &locked) {
 		t.Fatalf("reader TryAcquire while a writer waits = %v, want a *LockedError", err)
 	}
-	if locked.Owner != "writer" {
-		t.Errorf("LockedError names %q, want the waiting writer", locked.Owner)
+	if locked.Token != r1.Token() {
+		t.Errorf("LockedError names %q with token %v, want the holder, the first reader, with %v", locked.Owner, locked.Token, r1.Token())
 	}
 	if n := len(keysUnder(t, cli, namePrefix(t, prefix(t), "db"))); n != 2 {
 		t.Errorf("%d keys after a failed TryAcquire, want 2 (reader and writer)", n)
