@@ -128,8 +128,8 @@
 // Lock.SetEventRecorder, as the Lease lock's do. Lock.Healthz is a health
 // check with client-go's HealthzAdaptor contract: it fails while the
 // elector still leads long after its term ended. `etcdlock kube-leaders`
-// lists the records under a prefix: holder, token, acquired and renewed
-// times, transitions.
+// lists the records under a prefix: holder, token, etcd lease, acquired and
+// renewed times, transitions.
 //
 // Not supported: client-go's Coordinated leader election (LeaseCandidate
 // objects).
