@@ -141,7 +141,7 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 			d.revoke(gr.ID)
 			return Grant{}, lockedError(name, holder)
 		}
-		if _, err := compareAndDelete(ctx, d.client, string(holder.Key), holder.CreateRevision); err != nil {
+		if _, err := request.CompareAndDelete(ctx, d.client, string(holder.Key), holder.CreateRevision); err != nil {
 			d.revoke(gr.ID)
 			return Grant{}, fmt.Errorf("detached: acquire %q: replace the earlier grant of %q: %w", name, owner, unanswered(ctx, err))
 		}
@@ -193,7 +193,7 @@ func (d *Locks) Release(ctx context.Context, name, owner string, token fencing.T
 		return err
 	}
 	if _, err := request.Do(ctx, d.client, nil, func(ctx context.Context) (bool, error) {
-		return compareAndDelete(ctx, d.client, string(kv.Key), int64(token))
+		return request.CompareAndDelete(ctx, d.client, string(kv.Key), int64(token))
 	}); err != nil {
 		return fmt.Errorf("detached: release %q: %w", name, err)
 	}
@@ -257,18 +257,6 @@ func unanswered(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", lock.ErrUnavailable, err)
 	}
 	return err
-}
-
-// compareAndDelete deletes key if it still has createRev.
-func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {
-	resp, err := c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	if err != nil {
-		return false, err
-	}
-	return resp.Succeeded, nil
 }
 
 // lockedError is the *lock.LockedError of a name whose holder is kv.

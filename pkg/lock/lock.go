@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/etcdlock/etcdlock/fencing"
+	"github.com/etcdlock/etcdlock/pkg/internal/request"
 	"github.com/etcdlock/etcdlock/pkg/internal/watchmux"
 )
 
@@ -294,7 +295,7 @@ func (l *Lock) deleteKeys(ctx context.Context, held bool) error {
 	c := l.s.client
 	if len(ops) == 0 {
 		_, err := retried(ctx, c, nil, func(ctx context.Context) (bool, error) {
-			return compareAndDelete(ctx, c, l.key, l.rev)
+			return request.CompareAndDelete(ctx, c, l.key, l.rev)
 		})
 		return err
 	}
@@ -349,15 +350,4 @@ func txnInChunks(ctx context.Context, c *clientv3.Client, ops []clientv3.Op, eac
 		ops = ops[n:]
 	}
 	return nil
-}
-
-func compareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {
-	resp, err := c.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
-	if err != nil {
-		return false, err
-	}
-	return resp.Succeeded, nil
 }

@@ -203,3 +203,16 @@ func Unanswered(err error) bool {
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
+
+// CompareAndDelete deletes key if its create revision is still createRev,
+// and reports whether it did; a repeat is a no-op.
+func CompareAndDelete(ctx context.Context, c *clientv3.Client, key string, createRev int64) (bool, error) {
+	resp, err := c.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", createRev)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
