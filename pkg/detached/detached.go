@@ -94,9 +94,9 @@ func NewOwner() string { return keyspace.NewOwner() }
 // Acquire grants a fresh lease of ttl (at least 1 s, rounded up to whole
 // seconds; etcd may raise it to its minimum) and takes name with it if
 // nobody holds or waits for it; else it revokes the lease and returns a
-// *lock.LockedError. An empty owner or a bad ttl is lock.ErrInvalidOption. A grant already held under owner is replaced, never
-// adopted: the new one has a new token, so the old one's release cannot
-// free it.
+// *lock.LockedError. An empty owner or a bad ttl is lock.ErrInvalidOption.
+// A grant already held under owner is replaced, never adopted: the new one
+// has a new token, so the old one's release cannot free it.
 func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Grant, error) {
 	if err := lock.ValidateName(name); err != nil {
 		return Grant{}, err
