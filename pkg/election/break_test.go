@@ -70,7 +70,9 @@ func TestForcedBreakOfLoneLeaderIsOneLoss(t *testing.T) {
 	t.Parallel()
 	m := &recorder{}
 	started := make(chan election.Term, 4)
-	a := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
+	// A 10 s TTL: the term outlives the operator's delayed requests on a
+	// loaded machine, so that the break finds it.
+	a := start(t, cand{Identity: "a", TTL: 10 * time.Second, Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 		OnStartedLeading: func(ctx context.Context, term election.Term) { offer(started, term); <-ctx.Done() },
 	}}})
 	term := receive(t, started, 30*time.Second, "a's term")

@@ -225,7 +225,9 @@ func TestTenureKeyGoneEndsTerm(t *testing.T) {
 			t.Parallel()
 			m := &recorder{onStop: make(chan error, 4)}
 			terms := make(chan election.Term, 4)
-			c := start(t, cand{Identity: "a", Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
+			// A 5 s TTL: a loaded machine hears of the tenure key's end
+			// before the session's deadline, as the reason asserted needs.
+			c := start(t, cand{Identity: "a", TTL: 5 * time.Second, Config: election.Config{Metrics: m, Callbacks: election.Callbacks{
 				OnStartedLeading: func(ctx context.Context, term election.Term) { terms <- term; <-ctx.Done() },
 			}}})
 			first := receive(t, terms, 10*time.Second, "term")
