@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -40,8 +39,7 @@ type Locks struct {
 	margin  time.Duration // 0: lease.DefaultMargin
 	clock   clock.Clock
 	cleanup time.Duration
-	host    string
-	pid     int
+	origin  keyspace.Origin // this process, for the records it writes
 }
 
 // Grant describes a lock acquired or renewed.
@@ -72,9 +70,8 @@ func New(client *clientv3.Client, opts ...lock.DetachedOption) (*Locks, error) {
 			return nil, err
 		}
 	}
-	host, _ := os.Hostname()
 	d := &Locks{client: client, prefix: s.Prefix, margin: s.SafetyMargin, clock: s.Clock, cleanup: s.CleanupTimeout,
-		host: host, pid: os.Getpid()}
+		origin: keyspace.ThisProcess()}
 	if d.prefix == "" {
 		d.prefix = lock.DefaultPrefix
 	}
@@ -89,7 +86,7 @@ func New(client *clientv3.Client, opts ...lock.DetachedOption) (*Locks, error) {
 
 // NewOwner returns a new owner identity "host:pid:random", as a session's
 // default owner is.
-func NewOwner() string { return keyspace.NewOwner() }
+func NewOwner() string { return keyspace.ThisProcess().NewOwner() }
 
 // Acquire grants a fresh lease of ttl (at least 1 s, rounded up to whole
 // seconds; etcd may raise it to its minimum) and takes name with it if
@@ -117,7 +114,7 @@ func (d *Locks) Acquire(ctx context.Context, name, owner string, ttl time.Durati
 	}
 	pfx := keyspace.Of(d.prefix, name).Contenders()
 	key := keyspace.Of(d.prefix, name).Contender(int64(gr.ID))
-	record := keyspace.Record{Owner: owner, Host: d.host, PID: d.pid, Acquired: send.UTC()}.Encode()
+	record := keyspace.Record{Owner: owner, Host: d.origin.Host, PID: d.origin.PID, Acquired: send.UTC()}.Encode()
 	for replaced := false; ; replaced = true {
 		resp, err := d.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix()).

@@ -123,7 +123,7 @@ func (c *Config) validate(opts []lock.SessionOption) (session, error) {
 	case set.Metrics && c.Metrics != nil:
 		return session{}, fmt.Errorf("%w: lock.WithMetrics and Config.Metrics: Metrics records the renewals", ErrInvalidConfig)
 	}
-	s := session{identity: cmp.Or(set.Owner, keyspace.NewOwner()), prefix: cmp.Or(set.Prefix, lock.DefaultPrefix), logger: set.Logger}
+	s := session{identity: cmp.Or(set.Owner, keyspace.ThisProcess().NewOwner()), prefix: cmp.Or(set.Prefix, lock.DefaultPrefix), logger: set.Logger}
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}

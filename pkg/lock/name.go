@@ -2,7 +2,6 @@ package lock
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -33,20 +32,8 @@ type lockName struct {
 // a held Lock keeps no second copy of its prefix.
 func (n lockName) keys() keyspace.Name { return keyspace.OfContender(n.key) }
 
-// origin is the host and process that write a record: read once per
-// session (or detached.Locks), not per acquisition.
-type origin struct {
-	host string
-	pid  int
-}
-
-func thisProcess() origin {
-	host, _ := os.Hostname()
-	return origin{host: host, pid: os.Getpid()}
-}
-
-func newRecord(owner string, o origin, now time.Time, seq uint64, ac acquireConfig) string {
-	r := keyspace.Record{Owner: owner, Host: o.host, PID: o.pid, Acquired: now.UTC(), Seq: seq, Shared: ac.shared, LockDelay: ac.lockDelay}
+func newRecord(owner string, o keyspace.Origin, now time.Time, seq uint64, ac acquireConfig) string {
+	r := keyspace.Record{Owner: owner, Host: o.Host, PID: o.PID, Acquired: now.UTC(), Seq: seq, Shared: ac.shared, LockDelay: ac.lockDelay}
 	if len(ac.names) > 1 {
 		r.Names = ac.names
 	}

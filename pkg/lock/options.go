@@ -94,8 +94,8 @@ type config struct {
 	clock          clock.Clock
 	cleanupTimeout time.Duration
 	metrics        Metrics
-	acquire        acquireConfig // a session's defaults for its acquisitions
-	origin         origin        // this process, for the records it writes
+	acquire        acquireConfig   // a session's defaults for its acquisitions
+	origin         keyspace.Origin // this process, for the records it writes
 }
 
 // acquireConfig is what the options of one acquisition set
@@ -164,9 +164,9 @@ func newConfig[O option](opts []O) (config, error) {
 	if err := apply(&c, opts); err != nil {
 		return config{}, err
 	}
-	c.origin = thisProcess()
+	c.origin = keyspace.ThisProcess()
 	if c.owner == "" {
-		c.owner = keyspace.NewOwner()
+		c.owner = c.origin.NewOwner()
 	}
 	return c, nil
 }

@@ -8,14 +8,27 @@ import (
 	"time"
 )
 
-// NewOwner returns a new owner identity "host:pid:random" of this
-// process, the default owner of a session and an election candidate.
-func NewOwner() string {
+// Origin is the host and process that write records: read once per
+// session (or detached.Locks), not per acquisition.
+type Origin struct {
+	Host string
+	PID  int
+}
+
+// ThisProcess is this process's Origin.
+func ThisProcess() Origin {
 	host, _ := os.Hostname()
+	return Origin{Host: host, PID: os.Getpid()}
+}
+
+// NewOwner returns a new owner identity "host:pid:random" of o, the
+// default owner of a session, an election candidate and a detached grant.
+func (o Origin) NewOwner() string {
+	host := o.Host
 	if host == "" {
 		host = "unknown"
 	}
-	return fmt.Sprintf("%s:%d:%08x", host, os.Getpid(), rand.Uint32())
+	return fmt.Sprintf("%s:%d:%08x", host, o.PID, rand.Uint32())
 }
 
 // ForeignHolder describes a holder whose key has no Record: another etcd
